@@ -1,0 +1,47 @@
+"""Ingesters: one subpackage per input format, all ending in ``TraceSession.validate()``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from traceforensics.ingest.detect import rank_files, sniff_file
+from traceforensics.model.errors import InputError
+from traceforensics.model.session import TraceSession
+
+
+def load_path(path: str | Path, *, use_cache: bool = False) -> TraceSession:
+    """Detect the format of ``path`` (file or directory of rank files) and load it.
+
+    With ``use_cache`` a previously loaded session for the same unchanged input is read from the
+    user cache directory instead (see ``ingest.cache``).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such file or directory")
+    if use_cache:
+        from traceforensics.ingest.cache import cached_load
+
+        return cached_load(p, _load_uncached)
+    return _load_uncached(p)
+
+
+def _load_uncached(p: Path) -> TraceSession:
+    if p.is_dir():
+        from traceforensics.ingest.kineto import load_kineto
+
+        session = load_kineto(rank_files(p))
+    else:
+        fmt = sniff_file(p)
+        if fmt == "kineto":
+            from traceforensics.ingest.kineto import load_kineto
+
+            session = load_kineto([p])
+        else:
+            from traceforensics.ingest.nsys import load_nsys
+
+            session = load_nsys(p)
+    session.validate()
+    return session
+
+
+__all__ = ["load_path"]

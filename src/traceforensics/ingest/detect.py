@@ -1,0 +1,66 @@
+"""Input format detection by content (magic bytes), not by file name alone.
+
+Rules, in order:
+- a directory: every ``*.json``/``*.json.gz`` in it is a Kineto rank file (nsys files alone are
+  accepted too, one at a time);
+- gzip magic ``1f 8b``: a gzipped Kineto JSON;
+- SQLite magic ``SQLite format 3\\0``: an Nsight Systems export;
+- a ``.nsys-rep``/``.qdrep`` name: an Nsight Systems report (needs ``nsys`` to export);
+- first non-blank byte ``{`` or ``[``: Kineto/Chrome JSON.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from traceforensics.model.errors import InputError, UnsupportedFormatError
+
+Format = Literal["kineto", "nsys-sqlite", "nsys-rep"]
+
+GZIP_MAGIC = b"\x1f\x8b"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+NSYS_REP_SUFFIXES = (".nsys-rep", ".qdrep")
+KINETO_SUFFIXES = (".json", ".json.gz")
+
+
+def sniff_file(path: Path) -> Format:
+    """Return the format of one regular file, or raise ``InputError``."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(64)
+    except PermissionError as exc:
+        raise InputError(f"{path}: cannot read the file (permission denied)") from exc
+    except IsADirectoryError as exc:  # pragma: no cover - callers check first
+        raise InputError(f"{path}: is a directory") from exc
+    if not head:
+        raise UnsupportedFormatError(
+            f"{path}: the file is empty; pass a PyTorch Profiler trace (.json/.json.gz) "
+            "or an Nsight Systems export (.sqlite/.nsys-rep)"
+        )
+    if head.startswith(SQLITE_MAGIC):
+        return "nsys-sqlite"
+    if head.startswith(GZIP_MAGIC):
+        return "kineto"
+    if path.name.endswith(NSYS_REP_SUFFIXES):
+        return "nsys-rep"
+    stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if stripped[:1] in (b"{", b"["):
+        return "kineto"
+    raise UnsupportedFormatError(
+        f"{path}: not a recognised trace (neither JSON, gzip, SQLite nor .nsys-rep); pass a "
+        "PyTorch Profiler trace (.json/.json.gz) or an Nsight Systems export (.sqlite/.nsys-rep)"
+    )
+
+
+def rank_files(directory: Path) -> list[Path]:
+    """Kineto trace files inside a directory (not recursive), sorted by name."""
+    files = sorted(
+        p for p in directory.iterdir() if p.is_file() and p.name.endswith(KINETO_SUFFIXES)
+    )
+    if not files:
+        raise InputError(
+            f"{directory}: the directory holds no .json or .json.gz trace files; pass a trace "
+            "file or a directory of per-rank PyTorch Profiler traces"
+        )
+    return files

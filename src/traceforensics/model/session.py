@@ -1,0 +1,196 @@
+"""``TraceSession``: the event table, its args side table and trace-level metadata.
+
+A session is what every ingester returns and every analysis consumes. It can be saved to a
+directory (``events.parquet``, ``args.parquet``, ``meta.json``) and loaded back unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from traceforensics.model.errors import SchemaError
+from traceforensics.model.schema import (
+    ARGS_SCHEMA,
+    EVENT_SCHEMA,
+    REQUIRED_COLUMNS,
+    conform_args,
+    conform_events,
+    empty_args,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SESSION_FORMAT_VERSION = 1
+
+
+@dataclass
+class DeviceInfo:
+    """One GPU as the trace describes it. Memory in bytes, clocks in kHz (as CUDA reports)."""
+
+    rank: int
+    device: int
+    name: str = ""
+    sm_count: int | None = None
+    compute_capability: str | None = None
+    memory_bytes: int | None = None
+    memory_bandwidth_bytes_per_s: int | None = None
+    clock_khz: int | None = None
+    vendor: str | None = None
+
+
+@dataclass
+class InputInfo:
+    """One input file and what was read from it."""
+
+    path: str
+    format: str
+    rank: int
+    format_version: str | None = None
+
+
+@dataclass
+class TraceMeta:
+    """Trace-level facts. ``clock_base_ns`` is the absolute wall-clock epoch ns of time 0 on the
+    table's clock when known (so ``start_ns + clock_base_ns`` is wall-clock time)."""
+
+    source_format: str
+    format_version: str | None = None
+    inputs: list[InputInfo] = field(default_factory=list)
+    devices: list[DeviceInfo] = field(default_factory=list)
+    distributed: dict[str, Any] = field(default_factory=dict)
+    clock_base_ns: int | None = None
+    clock_is_wall: bool = False
+    warnings: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TraceMeta:
+        data = dict(data)
+        data["inputs"] = [InputInfo(**i) for i in data.get("inputs", [])]
+        data["devices"] = [DeviceInfo(**d) for d in data.get("devices", [])]
+        return cls(**data)
+
+
+class TraceSession:
+    """A loaded trace: ``events`` (unified table), ``args`` (side table), ``meta``."""
+
+    def __init__(
+        self,
+        events: pl.DataFrame,
+        meta: TraceMeta,
+        args: pl.DataFrame | None = None,
+    ) -> None:
+        self.events = events
+        self.args = args if args is not None else empty_args()
+        self.meta = meta
+
+    # -- construction helpers -------------------------------------------------------------
+    @classmethod
+    def from_frames(
+        cls, events: pl.DataFrame, meta: TraceMeta, args: pl.DataFrame | None = None
+    ) -> TraceSession:
+        """Conform partial frames to the schema, validate, and wrap them."""
+        session = cls(
+            conform_events(events),
+            meta,
+            conform_args(args) if args is not None else None,
+        )
+        session.validate()
+        return session
+
+    # -- checks ---------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Raise ``SchemaError`` unless the tables match the schema exactly.
+
+        Rules: column names, order and dtypes equal ``EVENT_SCHEMA``/``ARGS_SCHEMA``;
+        ``dur_ns >= 0``; no nulls in ``REQUIRED_COLUMNS``; ``event_id`` unique; GPU work rows
+        (kernel, memcpy, memset) carry a device.
+        """
+        ev = self.events
+        if dict(ev.schema) != EVENT_SCHEMA:
+            got = {k: str(v) for k, v in ev.schema.items()}
+            raise SchemaError(f"event table schema mismatch: {got}")
+        if dict(self.args.schema) != ARGS_SCHEMA:
+            raise SchemaError(f"args table schema mismatch: {dict(self.args.schema)}")
+        if ev.height == 0:
+            return
+        checks = ev.select(
+            [pl.col(c).null_count().alias(c) for c in REQUIRED_COLUMNS]
+            + [
+                (pl.col("dur_ns") < 0).sum().alias("_neg_dur"),
+                pl.col("event_id").n_unique().alias("_unique_ids"),
+                (
+                    pl.col("kind").is_in(["kernel", "memcpy", "memset"])
+                    & pl.col("device").is_null()
+                )
+                .sum()
+                .alias("_gpu_without_device"),
+            ]
+        ).row(0, named=True)
+        nulls = {c: checks[c] for c in REQUIRED_COLUMNS if checks[c]}
+        if nulls:
+            raise SchemaError(f"null values in required columns: {nulls}")
+        if checks["_neg_dur"]:
+            raise SchemaError(f"{checks['_neg_dur']} events have dur_ns < 0")
+        if checks["_unique_ids"] != ev.height:
+            raise SchemaError("event_id is not unique")
+        if checks["_gpu_without_device"]:
+            raise SchemaError(f"{checks['_gpu_without_device']} GPU work rows have no device")
+
+    # -- persistence ----------------------------------------------------------------------
+    def save(self, directory: str | Path) -> Path:
+        """Write ``events.parquet``, ``args.parquet`` and ``meta.json`` into ``directory``."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        self.events.write_parquet(out / "events.parquet")
+        self.args.write_parquet(out / "args.parquet")
+        sidecar = {"session_format": SESSION_FORMAT_VERSION, "meta": self.meta.to_dict()}
+        (out / "meta.json").write_text(json.dumps(sidecar, indent=1), encoding="utf-8")
+        return out
+
+    @classmethod
+    def load(cls, directory: str | Path) -> TraceSession:
+        """Read a session written by ``save``; validates it."""
+        src = Path(directory)
+        sidecar = json.loads((src / "meta.json").read_text(encoding="utf-8"))
+        if sidecar.get("session_format") != SESSION_FORMAT_VERSION:
+            raise SchemaError(f"{src}: saved session format {sidecar.get('session_format')!r}")
+        events = conform_events(pl.read_parquet(src / "events.parquet"))
+        args = conform_args(pl.read_parquet(src / "args.parquet"))
+        session = cls(events, TraceMeta.from_dict(sidecar["meta"]), args)
+        session.validate()
+        return session
+
+    # -- views ----------------------------------------------------------------------------
+    def to_pandas(self) -> pd.DataFrame:
+        """The event table as a pandas DataFrame (for notebooks), with an ``end_ns`` column."""
+        return self.events.with_columns(
+            (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns")
+        ).to_pandas()
+
+    def kind(self, *kinds: str) -> pl.DataFrame:
+        """Rows of the given kinds."""
+        return self.events.filter(pl.col("kind").is_in(list(kinds)))
+
+    def args_for(self, key: str) -> pl.DataFrame:
+        """``event_id`` and ``value`` of one arg key."""
+        return self.args.filter(pl.col("key") == key).select("event_id", "value")
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted(self.events.get_column("rank").unique().drop_nulls().to_list())
+
+    def __repr__(self) -> str:
+        return (
+            f"TraceSession({self.meta.source_format}, {self.events.height} events, "
+            f"{len(self.meta.devices)} devices)"
+        )
