@@ -1,0 +1,55 @@
+# Developer loop. The README's two quick-start commands are `make demo` and `make test`.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+EXAMPLE ?= examples/synthetic_training.pt.trace.json.gz
+
+.PHONY: demo install dev test lint typecheck pytest bench fixtures clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+
+dev: $(VENV)/.dev-installed
+
+## demo: install and analyze the bundled sample trace
+demo: install
+	$(BIN)/tf analyze $(EXAMPLE)
+
+## test: install dev extras, then lint, type-check and run the whole test suite
+test: dev lint typecheck pytest
+
+lint: dev
+	$(BIN)/ruff check src tests bench tools
+	$(BIN)/ruff format --check src tests bench tools
+
+typecheck: dev
+	$(BIN)/mypy
+
+pytest: dev
+	$(BIN)/pytest -q -n 2
+
+## bench: speed and memory benchmarks (ratios against peers/baselines, one run)
+bench: dev
+	$(BIN)/python bench/bench_kineto_load.py
+	$(BIN)/python bench/bench_analysis.py
+	$(BIN)/python bench/bench_nsys.py
+	$(BIN)/python bench/bench_monitor.py
+
+## fixtures: rebuild the project's own generated fixtures and the bundled example
+fixtures: dev
+	$(BIN)/python tools/make_nsys_fixtures.py
+	$(BIN)/python tools/make_example.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache src/*.egg-info

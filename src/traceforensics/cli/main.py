@@ -1,0 +1,58 @@
+"""``tf`` / ``traceforensics`` entry point: the command group and error handling.
+
+Bad input never shows a traceback: an ``InputError`` becomes one line on stderr and exit code 2.
+An unexpected error prints one line and exits 3; ``TF_DEBUG=1`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from traceforensics import __version__
+from traceforensics.cli.analyze import analyze_command
+from traceforensics.model.errors import InputError, TraceForensicsError
+
+EXIT_INPUT = 2
+EXIT_INTERNAL = 3
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="traceforensics")
+def cli() -> None:
+    """When the GPU was idle, who was it waiting for?
+
+    Reads PyTorch Profiler (Kineto) traces and Nsight Systems exports and attributes every idle
+    nanosecond of every GPU to a cause.
+    """
+
+
+cli.add_command(analyze_command)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry: run the group, mapping errors to one line and an exit code."""
+    try:
+        cli.main(args=argv, prog_name="tf", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("tf: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except InputError as exc:
+        click.echo(f"tf: error: {exc}", err=True)
+        sys.exit(EXIT_INPUT)
+    except TraceForensicsError as exc:
+        click.echo(f"tf: error: {exc}", err=True)
+        sys.exit(EXIT_INTERNAL)
+    except Exception as exc:
+        if os.environ.get("TF_DEBUG"):
+            raise
+        click.echo(
+            f"tf: internal error: {type(exc).__name__}: {exc} (set TF_DEBUG=1 for a traceback)",
+            err=True,
+        )
+        sys.exit(EXIT_INTERNAL)

@@ -1,0 +1,67 @@
+"""Session cache: a re-run on the same unchanged input is near-instant.
+
+The cache lives only in the user cache directory (``$XDG_CACHE_HOME/traceforensics`` or
+``~/.cache/traceforensics``), never beside the input. The key is a hash of the input's identity:
+absolute path, size and mtime (ns) of every file read, and the tool version. A changed input gets
+a new key; stale entries are simply never read again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from traceforensics.model.errors import SchemaError
+from traceforensics.model.session import TraceSession
+
+CACHE_FORMAT = "1"
+
+
+def cache_root() -> Path:
+    """The directory holding cached sessions (respects ``XDG_CACHE_HOME``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "traceforensics" / "sessions"
+
+
+def _tool_version() -> str:
+    from traceforensics import __version__
+
+    return __version__
+
+
+def input_key(path: Path) -> str:
+    """Hash of (path, size, mtime_ns) of the input (every file of a directory) + tool version."""
+    p = path.resolve()
+    files = sorted(q for q in p.iterdir() if q.is_file()) if p.is_dir() else [p]
+    h = hashlib.sha256()
+    h.update(f"{CACHE_FORMAT}|{_tool_version()}|{p}".encode())
+    for f in files:
+        st = f.stat()
+        h.update(f"|{f.name}|{st.st_size}|{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:32]
+
+
+def cached_load(path: Path, loader: Callable[[Path], TraceSession]) -> TraceSession:
+    """Load ``path`` through the cache: read a saved session if present, else load and save."""
+    entry = cache_root() / input_key(path)
+    if (entry / "meta.json").exists():
+        try:
+            return TraceSession.load(entry)
+        except (SchemaError, OSError, ValueError):
+            shutil.rmtree(entry, ignore_errors=True)  # a broken entry is rebuilt, not trusted
+    session = loader(path)
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
+        session.save(tmp)
+        try:
+            tmp.rename(entry)
+        except OSError:  # another process won the race; ours is identical
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError:
+        pass  # an unwritable cache must never fail the analysis
+    return session

@@ -1,0 +1,131 @@
+"""Kineto microsecond values (``ts``, ``dur``) to exact integer nanoseconds.
+
+Kineto writes ``ts``/``dur`` in microseconds: integers up to PyTorch ~2.2, then floats with three
+decimals (ns precision), relative to ``baseTimeNanoseconds`` since kineto #910 and absolute epoch
+µs in some mid-2024 traces. JSON numbers reach us as Python ``int`` or ``float`` (IEEE double).
+
+Rule applied (one value ``v`` in µs -> ns):
+
+- ``int``: ``v * 1000`` exactly.
+- ``float``: the exact decimal value of the double's *shortest round-trip repr* (Python ``repr``)
+  times 1000, rounded half-to-even to an integer when the repr has more than three decimals.
+  Example: ``1712195495519695.8`` µs -> ``1712195495519695800`` ns.
+- a numeric string (seen in non-Kineto Chrome traces) is read the same way as its text.
+
+Why not just ``round(v * 1000.0)``: at absolute-epoch magnitudes (1.7e15 µs) one ulp of a double
+is 0.25 µs, so the double ``1712195495519695.75`` stands for the text ``...695.8``; multiplying
+gives ...695750 ns (and the product itself is rounded to 256 ns steps), 50 ns off the written
+value. Below ``FAST_LIMIT_US = 2**43`` µs (~102 days, which covers every relative timestamp
+because ``baseTimeNanoseconds`` is floored to ~91-day steps) one ulp is at most 2**-10 < 0.001,
+so at most one three-decimal number lies within half an ulp of the double. Therefore when
+``N = rint(v * 1000)`` satisfies ``float(N) / 1000 == v`` (IEEE division is correctly rounded),
+``N / 1000`` is the unique ≤3-decimal value that reads back as ``v``, which is exactly the value
+of its shortest repr. That vectorised check runs on the whole column in numpy; values failing it
+(large magnitude, more than three decimals) take the exact per-value repr path. Between 2**43 and
+2**53/1000 µs the shortcut can pick a 3-decimal value where the shortest repr has 2 decimals,
+which is why the limit is 2**43 and not 2**53/1000 (tests/test_kineto_variants.py shows both).
+"""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+
+import numpy as np
+import numpy.typing as npt
+
+FAST_LIMIT_US = float(2**43)
+_INT64_US_LIMIT = (2**63 - 1) // 1000
+_THOUSAND = Decimal(1000)
+
+
+class TimeValueError(ValueError):
+    """A ``ts``/``dur`` value that is not a finite number of microseconds."""
+
+
+def text_us_to_ns(text: str) -> int:
+    """Exact ns of a decimal µs text, half-to-even beyond 1 ns. Raises ``TimeValueError``."""
+    try:
+        dec = Decimal(text.strip())
+    except InvalidOperation as exc:
+        raise TimeValueError(f"not a number: {text!r}") from exc
+    if not dec.is_finite():
+        raise TimeValueError(f"not a finite number: {text!r}")
+    return int((dec * _THOUSAND).to_integral_value(rounding=ROUND_HALF_EVEN))
+
+
+def float_us_to_ns(value: float) -> int:
+    """Exact ns of a double in µs by the shortest-repr rule (see module docstring)."""
+    text = repr(value)
+    if "e" in text or "n" in text:  # exponent form, inf or nan: let Decimal decide
+        return text_us_to_ns(text)
+    neg = text.startswith("-")
+    whole, _, frac = text.lstrip("-").partition(".")
+    if len(frac) > 3:
+        return text_us_to_ns(text)
+    ns = int(whole) * 1000 + int(frac.ljust(3, "0"))
+    return -ns if neg else ns
+
+
+def _scalar_us_to_ns(value: object) -> int:
+    if type(value) is int:
+        return value * 1000
+    if isinstance(value, float):
+        return float_us_to_ns(value)
+    if isinstance(value, str):
+        return text_us_to_ns(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int(value) * 1000
+    raise TimeValueError(f"not a number: {value!r}")
+
+
+def floats_us_to_ns(values: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """Vectorised shortest-repr conversion of a float64 µs array (see module docstring)."""
+    if not np.all(np.isfinite(values)):
+        raise TimeValueError("a timestamp is NaN or infinite")
+    scaled = np.rint(values * 1000.0)
+    fast = (np.abs(values) < FAST_LIMIT_US) & (scaled / 1000.0 == values)
+    out = scaled.astype(np.int64)
+    slow = np.flatnonzero(~fast)
+    if slow.size:
+        try:
+            out[slow] = [float_us_to_ns(v) for v in values[slow].tolist()]
+        except OverflowError as exc:
+            raise TimeValueError("a timestamp does not fit in int64 nanoseconds") from exc
+    return out
+
+
+def us_to_ns(values: list[object], missing: int | None = None) -> npt.NDArray[np.int64]:
+    """Convert a column of JSON µs values to int64 ns.
+
+    ``missing`` replaces ``None`` values (e.g. ``dur`` absent on instants); with ``missing=None``
+    a ``None`` raises ``TimeValueError``. Integers beyond int64 ns raise ``TimeValueError``.
+    """
+    n = len(values)
+    if all(type(v) is int for v in values):
+        arr = np.fromiter(values, dtype=np.int64, count=n) if n else np.zeros(0, np.int64)
+        if n and int(np.abs(arr).max()) > _INT64_US_LIMIT:
+            raise TimeValueError("a timestamp does not fit in int64 nanoseconds")
+        return arr * 1000
+    if all(type(v) is float for v in values):
+        return floats_us_to_ns(np.asarray(values, dtype=np.float64))
+    out = np.zeros(n, dtype=np.int64)
+    float_idx: list[int] = []
+    float_vals: list[float] = []
+    for i, v in enumerate(values):
+        if type(v) is float:
+            float_idx.append(i)
+            float_vals.append(v)
+        elif v is None:
+            if missing is None:
+                raise TimeValueError("an event has no timestamp")
+            out[i] = missing
+        else:
+            ns = _scalar_us_to_ns(v)
+            if abs(ns) > 2**63 - 1:
+                raise TimeValueError("a timestamp does not fit in int64 nanoseconds")
+            out[i] = ns
+    if float_idx:
+        out[np.asarray(float_idx, dtype=np.int64)] = floats_us_to_ns(
+            np.asarray(float_vals, dtype=np.float64)
+        )
+    return out

@@ -1,0 +1,1 @@
+"""Renderers: turn an ``Analysis`` into terminal text, Markdown, JSON or plots."""

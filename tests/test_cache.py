@@ -1,0 +1,83 @@
+"""Session cache: lives under XDG_CACHE_HOME, keyed by input identity, never beside the input."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from traceforensics.ingest.cache import cache_root, cached_load, input_key
+from traceforensics.model import TraceMeta, TraceSession
+
+
+def _session(tag: str) -> TraceSession:
+    frame = pl.DataFrame(
+        {
+            "event_id": [0],
+            "kind": ["kernel"],
+            "start_ns": [5],
+            "dur_ns": [7],
+            "rank": [0],
+            "device": [0],
+            "name": [tag],
+        }
+    )
+    return TraceSession.from_frames(frame, TraceMeta(source_format="test"))
+
+
+@pytest.fixture
+def xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    cache = tmp_path / "xdg-cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    return cache
+
+
+def test_second_load_comes_from_cache_and_is_equal(tmp_path: Path, xdg: Path) -> None:
+    src = tmp_path / "in" / "t.json"
+    src.parent.mkdir()
+    src.write_text("{}")
+    calls: list[Path] = []
+
+    def loader(p: Path) -> TraceSession:
+        calls.append(p)
+        return _session("k1")
+
+    first = cached_load(src, loader)
+    second = cached_load(src, loader)
+    assert len(calls) == 1
+    assert second.events.equals(first.events)
+    assert cache_root() == xdg / "traceforensics" / "sessions"
+    assert any(cache_root().iterdir())
+    # nothing written beside the input
+    assert sorted(os.listdir(src.parent)) == ["t.json"]
+
+
+def test_changed_input_misses_the_cache(tmp_path: Path, xdg: Path) -> None:
+    src = tmp_path / "t.json"
+    src.write_text("{}")
+    k1 = input_key(src)
+    src.write_text('{"x": 1}')
+    os.utime(src, ns=(1, 1))
+    assert input_key(src) != k1
+    names: list[str] = []
+
+    def loader(p: Path) -> TraceSession:
+        names.append("load")
+        return _session(f"v{len(names)}")
+
+    cached_load(src, loader)
+    src.write_text('{"x": 22}')
+    cached_load(src, loader)
+    assert names == ["load", "load"]
+
+
+def test_broken_cache_entry_is_rebuilt(tmp_path: Path, xdg: Path) -> None:
+    src = tmp_path / "t.json"
+    src.write_text("{}")
+    entry = cache_root() / input_key(src)
+    entry.mkdir(parents=True)
+    (entry / "meta.json").write_text("not json")
+    s = cached_load(src, lambda p: _session("fresh"))
+    assert s.events.get_column("name").cast(pl.String).to_list() == ["fresh"]

@@ -1,0 +1,58 @@
+"""Interval union/gaps against a plain-Python reference on random inputs."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from traceforensics.analysis.intervals import gaps, total, union
+
+
+def _plain_union(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[list[int]] = []
+    for s, e in sorted(p for p in pairs if p[1] > p[0]):
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    return [(a, b) for a, b in merged]
+
+
+def test_union_matches_plain_python_on_random_intervals() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        pairs = []
+        for _ in range(rng.randint(0, 40)):
+            s = rng.randint(-1000, 10_000)
+            pairs.append((s, s + rng.randint(0, 500)))
+        s_arr = np.array([p[0] for p in pairs], dtype=np.int64)
+        e_arr = np.array([p[1] for p in pairs], dtype=np.int64)
+        us, ue = union(s_arr, e_arr)
+        assert list(zip(us.tolist(), ue.tolist(), strict=True)) == _plain_union(pairs)
+        assert total(us, ue) == sum(b - a for a, b in _plain_union(pairs))
+
+
+def test_gaps_fill_the_window_exactly() -> None:
+    rng = random.Random(11)
+    for _ in range(100):
+        pairs = [(s, s + rng.randint(1, 300)) for s in rng.sample(range(0, 5000), 20)]
+        us, ue = union(
+            np.array([p[0] for p in pairs], dtype=np.int64),
+            np.array([p[1] for p in pairs], dtype=np.int64),
+        )
+        lo, hi = 100, 4000
+        gs, ge = gaps(us, ue, lo, hi)
+        covered = sum(max(0, min(b, hi) - max(a, lo)) for a, b in _plain_union(pairs))
+        assert total(gs, ge) + covered == hi - lo
+        # no gap overlaps any busy interval
+        for a, b in zip(gs.tolist(), ge.tolist(), strict=True):
+            assert all(b <= s or a >= e for s, e in _plain_union(pairs))
+
+
+def test_huge_epoch_ns_values_stay_exact() -> None:
+    base = 1_712_195_495_519_695_800
+    us, ue = union(
+        np.array([base, base + 3], dtype=np.int64), np.array([base + 5, base + 9], dtype=np.int64)
+    )
+    assert us.tolist() == [base] and ue.tolist() == [base + 9]

@@ -1,0 +1,81 @@
+"""TraceSession: schema conformance, validate() rules, save/load round trip, pandas view."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from traceforensics.model import SchemaError, TraceMeta, TraceSession
+from traceforensics.model.schema import EVENT_SCHEMA
+from traceforensics.model.session import DeviceInfo, InputInfo
+
+
+def _frame(**over: list[object]) -> pl.DataFrame:
+    data: dict[str, list[object]] = {
+        "event_id": [0, 1, 2],
+        "kind": ["cpu_op", "cuda_api", "kernel"],
+        "start_ns": [1_700_000_000_000_000_000, 1_700_000_000_000_000_010, 1_700_000_000_000_000_500],
+        "dur_ns": [1000, 20, 300],
+        "rank": [0, 0, 0],
+        "device": [None, None, 0],
+        "stream": [None, None, 7],
+        "pid": [10, 10, 0],
+        "tid": [11, 11, None],
+        "name": ["aten::mm", "cudaLaunchKernel", "gemm"],
+        "correlation": [None, 5, 5],
+    }
+    data.update(over)
+    return pl.DataFrame(data)
+
+
+def _meta() -> TraceMeta:
+    return TraceMeta(
+        source_format="test",
+        inputs=[InputInfo(path="x.json", format="kineto", rank=0)],
+        devices=[DeviceInfo(rank=0, device=0, name="NVIDIA H100 80GB HBM3", sm_count=132)],
+        clock_base_ns=0,
+    )
+
+
+def test_from_frames_conforms_to_schema() -> None:
+    s = TraceSession.from_frames(_frame(), _meta())
+    assert dict(s.events.schema) == EVENT_SCHEMA
+    assert s.events.get_column("is_comm").to_list() == [False, False, False]
+
+
+def test_validate_rejects_negative_duration() -> None:
+    with pytest.raises(SchemaError, match="dur_ns < 0"):
+        TraceSession.from_frames(_frame(dur_ns=[1, -1, 3]), _meta())
+
+
+def test_validate_rejects_gpu_rows_without_device() -> None:
+    with pytest.raises(SchemaError, match="no device"):
+        TraceSession.from_frames(_frame(device=[None, None, None]), _meta())
+
+
+def test_validate_rejects_duplicate_ids_and_null_keys() -> None:
+    with pytest.raises(SchemaError, match="not unique"):
+        TraceSession.from_frames(_frame(event_id=[0, 0, 1]), _meta())
+    with pytest.raises(SchemaError, match="null"):
+        TraceSession.from_frames(_frame(name=["a", None, "c"]), _meta())
+
+
+def test_save_load_round_trip_is_exact(tmp_path: Path) -> None:
+    args = pl.DataFrame({"event_id": [0], "key": ["Input Dims"], "value": ["[[2, 3]]"]})
+    s = TraceSession.from_frames(_frame(), _meta(), args)
+    s.save(tmp_path / "sess")
+    back = TraceSession.load(tmp_path / "sess")
+    assert back.events.equals(s.events)
+    assert back.args.equals(s.args)
+    assert back.meta == s.meta
+
+
+def test_to_pandas_has_end_ns() -> None:
+    df = TraceSession.from_frames(_frame(), _meta()).to_pandas()
+    assert list(df["end_ns"]) == [
+        1_700_000_000_000_001_000,
+        1_700_000_000_000_000_030,
+        1_700_000_000_000_000_800,
+    ]
