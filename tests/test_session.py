@@ -16,7 +16,11 @@ def _frame(**over: list[object]) -> pl.DataFrame:
     data: dict[str, list[object]] = {
         "event_id": [0, 1, 2],
         "kind": ["cpu_op", "cuda_api", "kernel"],
-        "start_ns": [1_700_000_000_000_000_000, 1_700_000_000_000_000_010, 1_700_000_000_000_000_500],
+        "start_ns": [
+            1_700_000_000_000_000_000,
+            1_700_000_000_000_000_010,
+            1_700_000_000_000_000_500,
+        ],
         "dur_ns": [1000, 20, 300],
         "rank": [0, 0, 0],
         "device": [None, None, 0],

@@ -128,10 +128,7 @@ class TraceSession:
             + [
                 (pl.col("dur_ns") < 0).sum().alias("_neg_dur"),
                 pl.col("event_id").n_unique().alias("_unique_ids"),
-                (
-                    pl.col("kind").is_in(["kernel", "memcpy", "memset"])
-                    & pl.col("device").is_null()
-                )
+                (pl.col("kind").is_in(["kernel", "memcpy", "memset"]) & pl.col("device").is_null())
                 .sum()
                 .alias("_gpu_without_device"),
             ]

@@ -90,13 +90,14 @@ def read_trace(path: Path) -> RawTrace:
     if isinstance(value, list):
         events, top, array_format = value, {}, True
     elif isinstance(value, dict):
-        events = value.get("traceEvents")
-        if not isinstance(events, list):
+        listed = value.get("traceEvents")
+        if not isinstance(listed, list):
             raise UnsupportedFormatError(
                 f"{path}: JSON but not a trace (no 'traceEvents' list); pass a PyTorch "
                 "Profiler trace written by torch.profiler (export_chrome_trace or "
                 "tensorboard_trace_handler)"
             )
+        events = listed
         top = {k: v for k, v in value.items() if k != "traceEvents"}
         array_format = False
     else:
@@ -108,5 +109,10 @@ def read_trace(path: Path) -> RawTrace:
         raise CorruptTraceError(
             f"{path}: the trace has no events (empty 'traceEvents'); the profiler recorded "
             "nothing — check the schedule/active steps and re-record"
+        )
+    if not any(type(e) is dict for e in events):
+        raise UnsupportedFormatError(
+            f"{path}: JSON but not a trace (no event objects in the event list); pass a "
+            "PyTorch Profiler trace (.json/.json.gz)"
         )
     return RawTrace(path=path, top=top, events=events, is_array_format=array_format, notes=notes)

@@ -84,7 +84,7 @@ def floats_us_to_ns(values: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
         raise TimeValueError("a timestamp is NaN or infinite")
     scaled = np.rint(values * 1000.0)
     fast = (np.abs(values) < FAST_LIMIT_US) & (scaled / 1000.0 == values)
-    out = scaled.astype(np.int64)
+    out = np.where(fast, scaled, 0.0).astype(np.int64)  # slow entries are filled below
     slow = np.flatnonzero(~fast)
     if slow.size:
         try:

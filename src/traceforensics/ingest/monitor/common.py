@@ -14,64 +14,17 @@ from typing import Final
 
 import polars as pl
 
-from traceforensics.ingest.monitor.schema import COLUMN_KEYS, conform_monitor
+from traceforensics.ingest.monitor.aliases import HEADER_ALIASES
+from traceforensics.ingest.monitor.schema import COLUMN_KEYS, THROTTLE_BITS, conform_monitor
 from traceforensics.model.errors import InputError
 
 NS_PER_S: Final = 1_000_000_000
+#: Intermediate column carrying an NVML clocks-event reason bit mask (see ``THROTTLE_BITS``).
+MASK_COLUMN: Final = "_throttle_mask"
 DEFAULT_INTERVAL_S: Final = 1.0
 
 # A leading number, optionally signed / decimal / exponent; units after it are ignored.
 _NUMBER_RE: Final = r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
-
-#: Normalised header (see ``normalize_header``) -> schema column. Covers nvidia-smi query names,
-#: common English spellings and the Chinese headers runbooks use.
-HEADER_ALIASES: Final[dict[str, str]] = {
-    # time
-    "timestamp": "time_ns", "time": "time_ns", "datetime": "time_ns", "date_time": "time_ns",
-    "ts": "time_ns", "时间戳": "time_ns", "时间": "time_ns", "采样时间": "time_ns",
-    "日期时间": "time_ns",
-    # gpu id
-    "index": "gpu", "gpu": "gpu", "gpu_id": "gpu", "gpu_index": "gpu", "idx": "gpu",
-    "device": "gpu", "卡号": "gpu", "gpu编号": "gpu", "gpu序号": "gpu", "显卡": "gpu",
-    "设备": "gpu",
-    # utilization
-    "utilization.gpu": "util_pct", "util": "util_pct", "gpu_util": "util_pct",
-    "utilization": "util_pct", "util_pct": "util_pct", "gpu_utilization": "util_pct",
-    "gputl": "util_pct", "gpu利用率": "util_pct", "利用率": "util_pct", "gpu使用率": "util_pct",
-    "算力利用率": "util_pct",
-    "utilization.memory": "mem_util_pct", "mem_util": "mem_util_pct",
-    "mem_util_pct": "mem_util_pct", "memory_util": "mem_util_pct",
-    "显存利用率": "mem_util_pct", "显存带宽利用率": "mem_util_pct",
-    # memory
-    "memory.used": "mem_used_mib", "mem_used": "mem_used_mib", "memory_used": "mem_used_mib",
-    "mem_used_mib": "mem_used_mib", "fb_used": "mem_used_mib", "显存占用": "mem_used_mib",
-    "显存使用": "mem_used_mib", "显存使用量": "mem_used_mib", "已用显存": "mem_used_mib",
-    "显存": "mem_used_mib",
-    # clocks
-    "clocks.sm": "sm_clock_mhz", "clocks.current.sm": "sm_clock_mhz", "sm_clock": "sm_clock_mhz",
-    "sm_clock_mhz": "sm_clock_mhz", "clocks.gr": "sm_clock_mhz", "sm时钟": "sm_clock_mhz",
-    "sm频率": "sm_clock_mhz", "核心频率": "sm_clock_mhz", "核心时钟": "sm_clock_mhz",
-    "clocks.max.sm": "sm_clock_max_mhz", "clocks.max.gr": "sm_clock_max_mhz",
-    "sm_clock_max": "sm_clock_max_mhz", "sm_clock_max_mhz": "sm_clock_max_mhz",
-    "最大sm时钟": "sm_clock_max_mhz", "sm最大时钟": "sm_clock_max_mhz",
-    "最大核心频率": "sm_clock_max_mhz",
-    # temperature / power
-    "temperature.gpu": "temperature_c", "temperature": "temperature_c", "temp": "temperature_c",
-    "temperature_c": "temperature_c", "gpu_temp": "temperature_c", "温度": "temperature_c",
-    "gpu温度": "temperature_c", "核心温度": "temperature_c",
-    "power.draw": "power_w", "power.draw.instant": "power_w", "power.draw.average": "power_w",
-    "power": "power_w", "power_w": "power_w", "power_draw": "power_w", "功耗": "power_w",
-    "功率": "power_w",
-    "power.limit": "power_limit_w", "enforced.power.limit": "power_limit_w",
-    "power_limit": "power_limit_w", "power_limit_w": "power_limit_w",
-    "功耗上限": "power_limit_w", "功率上限": "power_limit_w", "功耗限制": "power_limit_w",
-    # DCGM-style activity
-    "sm_active": "sm_active", "smact": "sm_active", "tensor_active": "tensor_active",
-    "tenso": "tensor_active",
-    # reasons
-    "throttle_reasons": "throttle_reasons", "throttle": "throttle_reasons",
-    "降频原因": "throttle_reasons",
-}
 
 _UNIT_RE: Final = re.compile(r"\s*[\[\(（【]([^\]\)）】]*)[\]\)）】]\s*$")
 
@@ -118,8 +71,16 @@ def normalize_header(name: str) -> str:
 def unit_scale(unit: str) -> float:
     """Factor that brings a value in ``unit`` to the schema's unit (MiB, MHz, W)."""
     u = unit.strip().lower()
-    return {"gb": 1024.0, "gib": 1024.0, "kb": 1 / 1024, "kib": 1 / 1024, "ghz": 1000.0,
-            "khz": 1e-3, "mw": 1e-3, "kw": 1e3}.get(u, 1.0)
+    return {
+        "gb": 1024.0,
+        "gib": 1024.0,
+        "kb": 1 / 1024,
+        "kib": 1 / 1024,
+        "ghz": 1000.0,
+        "khz": 1e-3,
+        "mw": 1e-3,
+        "kw": 1e3,
+    }.get(u, 1.0)
 
 
 def parse_column_map(text: str | None, path: Path) -> dict[str, str]:
@@ -178,57 +139,92 @@ _DATETIME_FORMATS: Final = (
     "%Y.%m.%d %H:%M:%S%.f",
     "%m/%d/%Y %H:%M:%S%.f",
 )
+_DAY_NS: Final = 86_400 * NS_PER_S
+#: Rows sniffed to choose a timestamp rule and a GPU-id rule before the columnar pass.
+SNIFF_ROWS: Final = 2000
 
 
-def parse_times(values: pl.Series) -> tuple[pl.Series, str] | None:
-    """Timestamps as text -> (Int64 ns, kind). Kind is "absolute" (epoch ns) or "relative".
+def mask_names(mask: int) -> str:
+    """NVML reason bit mask -> comma-separated reason names ("" for 0)."""
+    return ",".join(name for bit, name in THROTTLE_BITS.items() if mask & bit)
+
+
+def time_rule(sample: pl.Series) -> tuple[str, object] | None:
+    """Choose how to read timestamps from a sample of the column.
 
     Tried in order: date-time formats (naive times are taken as UTC), ISO with offset, epoch
-    numbers (magnitude picks s/ms/us/ns), time of day (relative to the first sample, midnight
-    wraps forward). ``None`` when no rule parses at least 90% of the non-empty cells.
+    numbers (magnitude picks s/ms/us/ns), plain seconds, time of day. A rule must parse >= 90%
+    of the non-empty sample cells. Returns (rule, parameter) or None.
     """
-    text = values.cast(pl.String).str.strip_chars()
+    text = sample.cast(pl.String).str.strip_chars()
     n = max(int(text.is_not_null().sum()), 1)
 
     def good(parsed: pl.Series) -> bool:
         return int(parsed.is_not_null().sum()) >= 0.9 * n
 
     for fmt in _DATETIME_FORMATS:
-        dt = text.str.to_datetime(fmt, strict=False, time_unit="ns")
-        if good(dt):
-            return dt.dt.epoch("ns").cast(pl.Int64), "absolute"
-    dtz = text.str.to_datetime(strict=False, time_unit="ns", time_zone="UTC")
-    if good(dtz):
-        return dtz.dt.epoch("ns").cast(pl.Int64), "absolute"
+        if good(text.str.to_datetime(fmt, strict=False, time_unit="ns")):
+            return "format", fmt
+    if good(text.str.to_datetime(strict=False, time_unit="ns", time_zone="UTC")):
+        return "iso_tz", None
     num = text.cast(pl.Float64, strict=False)
     if good(num):
         med = float(num.median() or 0.0)
         for bound, factor in ((1e17, 1.0), (1e14, 1e3), (1e11, 1e6), (1e8, 1e9)):
             if med >= bound:
-                return (num * factor).round().cast(pl.Int64), "absolute"
-        return (num * 1e9).round().cast(pl.Int64), "relative"
-    tod = text.str.to_time("%H:%M:%S%.f", strict=False)
-    if good(tod):
-        ns = tod.cast(pl.Int64)  # ns since midnight
-        wraps = (ns.diff().fill_null(0) < 0).cum_sum().cast(pl.Int64)
-        day = 86_400 * NS_PER_S
-        return ns + wraps * day - int(ns.drop_nulls()[0]), "relative"
+                return "epoch", factor
+        return "seconds", 1e9
+    if good(text.str.to_time("%H:%M:%S%.f", strict=False)):
+        return "time_of_day", None
     return None
 
 
-def gpu_ids(values: pl.Series) -> pl.Series:
+def time_expr(col: str, rule: tuple[str, object]) -> tuple[pl.Expr, str]:
+    """Expression giving Int64 ns for ``rule``; kind "absolute" (epoch) or "relative"."""
+    text = pl.col(col).str.strip_chars()
+    kind, param = rule
+    if kind == "format":
+        dt = text.str.to_datetime(str(param), strict=False, time_unit="ns")
+        return dt.dt.epoch("ns").cast(pl.Int64), "absolute"
+    if kind == "iso_tz":
+        dt = text.str.to_datetime(strict=False, time_unit="ns", time_zone="UTC")
+        return dt.dt.epoch("ns").cast(pl.Int64), "absolute"
+    if kind in ("epoch", "seconds"):
+        factor = float(param)  # type: ignore[arg-type]
+        ns = (text.cast(pl.Float64, strict=False) * factor).round().cast(pl.Int64)
+        return ns, "absolute" if kind == "epoch" else "relative"
+    # time of day: ns since midnight, a step backwards means the next day
+    tod = text.str.to_time("%H:%M:%S%.f", strict=False).cast(pl.Int64)
+    wraps = (tod.diff().fill_null(0) < 0).cast(pl.Int64).cum_sum()
+    return tod + wraps * _DAY_NS - tod.drop_nulls().first(), "relative"
+
+
+def parse_times(values: pl.Series) -> tuple[pl.Series, str] | None:
+    """Timestamps as text -> (Int64 ns, kind), or None when no rule fits (see ``time_rule``)."""
+    rule = time_rule(values.head(SNIFF_ROWS))
+    if rule is None:
+        return None
+    expr, kind = time_expr("t", rule)
+    return pl.DataFrame({"t": values.cast(pl.String)}).select(expr).to_series(), kind
+
+
+_GPU_DIGITS: Final = r"^(?:[Gg][Pp][Uu]\s*)?(\d+)$"
+
+
+def gpu_expr(lf: pl.LazyFrame, col: str, sample: pl.Series) -> pl.Expr:
     """GPU column -> Int32 index: digits in the cell ("0", "GPU 3"); UUIDs or bus ids get the
     order of first appearance."""
-    text = values.cast(pl.String).str.strip_chars()
-    digits = text.str.extract(r"^(?:gpu\s*|GPU\s*)?(\d+)$", 1).cast(pl.Int32, strict=False)
+    text = sample.cast(pl.String).str.strip_chars()
+    digits = text.str.extract(_GPU_DIGITS, 1)
     if int(digits.is_null().sum()) == int(text.is_null().sum()):
-        return digits
-    order = {v: i for i, v in enumerate(text.unique(maintain_order=True).to_list())}
-    return text.replace_strict(order, default=None, return_dtype=pl.Int32)
+        return pl.col(col).str.strip_chars().str.extract(_GPU_DIGITS, 1).cast(pl.Int32, strict=False)
+    uniq = lf.select(pl.col(col).str.strip_chars().unique(maintain_order=True)).collect().to_series()
+    order = {v: i for i, v in enumerate(uniq.to_list())}
+    return pl.col(col).str.strip_chars().replace_strict(order, default=None, return_dtype=pl.Int32)
 
 
 def build_frame(
-    raw: pl.DataFrame,
+    raw: pl.LazyFrame | pl.DataFrame,
     plan: ColumnPlan,
     path: Path,
     source_format: str,
@@ -237,8 +233,12 @@ def build_frame(
 ) -> MonitorLog:
     """Turn an all-text raw table into a conformed ``MonitorLog`` following ``plan``.
 
-    ``extra`` adds already-built expressions (e.g. throttle reasons) by schema column.
+    Columnar and lazy: timestamp and GPU-id rules are chosen on the first ``SNIFF_ROWS`` rows,
+    then one streaming pass reads only the mapped columns. ``extra`` adds already-built
+    expressions (e.g. throttle reasons) by schema column.
     """
+    lf = raw.lazy()
+    columns = lf.collect_schema().names()
     warnings: list[str] = []
     exprs: list[pl.Expr] = []
     for target, src in plan.sources.items():
@@ -246,28 +246,46 @@ def build_frame(
             continue
         exprs.append(numeric(src, plan.scales.get(target, 1.0)).alias(target))
     if "throttle_reasons" in plan.sources:
-        exprs.append(pl.col(plan.sources["throttle_reasons"]).str.strip_chars()
-                     .alias("throttle_reasons"))
+        exprs.append(
+            pl.col(plan.sources["throttle_reasons"]).str.strip_chars().alias("throttle_reasons")
+        )
     for target, expr in (extra or {}).items():
         exprs.append(expr.alias(target))
     if not exprs:
         raise InputError(
-            f"{path}: no metric column recognised (columns: {', '.join(raw.columns)}); "
+            f"{path}: no metric column recognised (columns: {', '.join(columns)}); "
             f"name them with --columns, e.g. --columns util=ColA,sm_clock=ColB"
         )
-    out = raw.select(exprs)
+    sample = lf.head(SNIFF_ROWS).collect()
     gpu_src = plan.sources.get("gpu")
-    gpu = gpu_ids(raw.get_column(gpu_src)) if gpu_src else pl.repeat(0, raw.height, dtype=pl.Int32, eager=True)
-    out = out.with_columns(gpu.fill_null(0).alias("gpu"))
+    gpu = gpu_expr(lf, gpu_src, sample.get_column(gpu_src)) if gpu_src else pl.lit(0)
+    exprs.append(gpu.cast(pl.Int32).fill_null(0).alias("gpu"))
     time_kind = "index"
     time_src = plan.sources.get("time_ns")
     if time_src is not None:
-        parsed = parse_times(raw.get_column(time_src))
-        if parsed is None:
-            warnings.append(f"timestamps in column {time_src!r} could not be read; using sample index")
+        rule = time_rule(sample.get_column(time_src))
+        if rule is None:
+            warnings.append(
+                f"timestamps in column {time_src!r} could not be read; using sample index"
+            )
         else:
-            out = out.with_columns(parsed[0].alias("time_ns"))
-            time_kind = parsed[1]
+            expr, time_kind = time_expr(time_src, rule)
+            exprs.append(expr.alias("time_ns"))
+    # rows stay in log order: sorting a multi-GPU log by GPU would hold a second copy of the
+    # table at peak; analyses take one GPU at a time (``gpu_rows``)
+    out = lf.select(exprs).collect()
+    if MASK_COLUMN in out.columns:
+        masks = out.get_column(MASK_COLUMN).drop_nulls().unique().to_list()
+        names = {m: mask_names(int(m)) for m in masks}
+        out = out.with_columns(
+            pl.col(MASK_COLUMN)
+            .replace_strict(names, default=None, return_dtype=pl.String)
+            .alias("throttle_reasons")
+        ).drop(MASK_COLUMN)
+    if time_kind != "index":
+        bad = out.get_column("time_ns").null_count()
+        if bad:
+            warnings.append(f"{bad} rows with unreadable timestamps were skipped")
             out = out.filter(pl.col("time_ns").is_not_null())
     step_s = interval_s
     if time_kind == "index":
@@ -276,7 +294,9 @@ def build_frame(
         out = out.with_columns(
             (pl.int_range(pl.len(), dtype=pl.Int64).over("gpu") * step_ns).alias("time_ns")
         )
-    frame = conform_monitor(out)
+    frame = conform_monitor(out, sort=False)
     if frame.height == 0:
-        raise InputError(f"{path}: no samples could be read; check the file, or map columns with --columns")
+        raise InputError(
+            f"{path}: no samples could be read; check the file, or map columns with --columns"
+        )
     return MonitorLog(str(path), source_format, frame, time_kind, step_s, warnings)

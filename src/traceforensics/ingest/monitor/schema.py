@@ -21,6 +21,9 @@ sm_active         Float64  DCGM SM activity, fraction 0..1 of SM-cycles with a w
 tensor_active     Float64  DCGM tensor-pipe activity, fraction 0..1
 throttle_reasons  String   comma-separated active clock-event reasons (e.g. "sw_power_cap");
                            "" when the log says none is active; null when the log does not say
+
+Rows are in log order (a multi-GPU log interleaves GPUs); take one GPU's series with
+``gpu_rows``.
 """
 
 from __future__ import annotations
@@ -89,10 +92,11 @@ def empty_monitor() -> pl.DataFrame:
     return pl.DataFrame(schema=MONITOR_SCHEMA)
 
 
-def conform_monitor(frame: pl.DataFrame) -> pl.DataFrame:
+def conform_monitor(frame: pl.DataFrame, sort: bool = True) -> pl.DataFrame:
     """Add missing columns as nulls, cast to the declared dtypes, order columns, sort rows.
 
-    Rows are sorted by (gpu, time_ns) so analyses can treat each GPU's rows as a time series.
+    Rows are sorted by (gpu, time_ns) so analyses can treat each GPU's rows as a time series;
+    ``sort=False`` when the caller already sorted them.
     """
     exprs: list[pl.Expr] = []
     for col, dtype in MONITOR_SCHEMA.items():
@@ -102,4 +106,15 @@ def conform_monitor(frame: pl.DataFrame) -> pl.DataFrame:
             exprs.append(pl.lit(0, dtype=dtype).alias(col))
         else:
             exprs.append(pl.lit(None, dtype=dtype).alias(col))
-    return frame.select(exprs).sort(["gpu", "time_ns"], maintain_order=True)
+    out = frame.select(exprs)
+    return out.sort(["gpu", "time_ns"], maintain_order=True) if sort else out
+
+
+def gpu_ids(frame: pl.DataFrame) -> list[int]:
+    """The GPU indices present, sorted."""
+    return sorted(int(g) for g in frame.get_column("gpu").unique().to_list())
+
+
+def gpu_rows(frame: pl.DataFrame, gpu: int) -> pl.DataFrame:
+    """One GPU's rows in time order (a copy of 1/N of the table, not of all of it)."""
+    return frame.filter(pl.col("gpu") == gpu).sort("time_ns", maintain_order=True)

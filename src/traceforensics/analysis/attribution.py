@@ -1,0 +1,190 @@
+"""The attribution rule: split every idle gap of a device exactly over causes.
+
+For a gap ``[s, e)`` on device d, let *op* be the first GPU work starting at ``e`` (the op that
+ends the gap) and *L* = ``[ls, le)`` its launch call (same rank, correlation id, and pid when
+the GPU row records one). Clamp ``tl = clamp(ls, s, e)`` and ``t2 = clamp(le, tl, e)``::
+
+    GPU  ====op0====|..................... gap .....................|===op===
+    host   ...sync][ catch-up | DataLoader __next__ | aten::to ][L: launch ]
+                   s     d_end                  ds           tl         t2  e
+    parts:   [s, d_end) host_sync (sync-drain)     [ds, tl) dispatch      [t2, e) queued
+             [d_end, tl) by thread class           [tl, t2) launch call
+
+1. Host-late part ``[s, tl)`` (the launch had not been issued when the GPU went idle): each
+   instant gets the class of the launching thread at that instant (``host_timeline``). With
+   ``ds`` = start of the outermost generic operator (cpu_op of class cpu_compute) enclosing L,
+   ``cpu_compute`` inside ``[ds, tl)`` is ``launch_overhead`` (that operator was dispatching
+   this very launch).
+   *Sync-drain rule* (takes precedence): if a synchronizing call on that thread returned at
+   ``se`` with ``s - SYNC_DRAIN_SLACK_NS <= se <= tl``, the queue ran dry because of it:
+   ``[s, clamp(se, s, tl))`` is ``host_sync``, and afterwards every instant whose class is
+   ``cpu_compute``, ``launch_overhead`` or nothing (the host catching up) is ``host_sync`` too;
+   instants in a specific cause (data_loading, memcpy, io, ...) keep it.
+2. Launch part ``[tl, t2)`` (the host was inside L): ``memcpy`` when L is a copy call (pageable
+   copies stage on the host inside the call), else ``launch_overhead``.
+3. Queued part ``[t2, e)`` (L had returned; the work was queued but did not run):
+   ``cross_stream_wait`` when a stream-wait record on op's stream was issued between the
+   previous launch on that stream and L; else ``communication`` when op or the op that ended
+   just before the gap is communication; else ``launch_overhead`` when the part is at most
+   ``QUEUED_LAUNCH_LATENCY_MAX_NS`` (GPU-side pickup latency); else ``untraced``.
+4. A gap whose op has no launch call is ``untraced``. A gap with no op after it inside the
+   data (the trailing gap of the trace) is host-late as a whole, classified on the thread that
+   launched the last GPU work before it.
+Unclassified host time inside part 1 is ``untraced``. The parts tile ``[s, e)``, so the
+attributed ns of a gap sum exactly to its length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from traceforensics.analysis.causes import (
+    CAUSE_INDEX,
+    COMMUNICATION,
+    CPU_COMPUTE,
+    CROSS_STREAM_WAIT,
+    HOST_SYNC,
+    LAUNCH_OVERHEAD,
+    N_CAUSES,
+    QUEUED_LAUNCH_LATENCY_MAX_NS,
+    SYNC_DRAIN_SLACK_NS,
+    UNTRACED,
+)
+from traceforensics.analysis.host_timeline import HostTimeline
+
+I64 = npt.NDArray[np.int64]
+BoolArr = npt.NDArray[np.bool_]
+
+_CPU = CAUSE_INDEX[CPU_COMPUTE]
+_LAUNCH = CAUSE_INDEX[LAUNCH_OVERHEAD]
+_SYNC = CAUSE_INDEX[HOST_SYNC]
+_UNTRACED = CAUSE_INDEX[UNTRACED]
+
+
+@dataclass
+class OpTable:
+    """GPU work of the session sorted by (rank, device, start), with launch facts per op.
+
+    ``thr`` is the launching thread's index in the host timeline (-1: no launch known);
+    ``ls``/``le`` the launch call; ``launch_cause`` the class of part 2; ``ds`` the dispatch
+    start (``ls`` when no enclosing operator); ``wait_ok`` a stream-wait record precedes it.
+    """
+
+    start: I64
+    end: I64
+    stream: I64
+    is_comm: BoolArr
+    thr: I64
+    ls: I64
+    le: I64
+    launch_cause: I64
+    ds: I64
+    wait_ok: BoolArr
+
+
+@dataclass
+class SyncIndex:
+    """End times of synchronizing host calls, sorted by packed (thread, end) key."""
+
+    keys: I64
+    end: I64
+    row: I64
+
+
+@dataclass
+class Parts:
+    """Per-gap boundaries of the rule (for evidence): drain end, dispatch start, tl, t2."""
+
+    d_end: I64
+    dsp: I64
+    tl: I64
+    t2: I64
+    drain: BoolArr
+    sync_row: I64
+    thr: I64
+
+
+def last_sync(sync: SyncIndex, tline: HostTimeline, thr: I64, before_ns: I64) -> tuple[I64, I64]:
+    """Latest sync-call end on thread ``thr`` at or before ``before_ns``: ``(end, row)``;
+    ``row`` -1 when none."""
+    if sync.keys.size == 0:
+        return np.zeros(thr.size, np.int64), np.full(thr.size, -1, np.int64)
+    q = tline.key(np.maximum(thr, 0), before_ns)
+    idx = np.searchsorted(sync.keys, q, side="right") - 1
+    safe = np.maximum(idx, 0)
+    same = (idx >= 0) & ((sync.keys[safe] >> tline.shift) == thr) & (thr >= 0)
+    return sync.end[safe], np.where(same, sync.row[safe], -1)
+
+
+def attribute(
+    s: I64,
+    e: I64,
+    op: I64,
+    *,
+    prev_op: I64,
+    prev_comm: BoolArr,
+    ops: OpTable,
+    tline: HostTimeline,
+    sync: SyncIndex,
+    s0: I64 | None = None,
+) -> tuple[I64, Parts]:
+    """Split gaps ``[s, e)`` (``op``: index of the op ending each gap in ``ops``, -1 none;
+    ``prev_comm``: the op that ended just before the gap is communication).
+
+    ``prev_op``: the last op starting before the gap (-1 none); when no op ends a gap (the
+    trailing gap of a window), the thread that launched ``prev_op`` is the one the GPU waited
+    on and the whole gap is host-late.
+
+    ``s0``: where each gap really began when ``[s, e)`` is a gap clipped to a window (the
+    sync-drain test uses it, so clipping never changes what a part is attributed to).
+
+    Returns ``(matrix, parts)``: ``matrix[i, c]`` = ns of gap i attributed to cause c; every
+    row sums to ``e - s``.
+    """
+    n = s.size
+    has = op >= 0
+    safe = np.maximum(op, 0)
+    prev_thr = np.where(prev_op >= 0, ops.thr[np.maximum(prev_op, 0)], -1)
+    thr = np.where(has, ops.thr[safe], prev_thr)
+    launched = thr >= 0
+    ended = has & launched
+    tl = np.where(ended, np.clip(ops.ls[safe], s, e), e)
+    t2 = np.where(ended, np.clip(ops.le[safe], tl, e), e)
+
+    se, srow = last_sync(sync, tline, thr, tl)
+    begin = s if s0 is None else s0
+    drain = launched & (srow >= 0) & (se >= begin - SYNC_DRAIN_SLACK_NS)
+    d_end = np.where(drain, np.clip(se, s, tl), s)
+    dsp = np.where(ended, np.clip(ops.ds[safe], d_end, tl), tl)
+
+    mat = np.zeros((n, N_CAUSES), dtype=np.int64)
+    rows = np.arange(n)
+    # part 1a: sync drain wait
+    mat[:, _SYNC] += d_end - s
+    # part 1b/1c: host-late time by thread class, plain then dispatch
+    for lo, hi, dispatch in ((d_end, dsp, False), (dsp, tl, True)):
+        m = tline.class_time(thr, lo, hi)
+        unexplained = (hi - lo) - m.sum(axis=1)
+        if dispatch:
+            m[:, _LAUNCH] += m[:, _CPU]
+            m[:, _CPU] = 0
+        catch_up = m[:, _CPU] + m[:, _LAUNCH] + unexplained
+        m[:, _UNTRACED] += np.where(drain, 0, unexplained)
+        m[:, _SYNC] += np.where(drain, catch_up, 0)
+        m[:, _CPU] = np.where(drain, 0, m[:, _CPU])
+        m[:, _LAUNCH] = np.where(drain, 0, m[:, _LAUNCH])
+        mat += m
+    # part 2: inside the launch call
+    mat[rows, np.where(ended, ops.launch_cause[safe], _LAUNCH)] += t2 - tl
+    # part 3: queued
+    queued = e - t2
+    qcause = np.full(n, _UNTRACED, dtype=np.int64)
+    qcause[queued <= QUEUED_LAUNCH_LATENCY_MAX_NS] = _LAUNCH
+    qcause[has & (ops.is_comm[safe] | prev_comm)] = CAUSE_INDEX[COMMUNICATION]
+    qcause[has & ops.wait_ok[safe]] = CAUSE_INDEX[CROSS_STREAM_WAIT]
+    qcause[~ended] = _UNTRACED
+    mat[rows, qcause] += queued
+    return mat, Parts(d_end, dsp, tl, t2, drain, srow, thr)

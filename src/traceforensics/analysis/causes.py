@@ -1,0 +1,216 @@
+"""Idle-cause taxonomy and the classification of host events into causes.
+
+Cause ids are a stable contract (JSON, docs/causes.md): never rename, only add.
+
+Every host row (cpu_op, annotation, python, os_call, cuda_api, overhead) gets at most one
+*class* (a cause id) from its kind and name. When several classified ranges of one thread cover
+the same instant, the one with the highest ``PRIORITY`` wins: blocking calls (sync, copy,
+allocator) beat the context they run in (compilation, communication, data loading, I/O), which
+beats generic work (launch API calls, other named CPU work). Step markers (``ProfilerStep#N``)
+are never classified: they enclose everything and explain nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Final
+
+import numpy as np
+import polars as pl
+
+DATA_LOADING: Final = "data_loading"
+HOST_SYNC: Final = "host_sync"
+MEMCPY: Final = "memcpy"
+LAUNCH_OVERHEAD: Final = "launch_overhead"
+MEMORY_MANAGEMENT: Final = "memory_management"
+COMPILATION: Final = "compilation"
+COMMUNICATION: Final = "communication"
+IO: Final = "io"
+CROSS_STREAM_WAIT: Final = "cross_stream_wait"
+CPU_COMPUTE: Final = "cpu_compute"
+PROFILER_OVERHEAD: Final = "profiler_overhead"
+UNTRACED: Final = "untraced"
+
+#: Every cause id, in report order.
+CAUSES: Final[tuple[str, ...]] = (
+    DATA_LOADING,
+    HOST_SYNC,
+    MEMCPY,
+    LAUNCH_OVERHEAD,
+    MEMORY_MANAGEMENT,
+    COMPILATION,
+    COMMUNICATION,
+    IO,
+    CROSS_STREAM_WAIT,
+    CPU_COMPUTE,
+    PROFILER_OVERHEAD,
+    UNTRACED,
+)
+CAUSE_INDEX: Final[dict[str, int]] = {c: i for i, c in enumerate(CAUSES)}
+#: Host-range classes, highest priority first (an instant takes the first class covering it).
+PRIORITY: Final[tuple[str, ...]] = (
+    HOST_SYNC,
+    MEMCPY,
+    MEMORY_MANAGEMENT,
+    PROFILER_OVERHEAD,
+    COMPILATION,
+    COMMUNICATION,
+    DATA_LOADING,
+    IO,
+    LAUNCH_OVERHEAD,
+    CPU_COMPUTE,
+)
+
+# ---------------------------------------------------------------- thresholds (units in names)
+#: A synchronizing call that returned at most this long before a gap began still drained the
+#: queue that ran dry at the gap start (the sync returns a few µs after the GPU finishes).
+SYNC_DRAIN_SLACK_NS: Final = 20_000
+#: Work already queued that starts at most this long after the GPU went idle, with no
+#: dependency recorded, is GPU-side launch latency (``launch_overhead``); longer is ``untraced``.
+#: HTA's launch-delay cutoff is 100 µs; a GPU picks queued work up within a few µs.
+QUEUED_LAUNCH_LATENCY_MAX_NS: Final = 50_000
+#: A step is an outlier when it is this much longer than the median step (fraction) ...
+OUTLIER_MIN_EXCESS_FRACTION: Final = 0.2
+#: ... and more than this many robust standard deviations (1.4826·MAD) above the median.
+OUTLIER_MAD_SIGMAS: Final = 3.0
+
+# ---------------------------------------------------------------- name patterns
+#: Default user-range words for data loading (``GapOptions.data_patterns``); matched as words
+#: at a word start (``load_batch``, ``## data ##``, ``DataLoader``), case-insensitively.
+DEFAULT_DATA_PATTERNS: Final[tuple[str, ...]] = ("data", "batch", "load", "prefetch")
+#: PyTorch's own data-fetch ranges, matched on every host kind.
+BUILTIN_DATA_RE: Final = r"enumerate\(DataLoader\)|DataLoaderIter|DataPipe|torch/utils/data/"
+#: Step markers: never classified (see module docstring).
+STEP_MARKER_RE: Final = r"^ProfilerStep#\d+$"
+
+_SYNC_API_RE: Final = r"(?i)synchronize"
+_SYNC_OP_RE: Final = r"^(aten::item|aten::_local_scalar_dense|aten::cpu)$"
+_MEMCPY_API_RE: Final = r"(?i)memcpy"
+_MEMORY_API_RE: Final = (
+    r"(?i)(malloc|free|hostalloc|hostregister|memalloc|memcreate|memmap|memunmap|"
+    r"memaddressreserve|memaddressfree|mempool|memrelease)"
+)
+_MEMORY_RANGE_RE: Final = r"(?i)(empty_cache|cachingallocator|cudaMalloc|cudaFree)"
+_COMPILE_API_RE: Final = r"(?i)(nvrtc|moduleload|libraryload|culink|modulegetfunction|jitlink)"
+_COMPILE_RANGE_RE: Final = (
+    r"(?i)(nvrtc|torch\.compile|torch_compile|compile_fx|_compile\b|dynamo.*(compile|convert)|"
+    r"inductor.*compile|triton.*compile|nvfuser.*compile|fusion.*compile|compilefusion|"
+    r"jit.*compile|autotun|cuModuleLoad)"
+)
+_COMM_RE: Final = (
+    r"(?i)(nccl|rccl|gloo|c10d|processgroup|record_param_comms|all_?reduce|all_?gather|"
+    r"reduce_?scatter|all_?to_?all|broadcast|barrier)"
+)
+_IO_OS_RE: Final = (
+    r"^(read|write|pread|pwrite|readv|writev|preadv|pwritev|fsync|fdatasync|sync|open|open64|"
+    r"openat|openat64|close|fopen|fopen64|fclose|fread|fwrite|fflush|lseek|lseek64|stat|fstat|"
+    r"lstat|sendfile|copy_file_range|unlink|rename)(64)?$"
+)
+_IO_RANGE_RE: Final = r"(?i)(^|[^a-z])(checkpoint|ckpt|save|serializ|torch\.save)"
+_IO_RANGE_EXCLUDE_RE: Final = r"(?i)(checkpointfunction|checkpoint_wrapper|checkpointbackward)"
+_OVERHEAD_RE: Final = r"(?i)(profiler.*(flush|overhead)|cupti|buffer flush|profiling data flush)"
+
+
+def data_regex(patterns: Sequence[str]) -> str:
+    """Regex for user data-loading words: each at a word start, case-insensitive."""
+    words = "|".join(re.escape(p) for p in patterns if p)
+    return rf"(?i)(^|[^a-z0-9])({words})" if words else r"$^"
+
+
+def classify_host(
+    host: pl.DataFrame,
+    data_patterns: Sequence[str] = DEFAULT_DATA_PATTERNS,
+    step_re: str = STEP_MARKER_RE,
+) -> pl.Series:
+    """Cause index (``CAUSE_INDEX``) of each host row, or -1 when it explains nothing.
+
+    ``host`` needs columns ``kind``, ``name`` (str), ``is_comm`` and ``blocking_d2h`` (bool:
+    a copy call whose GPU copy is device-to-host; it blocks until the queue drains, so it is
+    ``host_sync`` rather than ``memcpy``).
+    User ``data_patterns`` apply to annotations and to record_function ranges recorded as cpu_op
+    (names without ``::`` and not autograd nodes), never to aten ops (``aten::batch_norm``).
+    """
+    name = pl.col("name")
+    kind = pl.col("kind")
+    is_api = kind == "cuda_api"
+    is_range = kind.is_in(["cpu_op", "annotation", "python"])
+    user_range = (kind == "annotation") | (
+        (kind == "cpu_op") & ~name.str.contains("::") & ~name.str.contains(r"Backward\d*$")
+    )
+    d2h = pl.col("blocking_d2h").fill_null(False)
+    idx = CAUSE_INDEX
+    expr = (
+        pl.when(name.str.contains(step_re))
+        .then(pl.lit(-1))
+        .when(kind == "overhead")
+        .then(pl.lit(idx[PROFILER_OVERHEAD]))
+        .when(
+            is_api & (name.str.contains(_SYNC_API_RE) | (name.str.contains(_MEMCPY_API_RE) & d2h))
+        )
+        .then(pl.lit(idx[HOST_SYNC]))
+        .when(is_api & name.str.contains(_MEMCPY_API_RE))
+        .then(pl.lit(idx[MEMCPY]))
+        .when(is_api & name.str.contains(_MEMORY_API_RE))
+        .then(pl.lit(idx[MEMORY_MANAGEMENT]))
+        .when(is_api & name.str.contains(_COMPILE_API_RE))
+        .then(pl.lit(idx[COMPILATION]))
+        .when(is_api & (pl.col("is_comm") | name.str.contains(_COMM_RE)))
+        .then(pl.lit(idx[COMMUNICATION]))
+        .when(is_api)
+        .then(pl.lit(idx[LAUNCH_OVERHEAD]))
+        .when(kind == "os_call")
+        .then(
+            pl.when(name.str.contains(_IO_OS_RE))
+            .then(pl.lit(idx[IO]))
+            .when(name.str.contains(_MEMORY_API_RE))
+            .then(pl.lit(idx[MEMORY_MANAGEMENT]))
+            .otherwise(pl.lit(-1))
+        )
+        .when(is_range & name.str.contains(_SYNC_OP_RE))
+        .then(pl.lit(idx[HOST_SYNC]))
+        .when(is_range & name.str.contains(_OVERHEAD_RE))
+        .then(pl.lit(idx[PROFILER_OVERHEAD]))
+        .when(is_range & name.str.contains(_MEMORY_RANGE_RE))
+        .then(pl.lit(idx[MEMORY_MANAGEMENT]))
+        .when(is_range & name.str.contains(_COMPILE_RANGE_RE))
+        .then(pl.lit(idx[COMPILATION]))
+        .when(is_range & (pl.col("is_comm") | name.str.contains(_COMM_RE)))
+        .then(pl.lit(idx[COMMUNICATION]))
+        .when(
+            is_range
+            & (
+                name.str.contains(BUILTIN_DATA_RE)
+                | (user_range & name.str.contains(data_regex(data_patterns)))
+            )
+        )
+        .then(pl.lit(idx[DATA_LOADING]))
+        .when(
+            is_range
+            & (user_range | (kind == "python"))
+            & name.str.contains(_IO_RANGE_RE)
+            & ~name.str.contains(_IO_RANGE_EXCLUDE_RE)
+        )
+        .then(pl.lit(idx[IO]))
+        .when(is_range)
+        .then(pl.lit(idx[CPU_COMPUTE]))
+        .otherwise(pl.lit(-1))
+    )
+    return host.select(expr.cast(pl.Int8).alias("cause")).to_series()
+
+
+def launch_part_cause(api_names: pl.Series) -> np.ndarray:
+    """Cause of ``[launch call start, GPU op start)`` by the launch API's name: a copy call
+    (``cudaMemcpy*``: pageable copies stage on the host inside the call) is ``memcpy``; any
+    other launch (kernel, memset, graph) is ``launch_overhead``."""
+    is_copy = api_names.cast(pl.String).fill_null("").str.contains(_MEMCPY_API_RE).to_numpy()
+    return np.where(is_copy, CAUSE_INDEX[MEMCPY], CAUSE_INDEX[LAUNCH_OVERHEAD]).astype(np.int64)
+
+
+def is_sync_class(cause: pl.Series) -> pl.Series:
+    """True for rows whose class is ``host_sync`` (they start the sync-drain rule)."""
+    return cause == CAUSE_INDEX[HOST_SYNC]
+
+
+#: Number of causes (columns of attribution matrices).
+N_CAUSES: Final = len(CAUSES)

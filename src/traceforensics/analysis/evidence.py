@@ -1,0 +1,206 @@
+"""Evidence for a gap's attribution: the recorded events a reader can check the claim against.
+
+Built only for the gaps that are reported (the largest N), so plain Python is fine here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from traceforensics.analysis.attribution import Parts
+from traceforensics.analysis.causes import (
+    CAUSE_INDEX,
+    CAUSES,
+    CPU_COMPUTE,
+    CROSS_STREAM_WAIT,
+    HOST_SYNC,
+    LAUNCH_OVERHEAD,
+    UNTRACED,
+)
+from traceforensics.analysis.gap_context import GapContext
+from traceforensics.analysis.gap_types import Evidence
+
+_MAX_PER_CAUSE = 2
+
+
+def _us(ns: int) -> str:
+    return f"{ns / 1000:.1f} µs"
+
+
+def gap_evidence(
+    ctx: GapContext, i: int, *, s: int, e: int, op: int, parts: Parts, causes: dict[str, int]
+) -> list[Evidence]:
+    """Evidence for gap ``[s, e)`` (row ``i`` of ``parts``) ended by op row ``op`` (-1: none)."""
+    out: list[Evidence] = []
+    if op < 0:
+        thr = int(parts.thr[i])
+        tid = _tid(ctx, thr)
+        out.append(
+            Evidence(
+                "",
+                "none",
+                "",
+                e,
+                0,
+                tid,
+                "no GPU work follows this gap in the trace; classified on the thread "
+                "that launched the last GPU work",
+            )
+        )
+        if thr >= 0:
+            out.extend(_sync_evidence(ctx, i, s, parts, tid))
+            out.extend(
+                _host_ranges(ctx, thr, int(parts.d_end[i]), e, dsp=e, tid=tid, causes=causes)
+            )
+        return out
+    row = ctx.op_frame.row(op, named=True)
+    o = ctx.ops
+    out.append(
+        Evidence(
+            _queued_cause(ctx, op, e - int(parts.t2[i]), causes),
+            str(row["kind"]),
+            str(row["name"]),
+            int(o.start[op]),
+            int(o.end[op] - o.start[op]),
+            None,
+            f"first GPU work after the gap (stream {row['stream']}, correlation "
+            f"{row['correlation']})",
+        )
+    )
+    thr = int(o.thr[op])
+    if thr < 0:
+        out.append(Evidence(UNTRACED, "none", "", s, e - s, None, "no launch call linked"))
+        return out
+    tid = row["l_tid"]
+    tl, t2 = int(parts.tl[i]), int(parts.t2[i])
+    late = tl - s
+    lcause = CAUSES[int(o.launch_cause[op])]
+    out.append(
+        Evidence(
+            lcause,
+            "cuda_api",
+            str(row["l_name"]),
+            int(o.ls[op]),
+            int(o.le[op] - o.ls[op]),
+            tid,
+            f"launch call; issued {_us(late)} after the GPU went idle"
+            if late > 0
+            else "launch call; issued before the GPU went idle",
+        )
+    )
+    out.extend(_sync_evidence(ctx, i, s, parts, tid))
+    if o.wait_ok[op] and causes.get(CROSS_STREAM_WAIT, 0) > 0:
+        out.append(
+            Evidence(
+                CROSS_STREAM_WAIT,
+                "gpu_sync",
+                "stream wait",
+                s,
+                e - t2,
+                None,
+                f"a stream-wait record on stream {row['stream']} precedes the launch",
+            )
+        )
+    out.extend(
+        _host_ranges(
+            ctx, thr, int(parts.d_end[i]), tl, dsp=int(parts.dsp[i]), tid=tid, causes=causes
+        )
+    )
+    if causes.get(UNTRACED, 0) > 0 and late > 0:
+        out.append(
+            Evidence(
+                UNTRACED,
+                "none",
+                "",
+                s,
+                causes[UNTRACED],
+                tid,
+                f"no classified host range on thread {tid} covers {_us(causes[UNTRACED])}",
+            )
+        )
+    return out
+
+
+def _tid(ctx: GapContext, thr: int) -> int | None:
+    if thr < 0:
+        return None
+    th = ctx.host.get_column("thr").to_numpy()
+    j = int(np.searchsorted(th, thr))
+    return int(ctx.host.get_column("tid")[j]) if j < th.size and th[j] == thr else None
+
+
+def _sync_evidence(
+    ctx: GapContext, i: int, s: int, parts: Parts, tid: int | None
+) -> list[Evidence]:
+    if not (parts.drain[i] and parts.sync_row[i] >= 0):
+        return []
+    h = ctx.host.row(int(parts.sync_row[i]), named=True)
+    ret = int(h["end_ns"]) - s
+    when = f"{_us(ret)} after" if ret >= 0 else f"{_us(-ret)} before"
+    return [
+        Evidence(
+            HOST_SYNC,
+            str(h["kind"]),
+            str(h["name"]),
+            int(h["start_ns"]),
+            int(h["end_ns"] - h["start_ns"]),
+            tid,
+            f"synchronizing call returned {when} the gap began; the queue was drained",
+        )
+    ]
+
+
+def _queued_cause(ctx: GapContext, op: int, queued: int, causes: dict[str, int]) -> str:
+    """The cause of the queued part (mirrors ``attribution.attribute``), "" when empty."""
+    if queued <= 0 or ctx.ops.thr[op] < 0:
+        return ""
+    for c in (CROSS_STREAM_WAIT, "communication", LAUNCH_OVERHEAD, UNTRACED):
+        if causes.get(c, 0) >= queued:
+            return c
+    return ""
+
+
+def _host_ranges(
+    ctx: GapContext, thr: int, a: int, b: int, *, dsp: int, tid: int | None, causes: dict[str, int]
+) -> list[Evidence]:
+    """The longest-overlapping host ranges of each attributed class within ``[a, b)``."""
+    if b <= a:
+        return []
+    th = ctx.host.get_column("thr").to_numpy()
+    lo, hi = np.searchsorted(th, [thr, thr + 1])
+    sub = ctx.host.slice(int(lo), int(hi - lo))
+    st = sub.get_column("start_ns").to_numpy()
+    en = sub.get_column("end_ns").to_numpy()
+    cl = sub.get_column("cause").to_numpy()
+    ov = np.minimum(en, b) - np.maximum(st, a)
+    out: list[Evidence] = []
+    for cause_id in CAUSES:
+        ci = CAUSE_INDEX[cause_id]
+        want = causes.get(cause_id, 0) > 0
+        if cause_id == LAUNCH_OVERHEAD and dsp < b:
+            ci_rows = np.flatnonzero((cl == CAUSE_INDEX[CPU_COMPUTE]) & (ov > 0) & (en > dsp))
+            detail = "operator dispatching the launch"
+        elif cause_id == CPU_COMPUTE:
+            ov_plain = np.minimum(en, dsp) - np.maximum(st, a)
+            ci_rows = np.flatnonzero((cl == ci) & (ov_plain > 0))
+            detail = f"launching thread inside this range for part of the gap ({cause_id})"
+        else:
+            ci_rows = np.flatnonzero((cl == ci) & (ov > 0))
+            detail = f"launching thread inside this range for part of the gap ({cause_id})"
+        if not want or ci_rows.size == 0:
+            continue
+        best = ci_rows[np.argsort(-ov[ci_rows], kind="stable")[:_MAX_PER_CAUSE]]
+        for r in best:
+            h = sub.row(int(r), named=True)
+            out.append(
+                Evidence(
+                    cause_id,
+                    str(h["kind"]),
+                    str(h["name"]),
+                    int(h["start_ns"]),
+                    int(h["end_ns"] - h["start_ns"]),
+                    tid,
+                    f"{detail}; overlaps the gap by {_us(int(ov[r]))}",
+                )
+            )
+    return out

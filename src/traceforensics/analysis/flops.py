@@ -1,0 +1,424 @@
+"""FLOPs and bytes of one framework op from its recorded shapes, dtypes and concrete inputs.
+
+Inputs are what Kineto records with ``record_shapes=True`` (and what the nsys ingester maps
+PyTorch NVTX ranges onto): ``Input Dims`` (one list per argument; ``[]`` for non-tensors),
+``Input type`` (``float``, ``c10::BFloat16``, ``Scalar``, ...), ``Concrete Inputs`` (the text of
+scalar / int-list arguments, ``""`` for tensors).
+
+Rules (a FLOP is one multiply or one add; a fused multiply-add is 2):
+
+- ``mm`` [M,K]x[K,N]: 2MKN.  ``bmm``/``baddbmm`` [B,M,K]x[B,K,N]: 2BMKN.
+- ``addmm(bias, m1, m2)``: 2MKN. **The bias add is not counted** (it runs in the GEMM epilogue;
+  same rule as PyTorch's profiler ``with_flops`` and ``torch.utils.flop_counter``); its bytes
+  are counted.
+- ``matmul``: broadcasting batch x 2MKN (1-D operands get M=1 / N=1). ``linear(x[...,K],
+  w[N,K], b)``: 2 x prod(x[:-1]) x K x N.
+- convolution (``conv1d/2d/3d``, ``convolution``, ``_convolution``, ``cudnn_convolution``, and
+  transposed forms): 2 x numel(output) x prod(weight[1:]) (weight[1] is C_in/groups, so groups
+  are built in); the output spatial size is ``floor((in + 2p - d(k-1) - 1)/s) + 1`` from the
+  stride/padding/dilation in Concrete Inputs. Without them (PyTorch < 2.0 traces) the output
+  shape is taken from the autograd backward node with the same Sequence number (its first
+  input is grad_output, shaped like the output; ``throughput.op_costs``); failing both, the
+  FLOPs are unknown (never guessed).
+  ``convolution_backward``: forward FLOPs x (number of True in output_mask[:2]);
+  ``cudnn_convolution_backward_input``: 2 x numel(grad_out) x prod(weight[1:]).
+- attention forward (``scaled_dot_product_attention``, ``_scaled_dot_product_{flash,efficient,
+  cudnn}_attention``, ``_flash_attention_forward``, ``_efficient_attention_forward``):
+  2BH·Lq·Lk·E + 2BH·Lq·Lk·Ev (QKᵀ and PV). Backward: 2BH·Lq·Lk·(3E + 2Ev) (score recompute,
+  dV, dP, dQ, dK). Causal masks are not discounted (PyTorch ``FlopCounterMode`` convention).
+- elementwise families (``add``, ``mul``, ``relu``, ``gelu``, ``*_backward`` activations, ...):
+  1 FLOP per output element (output = broadcast of the tensor inputs).
+- bytes = sum of tensor inputs + the output, each numel x itemsize of its dtype.
+- dtype of the op = dtype of its first floating-point tensor input.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Final
+
+#: ``Input type`` text -> (dtype id used by the peak table, bytes per element).
+DTYPE_OF: Final[dict[str, tuple[str, int]]] = {
+    "float": ("fp32", 4),
+    "double": ("fp64", 8),
+    "c10::Half": ("fp16", 2),
+    "c10::BFloat16": ("bf16", 2),
+    "c10::Float8_e4m3fn": ("fp8", 1),
+    "c10::Float8_e5m2": ("fp8", 1),
+    "c10::Float8_e4m3fnuz": ("fp8", 1),
+    "c10::Float8_e5m2fnuz": ("fp8", 1),
+}
+#: Non-float tensors: itemsize only (they count for bytes, never for the op dtype).
+INT_ITEMSIZE: Final[dict[str, int]] = {
+    "long int": 8,
+    "int": 4,
+    "short int": 2,
+    "signed char": 1,
+    "unsigned char": 1,
+    "bool": 1,
+}
+
+GEMM_OPS: Final = frozenset(
+    {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_addmm_activation"}
+)
+CONV_FWD: Final = frozenset(
+    {
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "convolution",
+        "_convolution",
+        "cudnn_convolution",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+        "cudnn_convolution_transpose",
+        "miopen_convolution",
+    }
+)
+ATTN_FWD: Final = frozenset(
+    {
+        "scaled_dot_product_attention",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_flash_attention_forward",
+        "_efficient_attention_forward",
+    }
+)
+ATTN_BWD: Final = frozenset(
+    {
+        "_scaled_dot_product_flash_attention_backward",
+        "_scaled_dot_product_efficient_attention_backward",
+        "_scaled_dot_product_cudnn_attention_backward",
+        "_flash_attention_backward",
+        "_efficient_attention_backward",
+    }
+)
+#: Layout [B, L, H, E] instead of [B, H, L, E].
+_BLHE: Final = frozenset(
+    {
+        "_flash_attention_forward",
+        "_efficient_attention_forward",
+        "_flash_attention_backward",
+        "_efficient_attention_backward",
+    }
+)
+ELEMENTWISE: Final = frozenset(
+    {
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "rsub",
+        "neg",
+        "abs",
+        "exp",
+        "log",
+        "sqrt",
+        "rsqrt",
+        "pow",
+        "reciprocal",
+        "sin",
+        "cos",
+        "tanh",
+        "sigmoid",
+        "relu",
+        "gelu",
+        "silu",
+        "threshold",
+        "hardtanh",
+        "leaky_relu",
+        "elu",
+        "clamp",
+        "clamp_min",
+        "clamp_max",
+        "maximum",
+        "minimum",
+        "where",
+        "threshold_backward",
+        "gelu_backward",
+        "silu_backward",
+        "sigmoid_backward",
+        "tanh_backward",
+        "hardtanh_backward",
+        "addcmul",
+        "addcdiv",
+        "lerp",
+        "erf",
+        "sign",
+    }
+)
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """FLOPs (None = unknown), bytes moved, op dtype and family of one op instance."""
+
+    flops: int | None
+    bytes: int | None
+    dtype: str | None
+    family: str
+
+
+def base_name(op: str) -> str:
+    """``aten::add_`` -> ``add``; ``aten::_convolution`` -> ``_convolution``."""
+    name = op.split("::", 1)[1] if "::" in op else op
+    if name.endswith("_") and not name.endswith("__") and name[:-1] in ELEMENTWISE:
+        name = name[:-1]
+    return name
+
+
+def family_of(op: str) -> str | None:
+    """``gemm``, ``conv``, ``attention``, ``elementwise`` or None (FLOPs not modelled)."""
+    if not op.startswith("aten::"):
+        return None
+    b = base_name(op)
+    if b in GEMM_OPS:
+        return "gemm"
+    if b in CONV_FWD or b in {"convolution_backward", "cudnn_convolution_backward_input"}:
+        return "conv"
+    if b in ATTN_FWD or b in ATTN_BWD:
+        return "attention"
+    if b in ELEMENTWISE:
+        return "elementwise"
+    return None
+
+
+def _numel(shape: list[int]) -> int:
+    return math.prod(shape) if shape else 1
+
+
+def _broadcast(shapes: list[list[int]]) -> list[int] | None:
+    """NumPy broadcasting of shapes; None when they are incompatible."""
+    nd = max((len(s) for s in shapes), default=0)
+    out = [1] * nd
+    for s in shapes:
+        for i, d in enumerate(s[::-1]):
+            j = nd - 1 - i
+            if out[j] == 1:
+                out[j] = d
+            elif d not in (1, out[j]):
+                return None
+    return out
+
+
+def _ints(text: str) -> list[int] | None:
+    """``"[1, 2]"`` -> [1, 2]; ``"2"`` -> [2]; anything else None."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        val = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(val, int) and not isinstance(val, bool):
+        return [val]
+    if isinstance(val, list) and all(isinstance(v, int) for v in val):
+        return [int(v) for v in val]
+    return None
+
+
+def _conv_out(
+    inp: list[int], weight: list[int], stride: list[int], pad: list[int], dil: list[int]
+) -> list[int] | None:
+    nsp = len(weight) - 2
+    if nsp < 1 or len(inp) < nsp + 1:
+        return None
+
+    def rep(v: list[int]) -> list[int]:
+        return v * nsp if len(v) == 1 else v
+
+    s, p, d = rep(stride), rep(pad), rep(dil)
+    if not (len(s) == len(p) == len(d) == nsp):
+        return None
+    spatial = [
+        (inp[-nsp + i] + 2 * p[i] - d[i] * (weight[2 + i] - 1) - 1) // s[i] + 1 for i in range(nsp)
+    ]
+    batch = inp[: -nsp - 1]
+    return [*batch, weight[0], *spatial]
+
+
+def _conv_fwd_flops(b: str, dims: list[list[int]], conc: list[str]) -> tuple[int, list[int]] | None:
+    """(flops, output shape) of a forward convolution, or None when stride/padding are unknown."""
+    if len(dims) < 2 or not dims[0] or len(dims[1]) < 3:
+        return None
+    inp, w = dims[0], dims[1]
+    # argument positions of stride / padding / dilation / transposed per overload
+    if b in {"cudnn_convolution", "miopen_convolution"}:
+        pos_s, pos_p, pos_d, pos_t = 3, 2, 4, None
+    elif b == "cudnn_convolution_transpose":
+        pos_s, pos_p, pos_d, pos_t = 4, 2, 5, None
+    else:
+        pos_s, pos_p, pos_d, pos_t = 3, 4, 5, (6 if b in {"convolution", "_convolution"} else None)
+    if len(conc) <= pos_d:
+        return None
+    transposed = b.startswith(("conv_transpose", "cudnn_convolution_transpose")) or (
+        pos_t is not None and len(conc) > pos_t and conc[pos_t].strip() == "True"
+    )
+    if transposed:
+        # each input element scatters into prod(weight[1:]) outputs: 2 x numel(in) x prod(w[1:])
+        return 2 * _numel(inp) * _numel(w[1:]), []
+    pad_text = conc[pos_p].strip().strip("'\"")
+    stride, dil = _ints(conc[pos_s]), _ints(conc[pos_d])
+    if pad_text == "valid":
+        pad: list[int] | None = [0]
+    elif pad_text == "same":
+        pad = None
+        if stride is not None and all(x == 1 for x in stride):
+            out = [*inp[: -(len(w) - 1)], w[0], *inp[-(len(w) - 2) :]]
+            return 2 * _numel(out) * _numel(w[1:]), out
+    else:
+        pad = _ints(conc[pos_p])
+    if stride is None or pad is None or dil is None:
+        return None
+    out_shape = _conv_out(inp, w, stride, pad, dil)
+    if out_shape is None or any(x <= 0 for x in out_shape):
+        return None
+    return 2 * _numel(out_shape) * _numel(w[1:]), out_shape
+
+
+def _attention(b: str, dims: list[list[int]]) -> tuple[int, list[int]] | None:
+    bwd = b in ATTN_BWD
+    q_i = 1 if bwd else 0  # backward ops start with grad_out
+    if len(dims) < q_i + 3 or any(len(dims[q_i + j]) != 4 for j in range(3)):
+        return None
+    q, k, v = dims[q_i], dims[q_i + 1], dims[q_i + 2]
+    if b in _BLHE:
+        bsz, lq, h, e = q
+        lk, ev = k[1], v[3]
+    else:
+        bsz, h, lq, e = q
+        lk, ev = k[2], v[3]
+    if bwd:
+        return 2 * bsz * h * lq * lk * (3 * e + 2 * ev), list(q)
+    out = [bsz, lq, h, ev] if b in _BLHE else [bsz, h, lq, ev]
+    return 2 * bsz * h * lq * lk * (e + ev), out
+
+
+def _gemm(b: str, dims: list[list[int]]) -> tuple[int, list[int]] | None:
+    if b in {"addmm", "baddbmm", "_addmm_activation"}:
+        dims = dims[1:3]
+    if b == "linear":
+        if len(dims) < 2 or not dims[0] or len(dims[1]) != 2:
+            return None
+        x, w = dims[0], dims[1]
+        n, k = w
+        if x[-1] != k:
+            return None
+        return 2 * _numel(x[:-1]) * k * n, [*x[:-1], n]
+    if len(dims) < 2 or not dims[0] or not dims[1]:
+        return None
+    a, bb = list(dims[0]), list(dims[1])
+    a1, b1 = len(a) == 1, len(bb) == 1
+    if a1:
+        a = [1, a[0]]
+    if b1:
+        bb = [bb[0], 1]
+    m, k = a[-2], a[-1]
+    k2, n = bb[-2], bb[-1]
+    if k != k2:
+        return None
+    batch = _broadcast([a[:-2], bb[:-2]])
+    if batch is None:
+        return None
+    out = [*batch, *([] if a1 else [m]), *([] if b1 else [n])]
+    return 2 * _numel(batch) * m * k * n, out
+
+
+def op_cost(op: str, dims: list[list[int]], types: list[str], concrete: list[str]) -> OpCost:
+    """FLOPs/bytes/dtype of one op call. Unknown FLOPs -> ``flops=None`` (never guessed)."""
+    family = family_of(op) or "other"
+    b = base_name(op)
+    dtype, itemsize = None, None
+    for t in types:
+        if t in DTYPE_OF:
+            dtype, itemsize = DTYPE_OF[t]
+            break
+    flops: int | None = None
+    out: list[int] | None = None
+    res: tuple[int, list[int]] | None = None
+    if family == "gemm":
+        res = _gemm(b, dims)
+    elif family == "attention":
+        res = _attention(b, dims)
+    elif family == "elementwise":
+        tensors = [d for d, t in zip(dims, types, strict=False) if d and t != "Scalar"]
+        if tensors:
+            shape = _broadcast(tensors)
+            res = None if shape is None else (_numel(shape), shape)
+    elif family == "conv":
+        if b == "cudnn_convolution_backward_input" and len(dims) >= 3 and dims[1] and dims[2]:
+            res = (2 * _numel(dims[1]) * _numel(dims[2][1:]), [])
+        elif b == "convolution_backward":
+            mask = _bools(concrete[10]) if len(concrete) > 10 else None
+            if mask is not None and len(dims) >= 3 and dims[0] and len(dims[2]) >= 3:
+                fwd = 2 * _numel(dims[0]) * _numel(dims[2][1:])
+                res = (fwd * sum(mask[:2]), [])
+        else:
+            res = _conv_fwd_flops(b, dims, concrete)
+    if res is not None:
+        flops, out = res
+    nbytes = _bytes(dims, types, out, itemsize)
+    return OpCost(flops, nbytes, dtype, family)
+
+
+def conv_flops_from_output(dims: list[list[int]], out_shape: list[int]) -> int | None:
+    """Forward-conv FLOPs when the output shape is known from elsewhere (the autograd backward
+    node's grad_output, linked by Sequence number): 2 x numel(out) x prod(weight[1:]).
+    None unless batch and channel counts agree with input and weight."""
+    if len(dims) < 2 or not dims[0] or len(dims[1]) < 3 or len(out_shape) != len(dims[0]):
+        return None
+    inp, w = dims[0], dims[1]
+    if out_shape[0] != inp[0] or out_shape[1] != w[0]:
+        return None
+    return 2 * _numel(out_shape) * _numel(w[1:])
+
+
+def _bools(text: str) -> list[bool] | None:
+    items = re.findall(r"True|False|true|false", text)
+    return [i.lower() == "true" for i in items] or None
+
+
+def _bytes(
+    dims: list[list[int]], types: list[str], out: list[int] | None, out_itemsize: int | None
+) -> int | None:
+    total = 0
+    for d, t in zip(dims, types, strict=False):
+        if not d:
+            continue
+        size = DTYPE_OF[t][1] if t in DTYPE_OF else INT_ITEMSIZE.get(t)
+        if size is None:
+            continue
+        total += _numel(d) * size
+    if out and out_itemsize:
+        total += _numel(out) * out_itemsize
+    return total or None
+
+
+def parse_json_list(text: str | None) -> list[object]:
+    """An args value (JSON text) as a list; anything else -> []."""
+    if not text:
+        return []
+    try:
+        val = json.loads(text)
+    except ValueError:
+        return []
+    return val if isinstance(val, list) else []
+
+
+def op_cost_from_args(
+    op: str, dims_json: str | None, types_json: str | None, concrete_json: str | None
+) -> OpCost:
+    """``op_cost`` from the args side table's JSON texts."""
+    dims = [
+        [int(x) for x in d] if isinstance(d, list) and all(isinstance(x, int) for x in d) else []
+        for d in parse_json_list(dims_json)
+    ]
+    types = [str(t) for t in parse_json_list(types_json)]
+    concrete = [c if isinstance(c, str) else json.dumps(c) for c in parse_json_list(concrete_json)]
+    return op_cost(op, dims, types, concrete)

@@ -1,0 +1,265 @@
+"""Idle-gap forensics: device-level idle gaps, each split exactly over causes, with evidence.
+
+Busy time of a device is the union of its kernel, memcpy and memset intervals over all streams;
+idle gaps are the holes of that union inside the analysis window::
+
+    window:  [lo ........................................................ hi)
+    stream 7:   |==k1==|      |=k2=|
+    stream 9:       |====k3====|          |==k4==|
+    busy:       |==============|=|  |     |======|
+    gaps:                        (none)|==|      (window ends at the last work: default)
+
+Every gap is attributed by ``attribution.attribute`` (the rule is documented there and in
+docs/causes.md); per-step breakdowns come from ``steps``; HTA's per-stream view from
+``stream_idle``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from traceforensics.analysis.attribution import Parts, attribute
+from traceforensics.analysis.causes import CAUSES, STEP_MARKER_RE
+from traceforensics.analysis.comm import comm_in_window
+from traceforensics.analysis.evidence import gap_evidence
+from traceforensics.analysis.gap_context import GapContext, build_context
+from traceforensics.analysis.gap_types import (
+    DeviceIdle,
+    Evidence,
+    Gap,
+    GapOptions,
+    StepOutlier,
+    StepStats,
+    StepSummary,
+    StreamIdle,
+)
+from traceforensics.analysis.host_timeline import I64
+from traceforensics.analysis.intervals import gaps as interval_gaps
+from traceforensics.analysis.intervals import union
+from traceforensics.model.session import TraceSession
+
+
+@dataclass
+class WindowGaps:
+    """Gaps of several windows, attributed: row i of ``matrix`` is gap i."""
+
+    win: I64
+    dev: I64
+    start: I64
+    end: I64
+    op: I64
+    matrix: I64
+    parts: Parts
+
+
+@dataclass
+class GapAnalysis:
+    """Result of ``analyze_gaps``; ``to_json`` gives the JSON fragments (see its docstring)."""
+
+    devices: list[DeviceIdle]
+    gaps: list[Gap]
+    steps: list[StepStats] = field(default_factory=list)
+    step_summary: list[StepSummary] = field(default_factory=list)
+    stream_gaps: list[StreamIdle] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"devices_extra": {"<rank>:<device>": {"idle_by_cause", "exposed_comm_ns",
+        "comm_ns"}}, "steps": [...], "step_summary": [...], "gaps": [...], "stream_gaps":
+        [...]}``; every key is a string, every time an int of ns."""
+        return {
+            "devices_extra": {
+                f"{d.rank}:{d.device}": {
+                    "idle_by_cause": dict(d.idle_by_cause),
+                    "exposed_comm_ns": d.exposed_comm_ns,
+                    "comm_ns": d.comm_ns,
+                }
+                for d in self.devices
+            },
+            "steps": [s.to_json() for s in self.steps],
+            "step_summary": [s.to_json() for s in self.step_summary],
+            "gaps": [g.to_json() for g in self.gaps],
+            "stream_gaps": [s.to_json() for s in self.stream_gaps],
+        }
+
+
+def causes_dict(row: npt.NDArray[np.int64]) -> dict[str, int]:
+    """Cause id -> ns for every cause with time (report order)."""
+    return {c: int(v) for c, v in zip(CAUSES, row, strict=True) if v > 0}
+
+
+def full_causes(row: npt.NDArray[np.int64]) -> dict[str, int]:
+    """Cause id -> ns for every cause (zeros included), so consumers see a fixed key set."""
+    return {c: int(v) for c, v in zip(CAUSES, row, strict=True)}
+
+
+def window_gaps(ctx: GapContext, dev: I64, lo: I64, hi: I64) -> WindowGaps:
+    """Find and attribute the idle gaps of device ``dev[k]`` inside ``[lo[k], hi[k])``."""
+    parts_s: list[I64] = []
+    parts_e: list[I64] = []
+    parts_w: list[I64] = []
+    for k in range(dev.size):
+        us, ue = ctx.dev_union(int(dev[k]))
+        a, b = np.searchsorted(ue, lo[k], side="right"), np.searchsorted(us, hi[k], side="left")
+        gs, ge = interval_gaps(us[a:b], ue[a:b], int(lo[k]), int(hi[k]))
+        parts_s.append(gs)
+        parts_e.append(ge)
+        parts_w.append(np.full(gs.size, k, dtype=np.int64))
+    s = np.concatenate(parts_s) if parts_s else np.zeros(0, np.int64)
+    e = np.concatenate(parts_e) if parts_e else np.zeros(0, np.int64)
+    w = np.concatenate(parts_w) if parts_w else np.zeros(0, np.int64)
+    g = dev[w] if w.size else np.zeros(0, np.int64)
+    op = ending_ops(ctx, g, e)
+    prev = ending_ops(ctx, g, s, before=True)
+    s0 = gap_begin(ctx, g, s)
+    mat, parts = attribute(
+        s,
+        e,
+        op,
+        prev_op=prev,
+        prev_comm=ctx.prev_comm(g, s0),
+        ops=ctx.ops,
+        tline=ctx.tline,
+        sync=ctx.sync,
+        s0=s0,
+    )
+    return WindowGaps(w, g, s, e, op, mat, parts)
+
+
+def gap_begin(ctx: GapContext, dev: I64, s: I64) -> I64:
+    """Where the unclipped device gap containing ``s`` began (``s`` itself when no GPU work
+    of the device ended before it)."""
+    out = s.copy()
+    for g in np.unique(dev):
+        m = dev == g
+        _us, ue = ctx.dev_union(int(g))
+        i = np.searchsorted(ue, s[m], side="right") - 1
+        out[m] = np.where(i >= 0, ue[np.maximum(i, 0)], s[m])
+    return out
+
+
+def ending_ops(ctx: GapContext, dev: I64, t: I64, *, before: bool = False) -> I64:
+    """Row of the first GPU op of device ``dev`` starting at or after ``t`` (-1: none); with
+    ``before``, the last op starting before ``t`` that has a known launching thread."""
+    out = np.full(dev.size, -1, dtype=np.int64)
+    for g in np.unique(dev):
+        m = dev == g
+        lo, hi = int(ctx.dev_lo[g]), int(ctx.dev_hi[g])
+        i = lo + np.searchsorted(ctx.ops.start[lo:hi], t[m], side="left")
+        if before:
+            linked = np.maximum.accumulate(
+                np.where(ctx.ops.thr[lo:hi] >= 0, np.arange(lo, hi), -1)
+            )
+            j = linked[np.maximum(i - 1 - lo, 0)] if hi > lo else np.full(i.size, -1)
+            out[m] = np.where(i - 1 >= lo, j, -1)
+        else:
+            out[m] = np.where(i < hi, i, -1)
+    return out
+
+
+def _comm_arrays(ctx: GapContext, g: int) -> tuple[I64, I64, I64, I64]:
+    lo, hi = int(ctx.dev_lo[g]), int(ctx.dev_hi[g])
+    s, e = ctx.ops.start[lo:hi], ctx.ops.end[lo:hi]
+    comm = ctx.ops.is_comm[lo:hi]
+    kern = ctx.op_frame.get_column("kind").to_numpy()[lo:hi] == "kernel"
+    cs, ce = union(s[comm], e[comm])
+    ks, ke = union(s[kern & ~comm], e[kern & ~comm])
+    return cs, ce, ks, ke
+
+
+def analyze_gaps(session: TraceSession, options: GapOptions | None = None) -> GapAnalysis:
+    """Device-level idle gaps of every GPU, each gap split exactly over ``CAUSES``.
+
+    Window per device: ``options.window`` (see ``GapOptions``). ``idle_by_cause`` of each
+    device sums exactly to its ``idle_ns``; ``gaps`` holds the ``top_gaps`` largest with
+    evidence; steps and stream views are filled by ``steps.step_breakdown`` and
+    ``stream_idle``.
+    """
+    from traceforensics.analysis.steps import step_breakdown
+    from traceforensics.analysis.streams import stream_idle
+
+    opts = options or GapOptions()
+    marker_re = STEP_MARKER_RE if not opts.step_pattern else f"{STEP_MARKER_RE}|{opts.step_pattern}"
+    ctx = build_context(session.events, opts.data_patterns, marker_re)
+    n_dev = len(ctx.devices)
+    lo = np.zeros(n_dev, dtype=np.int64)
+    hi = np.zeros(n_dev, dtype=np.int64)
+    for g, (rank, _device) in enumerate(ctx.devices):
+        us, ue = ctx.dev_union(g)
+        if opts.window == "trace":
+            lo[g], hi[g] = ctx.rank_span[rank]
+        else:
+            lo[g], hi[g] = (us[0], ue[-1]) if us.size else (0, 0)
+    devs = np.arange(n_dev, dtype=np.int64)
+    wg = window_gaps(ctx, devs, lo, hi)
+    devices: list[DeviceIdle] = []
+    comm_cache = [_comm_arrays(ctx, g) for g in range(n_dev)]
+    for g, (rank, device) in enumerate(ctx.devices):
+        m = wg.win == g
+        row = wg.matrix[m].sum(axis=0) if m.any() else np.zeros(len(CAUSES), np.int64)
+        idle = int((wg.end[m] - wg.start[m]).sum())
+        comm_ns, exposed = comm_in_window(*comm_cache[g], lo=int(lo[g]), hi=int(hi[g]))
+        devices.append(
+            DeviceIdle(
+                rank=rank,
+                device=device,
+                window_start_ns=int(lo[g]),
+                window_ns=int(hi[g] - lo[g]),
+                busy_ns=int(hi[g] - lo[g]) - idle,
+                idle_ns=idle,
+                idle_by_cause=full_causes(row),
+                comm_ns=comm_ns,
+                exposed_comm_ns=exposed,
+                n_gaps=int(m.sum()),
+            )
+        )
+    gaps = top_gaps(ctx, wg, opts.top_gaps)
+    steps, summary = step_breakdown(ctx, opts, comm_cache)
+    return GapAnalysis(devices, gaps, steps, summary, stream_idle(ctx))
+
+
+def top_gaps(ctx: GapContext, wg: WindowGaps, n: int) -> list[Gap]:
+    """The ``n`` longest gaps (ties: earliest first) with causes and evidence."""
+    dur = wg.end - wg.start
+    order = np.lexsort((wg.start, -dur))[: max(n, 0)]
+    out: list[Gap] = []
+    for i in order:
+        rank, device = ctx.devices[int(wg.dev[i])]
+        causes = causes_dict(wg.matrix[i])
+        ev: list[Evidence] = gap_evidence(
+            ctx,
+            int(i),
+            s=int(wg.start[i]),
+            e=int(wg.end[i]),
+            op=int(wg.op[i]),
+            parts=wg.parts,
+            causes=causes,
+        )
+        out.append(Gap(rank, device, int(wg.start[i]), int(dur[i]), causes, ev))
+    return out
+
+
+def gaps_frame(wg: WindowGaps) -> pl.DataFrame:
+    """All attributed gaps as a table (one column per cause, ns) — for notebooks and tests."""
+    data: dict[str, Any] = {"dev": wg.dev, "start_ns": wg.start, "dur_ns": wg.end - wg.start}
+    for j, c in enumerate(CAUSES):
+        data[c] = wg.matrix[:, j]
+    return pl.DataFrame(data)
+
+
+__all__ = [
+    "DeviceIdle",
+    "Evidence",
+    "Gap",
+    "GapAnalysis",
+    "GapOptions",
+    "StepOutlier",
+    "StepStats",
+    "StepSummary",
+    "StreamIdle",
+    "analyze_gaps",
+]

@@ -1,0 +1,168 @@
+"""Typed results of the kernel analysis (short kernels, op throughput, MFU) and their JSON.
+
+``KernelAnalysis.to_json()`` returns::
+
+    {"short_kernels": [{"name", "launching_op", "count", "total_ns", "mean_ns",
+                        "recoverable_ns", "remedy", ...extra}],
+     "ops": [{"op", "shapes", "dtype", "flops", "bytes", "kernel_ns", "tflops",
+              "peak_tflops", "mfu", "bound", ...extra}],
+     "mfu": {"devices": [...], "steps": [...]},
+     ...extra top-level keys}
+
+Every ns value is an int; ratios are floats in [0, 1] (or null when unknown).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class ShortKernelRow:
+    """Short kernels of one (rank, device, normalized name, launching op) group."""
+
+    name: str
+    launching_op: str
+    count: int
+    total_ns: int
+    mean_ns: int
+    recoverable_ns: int
+    remedy: str
+    remedy_code: str
+    rank: int
+    device: int
+    share_of_busy: float | None
+    host_launch_ns: int
+    idle_between_ns: int
+    launch_bound_count: int
+    context: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class OpRow:
+    """One (op, shapes, dtype, rank, device) group whose FLOPs are known."""
+
+    op: str
+    shapes: str
+    dtype: str | None
+    flops: int
+    bytes: int | None
+    kernel_ns: int
+    tflops: float | None
+    peak_tflops: float | None
+    mfu: float | None
+    bound: str | None
+    family: str
+    count: int
+    kernel_count: int
+    membw_share: float | None
+    arithmetic_intensity: float | None
+    rank: int
+    device: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class FamilyRow:
+    """All FLOPs-known ops of one family (gemm, conv, attention, elementwise) on a device."""
+
+    family: str
+    rank: int
+    device: int
+    flops: int
+    bytes: int | None
+    kernel_ns: int
+    tflops: float | None
+    peak_tflops: float | None
+    mfu: float | None
+    membw_share: float | None
+    bound: str | None
+    op_count: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class MfuRow:
+    """Model FLOPs utilization of one device over a window (whole trace or one step).
+
+    ``window_ns`` = first GPU work start to last GPU work end on the device (for a step: of the
+    kernels launched during that host step). ``peak_tflops`` is the FLOPs-weighted effective
+    peak, so ``tflops / peak_tflops == mfu``."""
+
+    rank: int
+    device: int
+    step: int | None
+    window_start_ns: int
+    window_ns: int
+    flops: int
+    tflops: float | None
+    peak_tflops: float | None
+    mfu: float | None
+    kernel_ns: int
+    flops_known_kernel_ns: int
+    device_name: str
+    peak_source: str | None
+    peak_how: str
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        if self.step is None:
+            d.pop("step")
+        return d
+
+
+@dataclass
+class UnknownFlops:
+    """Kernels no FLOPs model covers: counted and shown, never guessed."""
+
+    count: int
+    kernel_ns: int
+    share_of_kernel_ns: float | None
+    top: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class KernelAnalysis:
+    """Everything ``analyze_kernels`` found. ``options`` echoes the thresholds used."""
+
+    short_kernels: list[ShortKernelRow]
+    ops: list[OpRow]
+    families: list[FamilyRow]
+    mfu_by_device: list[MfuRow]
+    mfu_by_step: list[MfuRow]
+    unknown_flops_kernels: UnknownFlops
+    short_kernel_us: float
+    short_kernel_count: int
+    short_kernel_ns: int
+    kernel_count: int
+    peaks: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "short_kernels": [r.to_json() for r in self.short_kernels],
+            "ops": [r.to_json() for r in self.ops],
+            "mfu": {
+                "devices": [r.to_json() for r in self.mfu_by_device],
+                "steps": [r.to_json() for r in self.mfu_by_step],
+            },
+            "op_families": [r.to_json() for r in self.families],
+            "unknown_flops_kernels": self.unknown_flops_kernels.to_json(),
+            "short_kernel_summary": {
+                "threshold_us": self.short_kernel_us,
+                "count": self.short_kernel_count,
+                "total_ns": self.short_kernel_ns,
+                "kernel_count": self.kernel_count,
+            },
+            "peaks": self.peaks,
+        }

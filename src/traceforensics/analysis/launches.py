@@ -1,0 +1,194 @@
+"""Who launched each kernel: kernel -> launch API call -> enclosing host op, and the op tree.
+
+Links (same for Kineto and nsys tables):
+
+1. kernel -> launch call: same ``rank`` and ``correlation`` (CUPTI correlation id); when several
+   calls share it, the one in the kernel's ``pid`` wins.
+2. launch call -> op: the innermost ``cpu_op``/``annotation`` range open on the call's
+   ``(rank, pid, tid)`` at the call's start (for nsys the PyTorch NVTX range that the ingester
+   turned into a ``cpu_op``). A kernel without a launch call but with an ``external_id`` links
+   to the cpu_op carrying that External id (old Kineto traces).
+3. op tree: each host range's parent is the innermost range on the same thread still open at
+   its start::
+
+       thread:  [aten::linear..........................]
+                   [aten::addmm..................]
+                      [cudaLaunchKernel]            <- launch call, parent = aten::addmm
+       stream:                 [gemm kernel]        <- kernel -> (correlation) -> call
+
+Only ints and numpy arrays are walked; no per-event objects.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+HOST_RANGE_KINDS = ("cpu_op", "annotation")
+I64 = npt.NDArray[np.int64]
+
+
+def host_tree(events: pl.DataFrame) -> pl.DataFrame:
+    """Host ranges (cpu_op, annotation) and cuda_api calls with ``parent_id`` (innermost
+    enclosing cpu_op/annotation on the same thread, null at top level). cuda_api rows are leaves:
+    they never parent anything."""
+    rows = (
+        events.filter(
+            pl.col("kind").is_in([*HOST_RANGE_KINDS, "cuda_api"]) & pl.col("tid").is_not_null()
+        )
+        .select(
+            "event_id",
+            pl.col("kind").cast(pl.String),
+            pl.col("name").cast(pl.String),
+            "rank",
+            pl.col("pid").fill_null(-1),
+            "tid",
+            "start_ns",
+            (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
+        )
+        .sort(
+            ["rank", "pid", "tid", "start_ns", "end_ns"],
+            descending=[False, False, False, False, True],
+        )
+    )
+    if rows.height == 0:
+        return rows.with_columns(pl.lit(None, dtype=pl.Int64).alias("parent_id"))
+    new_thread = (
+        (pl.col("rank") != pl.col("rank").shift(1))
+        | (pl.col("pid") != pl.col("pid").shift(1))
+        | (pl.col("tid") != pl.col("tid").shift(1))
+    ).fill_null(True)
+    parent = _parents(
+        rows.select(new_thread.cast(pl.Int64).cum_sum().alias("g")).get_column("g").to_numpy(),
+        rows.get_column("start_ns").to_numpy(),
+        rows.get_column("end_ns").to_numpy(),
+        (rows.get_column("kind") != "cuda_api").to_numpy(),
+        rows.get_column("event_id").to_numpy(),
+    )
+    return rows.with_columns(
+        pl.when(pl.Series(parent) >= 0).then(pl.Series(parent)).otherwise(None).alias("parent_id")
+    )
+
+
+def _parents(group: I64, start: I64, end: I64, can_parent: npt.NDArray[np.bool_], ids: I64) -> I64:
+    """Stack sweep over rows sorted by (group, start, -end): parent event id or -1 -> null."""
+    out = np.full(len(ids), -1, dtype=np.int64)
+    stack_end: list[int] = []
+    stack_id: list[int] = []
+    last_group = None
+    g_l, s_l, e_l = group.tolist(), start.tolist(), end.tolist()
+    p_l, i_l = can_parent.tolist(), ids.tolist()
+    for k in range(len(i_l)):
+        if g_l[k] != last_group:
+            stack_end.clear()
+            stack_id.clear()
+            last_group = g_l[k]
+        s = s_l[k]
+        while stack_end and stack_end[-1] <= s:
+            stack_end.pop()
+            stack_id.pop()
+        if stack_id:
+            out[k] = stack_id[-1]
+        if p_l[k]:
+            stack_end.append(e_l[k])
+            stack_id.append(i_l[k])
+    return out
+
+
+def kernel_launches(events: pl.DataFrame, tree: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per kernel: ``kernel_id, rank, device, stream, start_ns, dur_ns, kname,
+    api_id, api_start_ns, api_dur_ns, op_id`` (innermost launching cpu_op/annotation; null when
+    unknown)."""
+    if tree is None:
+        tree = host_tree(events)
+    kern = events.filter(pl.col("kind") == "kernel").select(
+        pl.col("event_id").alias("kernel_id"),
+        "rank",
+        "device",
+        "stream",
+        "start_ns",
+        "dur_ns",
+        pl.col("name").cast(pl.String).alias("kname"),
+        "correlation",
+        "external_id",
+        pl.col("pid").alias("kpid"),
+    )
+    api = events.filter(
+        (pl.col("kind") == "cuda_api") & pl.col("correlation").is_not_null()
+    ).select(
+        pl.col("event_id").alias("api_id"),
+        "rank",
+        "correlation",
+        pl.col("pid").alias("apid"),
+        pl.col("start_ns").alias("api_start_ns"),
+        pl.col("dur_ns").alias("api_dur_ns"),
+    )
+    joined = (
+        kern.join(api, on=["rank", "correlation"], how="left")
+        .with_columns(
+            (pl.col("kpid").is_not_null() & (pl.col("kpid") == pl.col("apid"))).alias("_same")
+        )
+        .sort(["kernel_id", "_same"], descending=[False, True])
+        .unique("kernel_id", keep="first", maintain_order=True)
+    )
+    parents = tree.filter(pl.col("kind") == "cuda_api").select(
+        pl.col("event_id").alias("api_id"), pl.col("parent_id").alias("op_id")
+    )
+    joined = joined.join(parents, on="api_id", how="left")
+    # fallback: External id straight to a cpu_op on the same rank (old Kineto, no launch row)
+    ext = (
+        events.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null())
+        .select("rank", "external_id", pl.col("event_id").alias("_ext_op"))
+        .unique(["rank", "external_id"], keep="first")
+    )
+    joined = joined.join(ext, on=["rank", "external_id"], how="left").with_columns(
+        pl.when(pl.col("api_id").is_null())
+        .then(pl.col("_ext_op"))
+        .otherwise(pl.col("op_id"))
+        .alias("op_id")
+    )
+    return joined.select(
+        "kernel_id",
+        "rank",
+        "device",
+        "stream",
+        "start_ns",
+        "dur_ns",
+        "kname",
+        "api_id",
+        "api_start_ns",
+        "api_dur_ns",
+        "op_id",
+    ).sort("kernel_id")
+
+
+def ancestors_pick(
+    tree: pl.DataFrame, start_ids: pl.Series, flag_ids: set[int] | pl.Series
+) -> npt.NDArray[np.int64]:
+    """For each id in ``start_ids`` (nullable), the *outermost* ancestor-or-self whose id is in
+    ``flag_ids``; -1 when none. Walks parent pointers level by level (vectorised)."""
+    ids = tree.get_column("event_id").to_numpy()
+    order = np.argsort(ids)
+    sorted_ids = ids[order]
+    parent_ids = tree.get_column("parent_id").fill_null(-1).to_numpy()[order]
+    flagged = np.isin(sorted_ids, np.asarray(list(flag_ids), dtype=np.int64))
+
+    def index_of(q: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        pos = np.searchsorted(sorted_ids, q)
+        pos = np.clip(pos, 0, max(len(sorted_ids) - 1, 0))
+        ok = (q >= 0) & (len(sorted_ids) > 0)
+        ok &= sorted_ids[pos] == q if len(sorted_ids) else ok
+        return np.where(ok, pos, -1)
+
+    cur = index_of(start_ids.fill_null(-1).to_numpy().astype(np.int64))
+    best = np.full(len(cur), -1, dtype=np.int64)
+    for _ in range(256):  # depth bound; real stacks are < 50 deep
+        live = cur >= 0
+        if not live.any():
+            break
+        hit = live & flagged[np.where(live, cur, 0)]
+        best = np.where(hit, sorted_ids[np.where(live, cur, 0)], best)
+        nxt = np.where(live, parent_ids[np.where(live, cur, 0)], -1)
+        cur = index_of(nxt)
+    return best

@@ -1,0 +1,396 @@
+"""Per-GPU diagnosis of a monitoring log: pattern, statistics, memory trend, clock episodes.
+
+Clock rule (why idle down-clocking is never throttling)::
+
+    util   ▇▇▇▇▇▇▇▇▇▇▁▁▁▁▇▇▇▇     a throttle sample: util >= THROTTLE_MIN_UTIL_PCT
+    clock  ▇▇▇▇▅▅▅▅▇▇▂▂▂▂▇▇▇▇       and clock < THROTTLE_MAX_CLOCK_RATIO x reference clock
+               └─┬┘    └┬─┘
+           throttling   idle down-clocking (clock follows util down: not reported)
+
+The reference clock is ``sm_clock_max_mhz`` when logged, else the 99th percentile of the
+logged SM clock. An episode is a run of >= THROTTLE_MIN_SAMPLES consecutive throttle samples;
+its reason comes from the logged throttle reasons when present, else is inferred (temperature
+>= THERMAL_MIN_C -> thermal, power >= POWER_NEAR_LIMIT_RATIO x limit -> power).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from traceforensics.analysis.patterns import LOW_LEVEL_PCT, PatternResult, classify_utilization
+from traceforensics.ingest.monitor.common import MonitorLog
+from traceforensics.ingest.monitor.schema import gpu_ids, gpu_rows
+
+F64 = npt.NDArray[np.float64]
+MONITOR_SCHEMA_ID: Final = "traceforensics.monitor/1"
+THROTTLE_MIN_UTIL_PCT: Final = 80.0
+THROTTLE_MAX_CLOCK_RATIO: Final = 0.85
+THROTTLE_MIN_SAMPLES: Final = 3
+THERMAL_MIN_C: Final = 83.0
+POWER_NEAR_LIMIT_RATIO: Final = 0.95
+MEM_GROWTH_FINDING_MIB: Final = 1024.0
+MEM_TREND_MIN_SAMPLES: Final = 10
+NS_PER_S: Final = 1e9
+_NOT_SLOWDOWN: Final = frozenset({"gpu_idle", ""})
+
+
+@dataclass
+class ThrottleEpisode:
+    """SM clock well below its reference while the GPU was busy. Times in s from log start."""
+
+    start: float
+    end: float
+    reason: str
+    reason_source: str  # "throttle_reasons" | "inferred" | "none"
+    samples: int
+    sm_clock_mhz: float
+    sm_clock_ref_mhz: float
+    util_mean: float
+    temperature_c: float | None
+    power_w: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "start": round(self.start, 3),
+            "end": round(self.end, 3),
+            "reason": self.reason,
+            "sm_clock_mhz": round(self.sm_clock_mhz, 1),
+            "temperature_c": _r(self.temperature_c),
+            "power_w": _r(self.power_w),
+            "reason_source": self.reason_source,
+            "samples": self.samples,
+            "sm_clock_ref_mhz": round(self.sm_clock_ref_mhz, 1),
+            "util_mean": round(self.util_mean, 1),
+        }
+
+
+@dataclass
+class GpuMonitorReport:
+    gpu: int
+    samples: int
+    span_s: float
+    interval_s: float
+    series_source: str
+    pattern: PatternResult
+    util_mean: float | None
+    util_p50: float | None
+    mem_used_mib_max: float | None
+    mem_trend_mib_per_h: float | None
+    sm_clock_ref_mhz: float | None
+    clock_ref_source: str | None
+    idle_downclock_samples: int
+    throttle_episodes: list[ThrottleEpisode] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        ev = self.pattern.to_json()
+        return {
+            "gpu": self.gpu,
+            "samples": self.samples,
+            "span_s": round(self.span_s, 3),
+            "pattern": self.pattern.pattern,
+            "period_s": self.pattern.period_s,
+            "util_mean": _r(self.util_mean),
+            "util_p50": _r(self.util_p50),
+            "throttle_episodes": [e.to_json() for e in self.throttle_episodes],
+            "findings": self.findings,
+            "interval_s": self.interval_s,
+            "series_source": self.series_source,
+            "pattern_evidence": {k: v for k, v in ev.items() if k not in ("pattern", "period_s")},
+            "mem_used_mib_max": _r(self.mem_used_mib_max),
+            "mem_trend_mib_per_h": _r(self.mem_trend_mib_per_h),
+            "sm_clock_ref_mhz": _r(self.sm_clock_ref_mhz),
+            "clock_ref_source": self.clock_ref_source,
+            "idle_downclock_samples": self.idle_downclock_samples,
+        }
+
+
+@dataclass
+class MonitorReport:
+    file: str
+    source_format: str
+    time_kind: str
+    start_ns: int | None
+    gpus: list[GpuMonitorReport]
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": MONITOR_SCHEMA_ID,
+            "gpus": [g.to_json() for g in self.gpus],
+            "file": self.file,
+            "source_format": self.source_format,
+            "time_kind": self.time_kind,
+            "start_ns": self.start_ns,
+            "warnings": self.warnings,
+        }
+
+
+def _r(v: float | None, nd: int = 2) -> float | None:
+    return None if v is None or not np.isfinite(v) else round(float(v), nd)
+
+
+def _col(df: pl.DataFrame, name: str) -> F64 | None:
+    s = df.get_column(name)
+    if s.null_count() == s.len():
+        return None
+    return s.cast(pl.Float64).fill_null(float("nan")).to_numpy().astype(np.float64)
+
+
+def regular_series(time_ns: npt.NDArray[np.int64], values: F64) -> tuple[F64, float]:
+    """Place samples on a regular grid at the median interval; gaps become NaN."""
+    if time_ns.size < 2:
+        return values, 1.0
+    step = float(np.median(np.diff(time_ns)))
+    if step <= 0:
+        return values, 1.0
+    idx = np.rint((time_ns - time_ns[0]) / step).astype(np.int64)
+    size = int(idx[-1]) + 1
+    if size > 4 * time_ns.size:  # too irregular for a grid: keep sample order
+        return values, step / NS_PER_S
+    grid = np.full(size, np.nan)
+    grid[idx] = values
+    return grid, step / NS_PER_S
+
+
+def _runs(mask: npt.NDArray[np.bool_]) -> list[tuple[int, int]]:
+    """[start, end) index pairs of True runs."""
+    d = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
+    return list(zip(np.flatnonzero(d == 1).tolist(), np.flatnonzero(d == -1).tolist(), strict=True))
+
+
+def _reason(
+    reasons: list[str | None], temp: F64 | None, power: F64 | None, limit: F64 | None, sl: slice
+) -> tuple[str, str]:
+    logged = [r for r in reasons if r is not None]
+    if logged:
+        cats: dict[str, int] = {}
+        for text in logged:
+            for tok in text.split(","):
+                tok = tok.strip()
+                if tok in _NOT_SLOWDOWN:
+                    continue
+                cat = "thermal" if "thermal" in tok else "power" if "power" in tok else tok
+                cats[cat] = cats.get(cat, 0) + 1
+        if cats:
+            return "+".join(sorted(cats, key=lambda c: -cats[c])), "throttle_reasons"
+        return "unknown (no slowdown reason was active)", "throttle_reasons"
+    found: list[str] = []
+    if temp is not None and np.nanmax(temp[sl]) >= THERMAL_MIN_C:
+        found.append("thermal")
+    if power is not None and limit is not None:
+        ratio = np.nanmean(power[sl]) / np.nanmean(limit[sl])
+        if np.isfinite(ratio) and ratio >= POWER_NEAR_LIMIT_RATIO:
+            found.append("power")
+    if found:
+        return "+".join(found), "inferred"
+    return "unknown", "none"
+
+
+def _mean(a: F64 | None, sl: slice) -> float | None:
+    if a is None or not np.isfinite(a[sl]).any():
+        return None
+    return float(np.nanmean(a[sl]))
+
+
+def throttle_episodes(
+    df: pl.DataFrame, t0_ns: int
+) -> tuple[list[ThrottleEpisode], int, float | None, str | None]:
+    """Episodes, idle down-clock sample count, reference clock and its source for one GPU."""
+    clock, util = _col(df, "sm_clock_mhz"), _col(df, "util_pct")
+    if clock is None or util is None:
+        return [], 0, None, None
+    cmax = _col(df, "sm_clock_max_mhz")
+    if cmax is not None and np.isfinite(cmax).any():
+        ref = np.where(np.isfinite(cmax), cmax, np.nanmax(cmax))
+        src = "sm_clock_max_mhz"
+    else:
+        ref = np.full(clock.size, float(np.nanpercentile(clock, 99)))
+        src = "observed_p99"
+    slow = clock < THROTTLE_MAX_CLOCK_RATIO * ref
+    reason_col = df.get_column("throttle_reasons")
+    # a logged "gpu_idle" alone means the driver itself says the GPU was idle
+    only_idle = (reason_col == "gpu_idle").fill_null(False).to_numpy().astype(bool)
+    hot = slow & (util >= THROTTLE_MIN_UTIL_PCT) & ~only_idle
+    idle_down = int(np.sum(slow & (util < LOW_LEVEL_PCT)))
+    t = df.get_column("time_ns").to_numpy()
+    temp, power, limit = _col(df, "temperature_c"), _col(df, "power_w"), _col(df, "power_limit_w")
+    step = float(np.median(np.diff(t))) if t.size > 1 else 0.0
+    episodes: list[ThrottleEpisode] = []
+    # a run breaks where samples are missing for more than 3 intervals
+    gap = np.concatenate(([False], np.diff(t) > 3 * step)) if step > 0 else np.zeros(t.size, bool)
+    for a, b in _runs(hot):
+        cuts = [a, *(a + np.flatnonzero(gap[a + 1 : b]) + 1).tolist(), b]
+        for s, e in zip(cuts[:-1], cuts[1:], strict=True):
+            if e - s < THROTTLE_MIN_SAMPLES:
+                continue
+            sl = slice(s, e)
+            reason, rsrc = _reason(reason_col[s:e].to_list(), temp, power, limit, sl)
+            episodes.append(
+                ThrottleEpisode(
+                    (t[s] - t0_ns) / NS_PER_S,
+                    (t[e - 1] - t0_ns + step) / NS_PER_S,
+                    reason,
+                    rsrc,
+                    e - s,
+                    float(np.nanmean(clock[sl])),
+                    float(np.nanmean(ref[sl])),
+                    float(np.nanmean(util[sl])),
+                    None
+                    if temp is None or not np.isfinite(temp[sl]).any()
+                    else float(np.nanmax(temp[sl])),
+                    _mean(power, sl),
+                )
+            )
+    return episodes, idle_down, float(np.nanmax(ref)), src
+
+
+def memory_trend(t_ns: npt.NDArray[np.int64], mem: F64 | None) -> float | None:
+    """Least-squares slope of memory used, MiB per hour; None with too few samples."""
+    if mem is None:
+        return None
+    ok = np.isfinite(mem)
+    if ok.sum() < MEM_TREND_MIN_SAMPLES:
+        return None
+    hours = (t_ns[ok] - t_ns[ok][0]) / (3600 * NS_PER_S)
+    if hours[-1] <= 0:
+        return None
+    slope = np.polyfit(hours, mem[ok], 1)[0]
+    return float(slope)
+
+
+def _series(df: pl.DataFrame) -> tuple[F64 | None, str]:
+    util = _col(df, "util_pct")
+    if util is not None:
+        return util, "util_pct"
+    sm = _col(df, "sm_active")
+    if sm is not None:
+        return sm * 100.0, "sm_active"
+    return None, "none"
+
+
+def analyze_gpu(
+    df: pl.DataFrame, gpu: int, t0_ns: int, interval_hint_s: float | None
+) -> GpuMonitorReport:
+    """Report for one GPU's rows (sorted by time)."""
+    t = df.get_column("time_ns").to_numpy().astype(np.int64)
+    values, source = _series(df)
+    findings: list[str] = []
+    span_s = float(t[-1] - t[0]) / NS_PER_S if t.size else 0.0
+    if values is None:
+        grid, interval = np.zeros(0), interval_hint_s or 1.0
+        findings.append("no utilization or SM-activity column: no pattern can be classified")
+    else:
+        grid, interval = regular_series(t, values)
+    pat = classify_utilization(grid, interval)
+    ok = values[np.isfinite(values)] if values is not None else np.zeros(0)
+    util_mean = float(ok.mean()) if ok.size else None
+    util_p50 = float(np.median(ok)) if ok.size else None
+    mem = _col(df, "mem_used_mib")
+    trend = memory_trend(t, mem)
+    episodes, idle_down, ref, ref_src = throttle_episodes(df, t0_ns)
+    report = GpuMonitorReport(
+        gpu,
+        df.height,
+        span_s,
+        interval,
+        source,
+        pat,
+        util_mean,
+        util_p50,
+        None if mem is None else float(np.nanmax(mem)),
+        trend,
+        ref,
+        ref_src,
+        idle_down,
+        episodes,
+        findings,
+    )
+    findings.extend(_findings(report, ok))
+    return report
+
+
+def _findings(r: GpuMonitorReport, util: F64) -> list[str]:
+    p = r.pattern
+    out: list[str] = []
+    if r.series_source == "sm_active":
+        out.append("utilization read from DCGM SM activity (x100): no GPU-utilization column")
+    if p.pattern == "insufficient_data":
+        out.append(f"{p.period_note} ({r.samples} samples over {r.span_s:.3g} s)")
+        if util.size:
+            out.append(
+                f"utilization ranges {util.min():.1f}%..{util.max():.1f}% (mean {util.mean():.1f}%); "
+                f"no pattern or period is claimed from so few samples"
+            )
+    elif util.size:
+        lead = f"pattern {p.pattern}"
+        if p.period_s is not None:
+            lead += f": period {p.period_s:.3g} s (autocorrelation {p.acf_peak:.2f})"
+        out.append(
+            f"{lead}; duty cycle {100 * (p.duty_cycle or 0):.0f}% of samples >= 50%, "
+            f"{p.drop_count} drops from >= 80% to < 20%, median {p.p50_pct:.1f}%"
+        )
+        if p.period_s is None and p.pattern in (
+            "irregular",
+            "high_frequency_sawtooth",
+            "low_frequency_tidal",
+        ):
+            out.append(f"no period claimed: {p.period_note}")
+        if p.pattern in ("persistent_half_saturation", "irregular") and p.interval_s >= 0.5:
+            out.append(
+                f"at {p.interval_s:.3g} s sampling a sub-second sawtooth is averaged into mid "
+                f"values; a trace binned at 100 ms tells the two apart"
+            )
+        if p.likely_causes:
+            out.append("check: " + "; ".join(c.text for c in p.likely_causes))
+    if p.missing:
+        out.append(
+            f"{p.missing} missing samples (gaps in the timestamps) were interpolated for the pattern"
+        )
+    for e in r.throttle_episodes:
+        out.append(
+            f"clock throttling {e.start:.0f}-{e.end:.0f} s: SM {e.sm_clock_mhz:.0f} of "
+            f"{e.sm_clock_ref_mhz:.0f} MHz at {e.util_mean:.0f}% utilization, reason {e.reason}"
+            f" ({e.reason_source})"
+        )
+    if r.idle_downclock_samples:
+        out.append(
+            f"{r.idle_downclock_samples} samples with SM clock < "
+            f"{THROTTLE_MAX_CLOCK_RATIO:.0%} of {r.sm_clock_ref_mhz or 0:.0f} MHz while utilization "
+            f"< {LOW_LEVEL_PCT:.0f}%: idle down-clocking, not throttling"
+        )
+    if r.mem_trend_mib_per_h is not None:
+        growth = r.mem_trend_mib_per_h * r.span_s / 3600
+        if growth >= MEM_GROWTH_FINDING_MIB:
+            out.append(
+                f"memory used grows {r.mem_trend_mib_per_h:.0f} MiB/h ({growth:.0f} MiB over the "
+                f"log): check for a leak or a growing cache"
+            )
+    return out
+
+
+def analyze_monitor(log: MonitorLog) -> MonitorReport:
+    """Per-GPU reports for a parsed monitoring log."""
+    frame = log.frame
+    t0 = int(frame.get_column("time_ns").min() or 0) if frame.height else 0
+    gpus = [analyze_gpu(gpu_rows(frame, g), g, t0, log.interval_s) for g in gpu_ids(frame)]
+    start = t0 if log.time_kind == "absolute" else None
+    return MonitorReport(
+        log.path, log.source_format, log.time_kind, start, gpus, list(log.warnings)
+    )
+
+
+def clip_monitor(log: MonitorLog, start_ns: int, end_ns: int) -> MonitorLog:
+    """The samples of an absolute-time log inside ``[start_ns, end_ns)`` (epoch ns), to align
+    a log with a trace's wall-clock window. Logs without absolute times are returned as is."""
+    if log.time_kind != "absolute":
+        return log
+    frame = log.frame.filter(pl.col("time_ns").is_between(start_ns, end_ns, closed="left"))
+    return MonitorLog(
+        log.path, log.source_format, frame, log.time_kind, log.interval_s, list(log.warnings)
+    )

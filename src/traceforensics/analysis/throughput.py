@@ -1,0 +1,241 @@
+"""Achieved throughput: FLOPs per op spread over the GPU time of the kernels it launched.
+
+Attribution rule. Each kernel is walked up its launching op's ancestors (``launches``) and is
+charged to the **outermost op whose FLOPs are known** (``flops.op_cost``). That op's FLOPs are
+counted once and spread over all kernels charged to it, pro rata to their duration::
+
+    host:  [aten::linear  (2MKN, known)..................]
+              [aten::addmm (known, nested: not counted again)]
+    GPU:          [gemm 80 us][splitK reduce 20 us]
+    -> linear: flops F over kernel_ns 100 us; gemm gets 0.8 F, reduce 0.2 F
+
+Kernels with no FLOPs-known ancestor are "unknown FLOPs": counted and reported, never guessed.
+
+Units: FLOPs are counts, times integer ns, TFLOPS = flops / ns / 1e3, bandwidth bytes/s.
+Roofline: an op is ``compute``-bound when its arithmetic intensity (flops / bytes) is at or
+above the device ridge point (peak FLOP/s / peak bytes/s), else ``memory``-bound.
+MFU of a window = sum over kernels of (kernel FLOPs / peak of its dtype) / window length, i.e.
+the fraction of the window an ideal chip would need; with one dtype it is achieved / peak.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+import polars as pl
+
+from traceforensics.analysis.flops import (
+    conv_flops_from_output,
+    family_of,
+    op_cost_from_args,
+    parse_json_list,
+)
+from traceforensics.analysis.peaks import DevicePeak
+from traceforensics.model.schema import ARG_CONCRETE_INPUTS, ARG_INPUT_DIMS, ARG_INPUT_TYPE
+
+STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+@dataclass(frozen=True)
+class StepWindow:
+    """A training step on one rank's host clock: ``[start_ns, end_ns)``."""
+
+    rank: int
+    step: int
+    start_ns: int
+    end_ns: int
+
+
+def op_costs(events: pl.DataFrame, args: pl.DataFrame) -> pl.DataFrame:
+    """Per host op with a FLOPs model: ``op_id, op, family, shapes, dtype, flops, bytes``.
+    ``flops`` is null when the op's shapes do not determine it."""
+    ops = events.filter(pl.col("kind") == "cpu_op").select(
+        pl.col("event_id").alias("op_id"), pl.col("name").cast(pl.String).alias("op")
+    )
+    names = ops.get_column("op").unique().to_list()
+    modelled = [n for n in names if family_of(n) is not None]
+    ops = ops.filter(pl.col("op").is_in(modelled))
+    keys = [ARG_INPUT_DIMS, ARG_INPUT_TYPE, ARG_CONCRETE_INPUTS]
+    wide = (
+        args.filter(
+            pl.col("key").cast(pl.String).is_in(keys)
+            & pl.col("event_id").is_in(ops.get_column("op_id").implode())
+        )
+        .with_columns(pl.col("key").cast(pl.String))
+        .pivot(on="key", index="event_id", values="value", aggregate_function="first")
+    )
+    for k in keys:
+        if k not in wide.columns:
+            wide = wide.with_columns(pl.lit(None, dtype=pl.String).alias(k))
+    table = ops.join(wide.rename({"event_id": "op_id"}), on="op_id", how="inner")
+    recs: list[dict[str, object]] = []
+    for op_id, op, dims, types, conc in table.select(["op_id", "op", *keys]).iter_rows():
+        cost = op_cost_from_args(op, dims, types, conc)
+        recs.append(
+            {
+                "op_id": op_id,
+                "op": op,
+                "family": cost.family,
+                "shapes": _tensor_shapes(dims),
+                "dtype": cost.dtype,
+                "flops": cost.flops,
+                "bytes": cost.bytes,
+            }
+        )
+    _conv_outputs_by_sequence(events, args, table, recs)
+    schema = {
+        "op_id": pl.Int64,
+        "op": pl.String,
+        "family": pl.String,
+        "shapes": pl.String,
+        "dtype": pl.String,
+        "flops": pl.Int64,
+        "bytes": pl.Int64,
+    }
+    return pl.DataFrame(recs, schema=schema)
+
+
+CONV_BWD_NODE = r"^(Cudnn|Miopen|Mkldnn|Slow|Thnn)?Convolution\w*Backward\d*$"
+
+
+def _conv_outputs_by_sequence(
+    events: pl.DataFrame, args: pl.DataFrame, table: pl.DataFrame, recs: list[dict[str, object]]
+) -> None:
+    """Fill unknown forward-conv FLOPs from the backward node sharing the op's Sequence number
+    (same rank): that node's first input is grad_output, whose shape is the conv's output."""
+    todo = {
+        int(str(r["op_id"])): i
+        for i, r in enumerate(recs)
+        if r["family"] == "conv" and r["flops"] is None
+    }
+    if not todo:
+        return
+    seq = args.filter(pl.col("key").cast(pl.String) == "Sequence number").select(
+        "event_id", pl.col("value").alias("seq")
+    )
+    if seq.height == 0:
+        return
+    ev = events.select("event_id", "rank", pl.col("name").cast(pl.String))
+    nodes = (
+        ev.filter(pl.col("name").str.contains(CONV_BWD_NODE))
+        .join(seq, on="event_id")
+        .join(
+            args.filter(pl.col("key").cast(pl.String) == ARG_INPUT_DIMS).select(
+                "event_id", pl.col("value").alias("grad_dims")
+            ),
+            on="event_id",
+        )
+        .unique(["rank", "seq"], keep="first")
+        .select("rank", "seq", "grad_dims")
+    )
+    fwd = (
+        ev.filter(pl.col("event_id").is_in(list(todo)))
+        .join(seq, on="event_id")
+        .join(nodes, on=["rank", "seq"])
+        .join(table.select(pl.col("op_id").alias("event_id"), ARG_INPUT_DIMS), on="event_id")
+    )
+    for op_id, grad_dims, dims_json in fwd.select(
+        "event_id", "grad_dims", ARG_INPUT_DIMS
+    ).iter_rows():
+        grads = parse_json_list(grad_dims)
+        dims = [
+            [int(x) for x in d] if isinstance(d, list) else [] for d in parse_json_list(dims_json)
+        ]
+        if grads and isinstance(grads[0], list):
+            flops = conv_flops_from_output(dims, [int(x) for x in grads[0]])
+            if flops is not None:
+                recs[todo[op_id]]["flops"] = flops
+
+
+def _tensor_shapes(dims_json: str | None) -> str:
+    """Compact JSON of the non-empty input dims, e.g. ``[[141,512],[512,512]]``."""
+    try:
+        dims = json.loads(dims_json) if dims_json else []
+    except ValueError:
+        return "[]"
+    return json.dumps([d for d in dims if d], separators=(",", ""))
+
+
+def attribute(launches: pl.DataFrame, charged_op: pl.Series, costs: pl.DataFrame) -> pl.DataFrame:
+    """Kernels with the op they are charged to and their share of its FLOPs/bytes.
+
+    Adds ``flops_op_id`` (null = unknown FLOPs), op columns, ``op_kernel_ns`` and float
+    ``kflops``/``kbytes`` (the kernel's pro-rata share)."""
+    k = launches.with_columns(
+        pl.Series("flops_op_id", charged_op).replace(-1, None).cast(pl.Int64)
+    ).join(costs.rename({"op_id": "flops_op_id"}), on="flops_op_id", how="left")
+    k = k.with_columns(pl.col("dur_ns").sum().over("flops_op_id").alias("op_kernel_ns"))
+    share = (
+        pl.when(pl.col("op_kernel_ns") > 0)
+        .then(pl.col("dur_ns") / pl.col("op_kernel_ns"))
+        .otherwise(None)
+    )
+    return k.with_columns(
+        (pl.col("flops").cast(pl.Float64) * share).alias("kflops"),
+        (pl.col("bytes").cast(pl.Float64) * share).alias("kbytes"),
+    )
+
+
+def find_steps(events: pl.DataFrame) -> list[StepWindow]:
+    """``ProfilerStep#N`` host ranges (annotation or cpu_op) per rank, in time order."""
+    rows = (
+        events.filter(
+            pl.col("kind").is_in(["annotation", "cpu_op"])
+            & pl.col("name").cast(pl.String).str.contains(r"^ProfilerStep#\d+$")
+        )
+        .select("rank", pl.col("name").cast(pl.String), "start_ns", "dur_ns")
+        .unique(["rank", "name"], keep="first")
+        .sort(["rank", "start_ns"])
+    )
+    out: list[StepWindow] = []
+    for rank, name, start, dur in rows.iter_rows():
+        m = STEP_RE.match(name)
+        if m:
+            out.append(StepWindow(int(rank), int(m.group(1)), int(start), int(start + dur)))
+    return out
+
+
+def roofline(
+    flops: float | None, nbytes: float | None, kernel_ns: int, peak: DevicePeak, dtype: str | None
+) -> dict[str, float | str | None]:
+    """tflops, peak_tflops, mfu, membw_share, arithmetic_intensity, ridge, bound of one row."""
+    tflops = flops / kernel_ns / 1e3 if flops is not None and kernel_ns > 0 else None
+    peak_tf = peak.peak_tflops(dtype)
+    mfu = tflops / peak_tf if tflops is not None and peak_tf else None
+    bw = peak.mem_bw_bytes_per_s
+    membw = (
+        nbytes / (kernel_ns * 1e-9) / bw if nbytes is not None and kernel_ns > 0 and bw else None
+    )
+    ai = flops / nbytes if flops is not None and nbytes else None
+    ridge = peak_tf * 1e12 / bw if peak_tf and bw else None
+    bound: str | None = None
+    if ai is not None and ridge is not None:
+        bound = "compute" if ai >= ridge else "memory"
+    return {
+        "tflops": tflops,
+        "peak_tflops": peak_tf,
+        "mfu": mfu,
+        "membw_share": membw,
+        "arithmetic_intensity": ai,
+        "ridge_flops_per_byte": ridge,
+        "bound": bound,
+    }
+
+
+def ideal_ns(kern: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]) -> pl.DataFrame:
+    """Adds ``ideal_ns``: the time the kernel's FLOPs need at the dtype peak (null if unknown)."""
+    recs = [
+        {"rank": r, "device": d, "dtype": dt, "_peak": p.peak_tflops(dt)}
+        for (r, d), p in peaks.items()
+        for dt in (None, "fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
+    ]
+    table = pl.DataFrame(
+        recs,
+        schema={"rank": pl.Int32, "device": pl.Int32, "dtype": pl.String, "_peak": pl.Float64},
+    )
+    out = kern.join(table, on=["rank", "device", "dtype"], how="left", nulls_equal=True)
+    return out.with_columns((pl.col("kflops") / (pl.col("_peak") * 1e3)).alias("ideal_ns")).drop(
+        "_peak"
+    )

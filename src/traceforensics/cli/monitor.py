@@ -1,0 +1,51 @@
+"""``tf monitor LOG``: diagnose a GPU monitoring log (nvidia-smi, dcgmi, plain tables)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from traceforensics.analysis.monitor import analyze_monitor
+from traceforensics.ingest.monitor import load_monitor_log
+from traceforensics.report.monitor_text import render_monitor_text
+
+
+@click.command("monitor")
+@click.argument("log", type=click.Path(path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="Write the traceforensics.monitor/1 JSON.")
+@click.option(
+    "--columns",
+    "columns",
+    default=None,
+    metavar="MAP",
+    help="Name the log's columns: KEY=COLUMN,... with KEY in time, gpu, util, mem_util, "
+    "mem_used, sm_clock, sm_clock_max, temperature, power, power_limit, sm_active, "
+    "tensor_active, throttle.",
+)
+@click.option("--plot", "plot_path", default=None, metavar="PNG", help="Save a plot here.")
+@click.option(
+    "--interval-s",
+    "interval_s",
+    type=float,
+    default=None,
+    help="Sample interval when the log has no timestamps (default 1 s).",
+)
+def monitor_command(
+    log: str, as_json: bool, columns: str | None, plot_path: str | None, interval_s: float | None
+) -> None:
+    """Classify each GPU's utilization curve, and tell clock throttling under load from idle
+    down-clocking, in an nvidia-smi / dcgmi / plain-table monitoring log."""
+    parsed = load_monitor_log(log, columns=columns, interval_s=interval_s)
+    report = analyze_monitor(parsed)
+    if plot_path:
+        from traceforensics.report.monitor_plot import plot_monitor
+
+        plot_monitor(parsed, report, plot_path)
+    if as_json:
+        sys.stdout.write(json.dumps(report.to_json(), indent=1, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(render_monitor_text(report))
+        if plot_path:
+            sys.stdout.write(f"plot: {plot_path}\n")

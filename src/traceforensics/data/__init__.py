@@ -1,0 +1,1 @@
+"""Package data: the GPU peak table (gpu_peaks.csv)."""

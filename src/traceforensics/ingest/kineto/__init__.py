@@ -1,0 +1,149 @@
+"""PyTorch Profiler (Kineto) Chrome-trace ingester: ``load_kineto(paths) -> TraceSession``.
+
+Reads ``.json`` and ``.json.gz`` traces of every vintage (PyTorch 1.8 to 2.x, CUDA and ROCm);
+several paths are the rank files of one job and are concatenated with a ``rank`` column.
+
+Rules (details in the submodules):
+- timestamps: exact integer ns; ints ×1000, floats by their shortest repr, ``baseTimeNanoseconds``
+  added when present (``timeconv``); the clock is wall-clock epoch ns when the base is present
+  or the values are absolute epoch µs (then ``meta.clock_base_ns = 0``, ``clock_is_wall``);
+- kind from ``cat`` (and ``ph`` for instants), never from ``pid`` (``categories``);
+- GPU device from ``args.device``, else ``GPU n`` metadata labels, else pid; stream from
+  ``args.stream`` else the tid (``"stream 7"`` in 1.8/1.9) (``gpu``);
+- ``correlation`` from ``args.correlation``, else launch flows (``flows``);
+- rank from ``distributedInfo.rank``, else the file name, else input order (``meta``).
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from traceforensics.ingest.kineto import meta as kmeta
+from traceforensics.ingest.kineto.events import Extracted, extract
+from traceforensics.ingest.kineto.reader import RawTrace, read_trace
+from traceforensics.ingest.kineto.timeconv import TimeValueError
+from traceforensics.model.errors import CorruptTraceError, InputError
+from traceforensics.model.schema import empty_args, empty_events
+from traceforensics.model.session import InputInfo, TraceMeta, TraceSession
+
+SOURCE_FORMAT = "kineto"
+#: Start times above this (ns, ~1973) mean absolute wall-clock epoch time.
+_WALL_CLOCK_MIN_NS = 10**17
+
+
+def load_kineto(paths: Sequence[Path]) -> TraceSession:
+    """Load one Kineto trace, or several rank files of one job, into a validated session.
+
+    Raises ``InputError`` subclasses (one line naming the file) for unusable input.
+    """
+    if not paths:
+        raise InputError("no Kineto trace files given")
+    # The parsed JSON tree has millions of objects and no cycles: the cyclic GC would scan it
+    # again and again while it grows (about half the parse time), so it is paused while loading.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(paths)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _load(paths: Sequence[Path]) -> TraceSession:
+    raws = [read_trace(Path(p)) for p in paths]
+    ranks, rank_warning = kmeta.assign_ranks([r.path for r in raws], [r.top for r in raws])
+    warnings = [rank_warning] if rank_warning else []
+    frames: list[pl.DataFrame] = []
+    arg_frames: list[pl.DataFrame] = []
+    inputs: list[InputInfo] = []
+    devices = []
+    wall: list[bool] = []
+    versions: list[str] = []
+    extra: dict[str, Any] = {"kineto": {}}
+    offset = 0
+    for raw, rank in zip(raws, ranks, strict=True):
+        warnings.extend(raw.notes)
+        base = kmeta.base_time_ns(raw.top)
+        part = _extract(raw, rank, offset, base)
+        offset += part.ids_used  # dropped rows leave gaps; ids stay unique across files
+        frames.append(part.events)
+        arg_frames.append(part.args)
+        warnings.extend(part.warnings)
+        version = kmeta.format_version(raw.top, part.legacy_categories, part.float_timestamps)
+        versions.append(version)
+        inputs.append(InputInfo(str(raw.path), SOURCE_FORMAT, rank, version))
+        vendor = kmeta.detect_vendor(raw.top, part.runtime_names)
+        devices.extend(kmeta.devices_for(raw.top, rank, part.devices_seen, vendor))
+        wall.append(_is_wall_clock(part, base))
+        extra["kineto"][str(raw.path)] = {
+            "rank": rank,
+            "array_format": raw.is_array_format,
+            "correlation_from_flows": part.flow_filled,
+            "base_time_ns": base,
+        }
+    events = pl.concat(frames, how="vertical") if frames else empty_events()
+    args = pl.concat(arg_frames, how="vertical") if arg_frames else empty_args()
+    distributed, by_rank = _distributed(raws, ranks)
+    if len(by_rank) > 1:
+        extra["distributed_by_rank"] = by_rank
+    is_wall = bool(wall) and all(wall)
+    meta = TraceMeta(
+        source_format=SOURCE_FORMAT,
+        format_version=versions[0] if len(set(versions)) == 1 else "; ".join(versions),
+        inputs=inputs,
+        devices=devices,
+        distributed=distributed,
+        clock_base_ns=0 if is_wall else None,
+        clock_is_wall=is_wall,
+        warnings=warnings,
+        extra=extra,
+    )
+    return TraceSession.from_frames(events, meta, args)
+
+
+def _extract(raw: RawTrace, rank: int, offset: int, base: int | None) -> Extracted:
+    try:
+        return extract(raw, rank, offset, base)
+    except TimeValueError as exc:
+        raise CorruptTraceError(
+            f"{raw.path}: bad ts/dur value ({exc}); re-export the trace"
+        ) from exc
+    except InputError:
+        raise
+    except Exception as exc:
+        # Malformed content of a shape no rule foresaw (an id beyond int64, a list where a
+        # name should be...): one line for the user rather than a traceback.
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise CorruptTraceError(
+            f"{raw.path}: malformed trace content ({detail}); re-export the trace"
+        ) from exc
+
+
+def _is_wall_clock(part: Extracted, base: int | None) -> bool:
+    if base is not None:
+        return True
+    if part.events.height == 0:
+        return False
+    first = part.events.get_column("start_ns").min()
+    return isinstance(first, int) and first > _WALL_CLOCK_MIN_NS
+
+
+def _distributed(
+    raws: list[RawTrace], ranks: list[int]
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """``distributedInfo`` of the first file that has one, and every file's by rank."""
+    by_rank: dict[str, dict[str, Any]] = {}
+    for raw, rank in zip(raws, ranks, strict=True):
+        info = raw.top.get("distributedInfo")
+        if isinstance(info, dict):
+            by_rank[str(rank)] = info
+    first = next(iter(by_rank.values()), {})
+    return dict(first), by_rank
+
+
+__all__ = ["load_kineto"]

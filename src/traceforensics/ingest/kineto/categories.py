@@ -1,0 +1,103 @@
+"""Kineto ``cat`` -> unified ``kind``, for every category spelling seen since PyTorch 1.8.
+
+Rows are classified by ``cat`` (and ``ph`` for instants), never by ``pid``: the Python tracer
+writes ``python_function`` events with ``pid 0``/``tid 0``, which collide with GPU 0.
+
+Skipped from the event table (their content is still used elsewhere): ``ph`` ``M`` (metadata ->
+device labels), ``s``/``t``/``f`` (flows -> correlation fallback), ``C`` (counters) and the
+``Trace`` span (``cat: "Trace"``, the profiler's own window).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: ``ph`` values that become rows. ``X`` = complete event; ``i``/``I`` = instant (``marker``).
+ROW_PHASES: Final[frozenset[str]] = frozenset({"X", "i", "I"})
+INSTANT_PHASES: Final[frozenset[str]] = frozenset({"i", "I"})
+SKIPPED_CATEGORIES: Final[frozenset[str]] = frozenset({"Trace"})
+
+KIND_BY_CAT: Final[dict[str, str]] = {
+    # PyTorch >= 1.10 (kineto ActivityType names)
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "cuda_sync": "gpu_sync",
+    "xpu_sync": "gpu_sync",
+    "gpu_user_annotation": "gpu_annotation",
+    "gpu_user_Annotation": "gpu_annotation",  # typo fixed in kineto 3db5c597 (2022)
+    "cuda_runtime": "cuda_api",
+    "cuda_driver": "cuda_api",
+    "xpu_runtime": "cuda_api",
+    "xpu_driver": "cuda_api",
+    "mtia_runtime": "cuda_api",
+    "privateuse1_runtime": "cuda_api",
+    "privateuse1_driver": "cuda_api",
+    "cpu_op": "cpu_op",
+    "user_annotation": "annotation",
+    "python_function": "python",
+    "overhead": "overhead",
+    "cpu_instant_event": "marker",
+    # PyTorch 1.8/1.9 capitalised categories
+    "Kernel": "kernel",
+    "Memcpy": "memcpy",
+    "Memset": "memset",
+    "Runtime": "cuda_api",
+    "Operator": "cpu_op",
+}
+#: Categories that only PyTorch 1.8/1.9 wrote (format-era hint).
+LEGACY_CATEGORIES: Final[frozenset[str]] = frozenset(
+    {"Kernel", "Memcpy", "Memset", "Runtime", "Operator"}
+)
+#: Kind for an ``X`` event whose category is unknown (``collective_comm``, ``cuda_profiler_range``,
+#: hand-made traces): a host-side range, reported in ``meta.warnings``.
+UNKNOWN_KIND: Final = "annotation"
+
+#: Kinds that live on a GPU (device + stream, no OS thread).
+GPU_ROW_KINDS: Final[frozenset[str]] = frozenset(
+    {"kernel", "memcpy", "memset", "gpu_sync", "gpu_annotation"}
+)
+#: GPU work kinds: they make a device busy and must carry a device index.
+WORK_KINDS: Final[frozenset[str]] = frozenset({"kernel", "memcpy", "memset"})
+#: Kinds that carry a CUPTI/roctracer correlation id.
+CORRELATED_KINDS: Final[frozenset[str]] = frozenset(
+    {"kernel", "memcpy", "memset", "gpu_sync", "cuda_api"}
+)
+#: Host kinds whose names may mark a collective (``nccl:all_reduce``, ``record_param_comms``).
+HOST_COMM_KINDS: Final[frozenset[str]] = frozenset({"cpu_op", "annotation", "python"})
+#: Kinds whose selected args go to the args side table.
+ARGS_KINDS: Final[frozenset[str]] = frozenset({"cpu_op", "annotation", "kernel"})
+
+#: Flow categories that link a launch to its GPU activity (``id`` = correlation).
+LAUNCH_FLOW_CATS: Final[frozenset[str]] = frozenset(
+    {"ac2g", "async", "async_cpu_to_gpu", "async_gpu"}
+)
+
+#: Arg keys kept in the side table (shapes, dtypes, stacks, autograd links, collectives,
+#: kernel occupancy). Everything else is dropped to keep the table small.
+KEPT_ARG_KEYS: Final[frozenset[str]] = frozenset(
+    {
+        "Input Dims",
+        "Input type",
+        "Concrete Inputs",
+        "Input Strides",
+        "Call stack",
+        "Sequence number",
+        "Fwd thread id",
+        "Record function id",
+        "Collective name",
+        "In msg nelems",
+        "Out msg nelems",
+        "Group size",
+        "dtype",
+        "In split size",
+        "Out split size",
+        "Process Group Name",
+        "Process Group Ranks",
+        "registers per thread",
+        "shared memory",
+        "blocks per SM",
+        "warps per SM",
+        "est. achieved occupancy %",
+    }
+)

@@ -1,0 +1,224 @@
+"""Columnar extraction of one Kineto file's events into a partial unified event table.
+
+Each field is pulled out of the event list with one list comprehension; rules that depend on a
+value (names, pids, tids, categories) run once per *unique* value through dict lookups; per-row
+Python work is limited to the subsets that need it (GPU rows, memcpy rows, args-table rows).
+No per-event dict or object is built. Rows keep the file's order; ``event_id`` is
+``id_offset + position``.
+
+Timestamps: ``start_ns = baseTimeNanoseconds + ns(ts)`` when the file has a base, else
+``ns(ts)``; ``ns`` is the exact rule of ``timeconv``. ``dur_ns = ns(dur)``, negatives clamped to
+0 (warned); instants have ``dur_ns = 0``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+import polars as pl
+
+from traceforensics.ingest.kineto import categories as cats
+from traceforensics.ingest.kineto import gpu
+from traceforensics.ingest.kineto.argtable import args_table
+from traceforensics.ingest.kineto.flows import (
+    cpu_pid,
+    fill_correlation_from_flows,
+    gpu_labels,
+    metadata_events,
+)
+from traceforensics.ingest.kineto.payload import DIM_COLUMNS, dim_list, gpu_payload, place_gpu_rows
+from traceforensics.ingest.kineto.reader import RawTrace
+from traceforensics.ingest.kineto.timeconv import us_to_ns
+from traceforensics.model.schema import (
+    COPY_KIND_DTYPE,
+    KIND_DTYPE,
+    MEM_KIND_DTYPE,
+)
+
+_EMPTY: dict[str, Any] = {}
+T = TypeVar("T")
+
+
+@dataclass
+class Extracted:
+    """One file's partial event table, args side table and what meta needs from the rows."""
+
+    events: pl.DataFrame
+    args: pl.DataFrame
+    devices_seen: list[int]
+    runtime_names: list[str]
+    legacy_categories: bool
+    float_timestamps: bool
+    flow_filled: int = 0
+    ids_used: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+def map_unique(values: Sequence[Any], fn: Callable[[Any], T]) -> list[T]:
+    """``[fn(v) for v in values]`` computed once per distinct value."""
+    try:
+        table = {v: fn(v) for v in set(values)}
+    except TypeError:  # an unhashable value (malformed event): no memo
+        return [fn(v) for v in values]
+    return [table[v] for v in values]
+
+
+def _ints(values: list[Any]) -> list[int | None]:
+    if all(type(v) is int for v in values):
+        return values
+    return [v if type(v) is int else gpu.parse_int(v) for v in values]
+
+
+def _kind_of(key: tuple[Hashable, Hashable]) -> str:
+    ph, cat = key
+    if ph in cats.INSTANT_PHASES:
+        return "marker"
+    if isinstance(cat, str):
+        return cats.KIND_BY_CAT.get(cat, cats.UNKNOWN_KIND)
+    return cats.UNKNOWN_KIND
+
+
+def _row_events(all_events: list[Any]) -> list[dict[str, Any]]:
+    """Events that become rows: ``X``/``i``/``I`` phases except the ``Trace`` span."""
+    return [
+        e
+        for e in all_events
+        if type(e) is dict
+        and e.get("ph") in cats.ROW_PHASES
+        and e.get("cat") not in cats.SKIPPED_CATEGORIES
+    ]
+
+
+def _times(
+    ph: list[Any], ts_raw: list[Any], dur_raw: list[Any], base_ns: int | None
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """``start_ns``, ``dur_ns`` (instants 0, negatives clamped) and the clamped count."""
+    start_ns = us_to_ns(ts_raw)
+    if base_ns is not None:
+        start_ns = start_ns + np.int64(base_ns)
+    dur_ns = us_to_ns(dur_raw, missing=0)
+    dur_ns[np.fromiter((p != "X" for p in ph), dtype=bool, count=len(ph))] = 0
+    negative = int((dur_ns < 0).sum())
+    if negative:
+        np.maximum(dur_ns, 0, out=dur_ns)
+    return start_ns, dur_ns, negative
+
+
+def extract(raw: RawTrace, rank: int, id_offset: int, base_ns: int | None) -> Extracted:
+    """Build the partial event table and args table of one parsed file."""
+    src = raw.path
+    rows = _row_events(raw.events)
+    warnings: list[str] = []
+    n = len(rows)
+    ph = [e.get("ph") for e in rows]
+    cat = [e.get("cat") for e in rows]
+    kind = map_unique(list(zip(ph, cat, strict=True)), _kind_of)
+    unknown = Counter(
+        c
+        for c, k, p in zip(cat, kind, ph, strict=True)
+        if p == "X" and k == cats.UNKNOWN_KIND and c not in cats.KIND_BY_CAT
+    )
+    if unknown:
+        warnings.append(
+            f"{src}: {sum(unknown.values())} events of unknown categories "
+            f"{sorted(map(str, unknown))} were read as annotation"
+        )
+    name_raw: list[Any] = [e.get("name") for e in rows]
+    name: list[str] = (
+        name_raw
+        if all(type(v) is str for v in name_raw)
+        else ["" if v is None else str(v) for v in name_raw]
+    )
+    pid_raw = [e.get("pid") for e in rows]
+    tid_raw = [e.get("tid") for e in rows]
+    args = [e.get("args") or _EMPTY for e in rows]
+    if not all(type(a) is dict for a in args):
+        args = [a if type(a) is dict else _EMPTY for a in args]
+    ts_raw = [e.get("ts") for e in rows]
+    dur_raw = [e.get("dur") for e in rows]
+    start_ns, dur_ns, negative = _times(ph, ts_raw, dur_raw, base_ns)
+    if negative:
+        warnings.append(f"{src}: {negative} events had a negative dur; clamped to 0")
+
+    # host ids for every row, then GPU rows get device/stream instead of an OS thread
+    pid: list[int | None] = map_unique(pid_raw, gpu.parse_int)
+    tid: list[int | None] = map_unique(tid_raw, gpu.parse_int)
+    gpu_idx = [i for i, k in enumerate(kind) if k in cats.GPU_ROW_KINDS]
+    meta = metadata_events(raw.events)
+    device, stream = place_gpu_rows(
+        gpu_idx,
+        args,
+        pid_raw=pid_raw,
+        tid_raw=tid_raw,
+        labels=gpu_labels(meta),
+        host_pid=cpu_pid(meta),
+        pid=pid,
+        tid=tid,
+    )
+
+    external_id = _ints([a.get("External id", a.get("external id")) for a in args])
+    correlation: list[int | None] = [None] * n
+    corr_idx = [i for i, k in enumerate(kind) if k in cats.CORRELATED_KINDS]
+    for i in corr_idx:
+        correlation[i] = gpu.parse_int(args[i].get("correlation"))
+    flow_filled = fill_correlation_from_flows(
+        raw.events,
+        corr_idx,
+        correlation,
+        pid_raw=pid_raw,
+        tid_raw=tid_raw,
+        ts_raw=ts_raw,
+        dur_raw=dur_raw,
+    )
+    pay = gpu_payload(kind, name, args, gpu_idx, correlation)
+
+    frame = pl.DataFrame(
+        {
+            "event_id": np.arange(id_offset, id_offset + n, dtype=np.int64),
+            "kind": pl.Series(kind, dtype=KIND_DTYPE),
+            "start_ns": start_ns,
+            "dur_ns": dur_ns,
+            "rank": pl.Series([rank] * n, dtype=pl.Int32),
+            "device": pl.Series(device, dtype=pl.Int32),
+            "stream": pl.Series(stream, dtype=pl.Int64),
+            "pid": pl.Series(pid, dtype=pl.Int64),
+            "tid": pl.Series(tid, dtype=pl.Int64),
+            "name": pl.Series(name, dtype=pl.Categorical),
+            "category": pl.Series([c if type(c) is str else None for c in cat], dtype=pl.String),
+            "correlation": pl.Series(correlation, dtype=pl.Int64),
+            "external_id": pl.Series(external_id, dtype=pl.Int64),
+            "bytes": pl.Series(pay.nbytes, dtype=pl.Int64),
+            "copy_kind": pl.Series(pay.copy_kind, dtype=COPY_KIND_DTYPE),
+            "src_mem": pl.Series(pay.src_mem, dtype=MEM_KIND_DTYPE),
+            "dst_mem": pl.Series(pay.dst_mem, dtype=MEM_KIND_DTYPE),
+            **{c: pl.Series(v, dtype=pl.Int32) for c, v in pay.dims.items()},
+            "is_comm": pl.Series(pay.is_comm, dtype=pl.Boolean),
+        }
+    )
+    frame = frame.with_columns(
+        pl.col("category").cast(pl.Categorical), dim_list("grid"), dim_list("block")
+    ).drop(DIM_COLUMNS)
+    args_frame = args_table(kind, args, id_offset)
+
+    # GPU work rows need a device (schema rule); one we cannot place is dropped, not guessed
+    lost = [i for i in gpu_idx if device[i] is None and kind[i] in cats.WORK_KINDS]
+    if lost:
+        warnings.append(f"{src}: {len(lost)} GPU rows without a device index were dropped")
+        lost_ids = pl.Series([id_offset + i for i in lost], dtype=pl.Int64).implode()
+        frame = frame.filter(~pl.col("event_id").is_in(lost_ids))
+        args_frame = args_frame.filter(~pl.col("event_id").is_in(lost_ids))
+    return Extracted(
+        events=frame,
+        args=args_frame,
+        devices_seen=sorted({d for d in device if d is not None}),
+        runtime_names=sorted({name[i] for i, k in enumerate(kind) if k == "cuda_api"}),
+        legacy_categories=any(c in cats.LEGACY_CATEGORIES for c in set(map_unique(cat, str))),
+        float_timestamps=any(type(v) is float for v in ts_raw),
+        flow_filled=flow_filled,
+        ids_used=n,
+        warnings=warnings,
+    )

@@ -1,0 +1,135 @@
+"""Trace-level metadata of Kineto files: rank, format version, devices, vendor, clock.
+
+Rank of a file, first that applies: ``distributedInfo.rank``; a number in the file name
+(``rank-3``, ``rank_3``, ``rank3``; ``..._3.json`` only when several files are loaded, since
+``tensorboard_trace_handler`` names a lone file ``<host>_<pid>.<ms>.pt.trace.json``); the
+file's position in the input list.
+If two files end up with the same rank, every file falls back to its position (with a warning).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from traceforensics.ingest.kineto.gpu import parse_int
+from traceforensics.model.session import DeviceInfo
+
+_RANK_NAME_RES = (
+    re.compile(r"rank[-_]?(\d+)", re.IGNORECASE),
+    re.compile(r"_(\d+)\."),
+)
+#: Top-level keys that only ROCm (roctracer) builds write.
+_ROCM_KEYS = ("roctracer_version", "hip_runtime_version", "hip_driver_version")
+_AMD_NAME_HINTS = ("amd", "radeon", "instinct", "mi300", "mi250", "mi210")
+
+
+def rank_from_top(top: dict[str, Any]) -> int | None:
+    """``distributedInfo.rank`` as an int (it can be written as a string), else None."""
+    info = top.get("distributedInfo")
+    if isinstance(info, dict):
+        return parse_int(info.get("rank"))
+    return None
+
+
+def rank_from_name(path: Path, *, explicit_only: bool = False) -> int | None:
+    """Rank number from a file name like ``rank-3.json.gz`` or ``trace_3.json``. With
+    ``explicit_only`` only the ``rank`` spelling counts (a lone file named ``host_12345.json``
+    carries a pid, not a rank)."""
+    for pattern in _RANK_NAME_RES[:1] if explicit_only else _RANK_NAME_RES:
+        match = pattern.search(path.name)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def assign_ranks(paths: Sequence[Path], tops: Sequence[dict[str, Any]]) -> tuple[list[int], str]:
+    """One rank per file (rules in the module docstring) and a warning ('' when none)."""
+    ranks: list[int] = []
+    for index, (path, top) in enumerate(zip(paths, tops, strict=True)):
+        rank = rank_from_top(top)
+        if rank is None:
+            rank = rank_from_name(path, explicit_only=len(paths) == 1)
+        ranks.append(index if rank is None else rank)
+    if len(set(ranks)) != len(ranks):
+        return list(range(len(paths))), (
+            f"rank numbers {ranks} of the input files collide; ranks were assigned in file "
+            "order instead"
+        )
+    return ranks, ""
+
+
+def detect_vendor(top: dict[str, Any], runtime_names: Iterable[str]) -> str:
+    """``"amd"`` for ROCm traces (roctracer keys, hip* API names, AMD device names), else
+    ``"nvidia"``."""
+    if any(key in top for key in _ROCM_KEYS):
+        return "amd"
+    for prop in top.get("deviceProperties") or []:
+        if isinstance(prop, dict):
+            name = str(prop.get("name", "")).lower()
+            if any(hint in name for hint in _AMD_NAME_HINTS):
+                return "amd"
+    if any(name.startswith("hip") for name in runtime_names):
+        return "amd"
+    return "nvidia"
+
+
+def _capability(prop: dict[str, Any]) -> str | None:
+    major, minor = parse_int(prop.get("computeMajor")), parse_int(prop.get("computeMinor"))
+    if major is None:
+        return None
+    return f"{major}.{minor or 0}"
+
+
+def devices_for(
+    top: dict[str, Any], rank: int, seen_devices: Iterable[int], vendor: str
+) -> list[DeviceInfo]:
+    """``DeviceInfo`` per ``deviceProperties`` entry plus, with an empty name, every GPU index
+    seen in events but not listed there (e.g. files without ``deviceProperties``)."""
+    out: dict[int, DeviceInfo] = {}
+    props = top.get("deviceProperties")
+    for index, prop in enumerate(props if isinstance(props, list) else []):
+        if not isinstance(prop, dict):
+            continue
+        dev = parse_int(prop.get("id"))
+        dev = index if dev is None else dev
+        out[dev] = DeviceInfo(
+            rank=rank,
+            device=dev,
+            name=str(prop.get("name") or ""),
+            sm_count=parse_int(prop.get("numSms")),
+            compute_capability=_capability(prop),
+            memory_bytes=parse_int(prop.get("totalGlobalMem")),
+            vendor=vendor,
+        )
+    for dev in seen_devices:
+        if dev not in out:
+            out[dev] = DeviceInfo(rank=rank, device=dev, name="", vendor=vendor)
+    return [out[d] for d in sorted(out)]
+
+
+def format_version(top: dict[str, Any], legacy_cats: bool, float_ts: bool) -> str:
+    """``"<schemaVersion> (<PyTorch era>)"``: the schema number has stayed 1 for ever, so the
+    era is derived from format features (capitalised categories = 1.8/1.9; float or relative
+    timestamps = 2.4+)."""
+    schema = top.get("schemaVersion")
+    schema_text = str(schema) if schema is not None else "none"
+    if legacy_cats:
+        era = "pytorch 1.8-1.9"
+    elif "baseTimeNanoseconds" in top:
+        era = "pytorch 2.4+ relative ts"
+    elif float_ts:
+        era = "pytorch 2.4+"
+    else:
+        era = "pytorch 1.10-2.3"
+    return f"{schema_text} ({era})"
+
+
+def base_time_ns(top: dict[str, Any]) -> int | None:
+    """``baseTimeNanoseconds`` as an int (None when absent or not a number)."""
+    value = top.get("baseTimeNanoseconds")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return parse_int(value)

@@ -1,0 +1,88 @@
+"""Monitoring-log ingesters: nvidia-smi query CSV, nvidia-smi dmon, dcgmi dmon, plain tables.
+
+``load_monitor_log`` sniffs the format from the first lines and returns a ``MonitorLog`` whose
+``frame`` follows ``MONITOR_SCHEMA`` (see ``ingest.monitor.schema``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from traceforensics.ingest.monitor.common import MonitorLog, parse_column_map
+from traceforensics.ingest.monitor.dmon import (
+    is_dcgmi_header,
+    is_smi_dmon_header,
+    parse_dcgmi_dmon,
+    parse_smi_dmon,
+)
+from traceforensics.ingest.monitor.schema import MONITOR_SCHEMA
+from traceforensics.ingest.monitor.smi_csv import is_smi_csv_header, parse_smi_csv
+from traceforensics.ingest.monitor.table import parse_table
+from traceforensics.model.errors import InputError
+
+_SNIFF_BYTES = 65_536
+
+
+def _decode(data: bytes) -> str:
+    """UTF-8 (with or without BOM), else GB18030 — Chinese runbooks are often saved in GBK."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        try:
+            return data.decode("gb18030")
+        except UnicodeDecodeError as err:
+            raise ValueError("not UTF-8 or GB18030 text") from err
+
+
+def sniff_monitor_format(head: str) -> str:
+    """Format of a log from its first lines: ``nvidia-smi-csv``, ``nvidia-smi-dmon``,
+    ``dcgmi-dmon`` or ``table`` (anything else with a header line)."""
+    first = next((ln.strip() for ln in head.splitlines() if ln.strip()), "")
+    if is_dcgmi_header(first):
+        return "dcgmi-dmon"
+    if is_smi_dmon_header(first):
+        return "nvidia-smi-dmon"
+    if is_smi_csv_header(first):
+        return "nvidia-smi-csv"
+    return "table"
+
+
+def load_monitor_log(
+    path: str | Path, columns: str | None = None, interval_s: float | None = None
+) -> MonitorLog:
+    """Read a monitoring log of any supported format.
+
+    ``columns`` is the ``--columns`` text (``util=ColA,sm_clock=ColB``); with it the file is
+    read as a plain table (header names are still matched for unmapped metrics).
+    ``interval_s`` is the sample interval used when the log has no timestamps (default 1 s).
+    Raises ``InputError`` with a one-line "<file>: <problem>; <what to do>" message.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: no such file; give the path of a monitoring log")
+    if interval_s is not None and interval_s <= 0:
+        raise InputError(f"{p}: --interval-s must be positive (got {interval_s})")
+    overrides = parse_column_map(columns, p)
+    try:
+        with p.open("rb") as fh:
+            head_bytes = fh.read(_SNIFF_BYTES)
+        head = _decode(head_bytes[: head_bytes.rfind(b"\n") + 1] or head_bytes)
+    except (OSError, ValueError) as err:
+        raise InputError(f"{p}: cannot read as text ({err}); give a text monitoring log") from err
+    if not head.strip():
+        raise InputError(f"{p}: the file is empty; give a monitoring log with samples")
+    fmt = "table" if overrides else sniff_monitor_format(head)
+    if fmt == "nvidia-smi-csv":
+        return parse_smi_csv(p, overrides, interval_s)
+    try:
+        text = _decode(p.read_bytes())
+    except (OSError, ValueError) as err:
+        raise InputError(f"{p}: cannot read as text ({err}); give a text monitoring log") from err
+    if fmt == "dcgmi-dmon":
+        return parse_dcgmi_dmon(p, text, interval_s)
+    if fmt == "nvidia-smi-dmon":
+        return parse_smi_dmon(p, text, interval_s)
+    return parse_table(p, text, overrides, interval_s)
+
+
+__all__ = ["MONITOR_SCHEMA", "MonitorLog", "load_monitor_log", "sniff_monitor_format"]

@@ -1,0 +1,95 @@
+"""Pieces shared by the nsys table mappers: the interned-string table and mapper output.
+
+``globalTid``/``globalPid`` layout (verified on real exports)::
+
+    bit 63 ........ 48 47 ........ 24 23 ......... 0
+        [ host / VM id ][    pid     ][    tid     ]
+
+so ``pid = (g >> 24) & 0xFFFFFF`` and ``tid = g & 0xFFFFFF``. Both are decoded in SQL while
+reading. ``correlationId`` is only unique per process, so every row carries the pid it belongs
+to (GPU rows: ``globalPid``) and the launch link is ``(pid, correlation)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import orjson
+import polars as pl
+
+from traceforensics.ingest.nsys.db import ExportDb
+
+PID_SQL = "(({col} >> 24) & 16777215)"
+TID_SQL = "({col} & 16777215)"
+
+#: Arg keys used by the nsys ingester (besides the Kineto-spelled ones in ``model.schema``).
+ARG_SHORT_NAME = "short name"
+ARG_API_NAME = "api name"
+ARG_SYNC_TYPE = "sync type"
+ARG_DOMAIN = "domain"
+ARG_SEQUENCE = "Sequence number"
+ARG_GRAPH_ID = "graph id"
+
+
+def pid_sql(db: ExportDb, table: str, col: str) -> str:
+    """SQL for the pid decoded from ``col`` (NULL when the column is absent)."""
+    return PID_SQL.format(col=col) if col in db.columns(table) else "NULL"
+
+
+def tid_sql(db: ExportDb, table: str, col: str) -> str:
+    return TID_SQL.format(col=col) if col in db.columns(table) else "NULL"
+
+
+def col_sql(db: ExportDb, table: str, *candidates: str) -> str:
+    """The first of ``candidates`` that ``table`` has, else ``NULL`` (feature detection)."""
+    cols = db.columns(table)
+    for c in candidates:
+        if c in cols:
+            return c
+    return "NULL"
+
+
+@dataclass
+class Part:
+    """One mapper's output: partial event columns plus args rows keyed by ``_row``.
+
+    ``_row`` is the row index inside ``events``; the loader turns it into ``event_id``.
+    """
+
+    events: pl.DataFrame
+    args: list[pl.DataFrame] = field(default_factory=list)
+
+
+def with_row(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.with_row_index("_row").with_columns(pl.col("_row").cast(pl.Int64))
+
+
+def arg_rows(frame: pl.DataFrame, key: str, value: str) -> pl.DataFrame:
+    """Args rows ``(_row, key, value)`` from ``frame[value]`` (JSON text), skipping nulls."""
+    return frame.filter(pl.col(value).is_not_null()).select(
+        pl.col("_row"), pl.lit(key).alias("key"), pl.col(value).alias("value")
+    )
+
+
+def json_text(values: list[str | None]) -> list[str | None]:
+    """JSON text of each string (computed once per distinct string, never per event)."""
+    return [None if v is None else orjson.dumps(v).decode() for v in values]
+
+
+class Strings:
+    """``StringIds`` loaded once: ``id -> value`` plus its JSON text, joined by id."""
+
+    def __init__(self, db: ExportDb) -> None:
+        if db.has("StringIds"):
+            frame = db.fetch("SELECT id, value FROM StringIds", ["id", "value"])
+        else:
+            frame = pl.DataFrame(schema={"id": pl.Int64(), "value": pl.String()})
+        frame = frame.with_columns(pl.col("id").cast(pl.Int64), pl.col("value").cast(pl.String))
+        self.frame = frame.with_columns(
+            pl.Series("json", json_text(frame.get_column("value").to_list()), pl.String())
+        )
+
+    def attach(self, frame: pl.DataFrame, id_col: str, prefix: str) -> pl.DataFrame:
+        """Left-join ``<prefix>`` (text) and ``<prefix>_json`` for the string id in ``id_col``."""
+        table = self.frame.rename({"id": id_col, "value": prefix, "json": f"{prefix}_json"})
+        return frame.join(table, on=id_col, how="left", maintain_order="left")

@@ -1,0 +1,134 @@
+"""Assemble a ``TraceSession`` from an Nsight Systems SQLite export.
+
+Every table is optional (nsys creates tables lazily: absent means "not captured"). Each mapper
+returns a ``Part``; parts are concatenated in a fixed order and ``event_id`` is the row number,
+so loading the same file twice gives the same ids. All rows are ``rank 0`` (one export is one
+capture); processes are told apart by ``pid``. Times stay on the session clock (``clock_is_wall
+False``); ``meta.clock_base_ns`` converts to wall time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from traceforensics.ingest.nsys import gpu, host, meta
+from traceforensics.ingest.nsys.common import Part, Strings, with_row
+from traceforensics.ingest.nsys.db import ExportDb, sql_errors
+from traceforensics.ingest.nsys.nvtx import nvtx_events
+from traceforensics.model.errors import UnsupportedFormatError
+from traceforensics.model.schema import ARGS_SCHEMA
+from traceforensics.model.session import InputInfo, TraceMeta, TraceSession
+
+SOURCE_FORMAT = "nsys"
+#: Highest export schema major version this reader was written against.
+KNOWN_MAJOR = 3
+
+
+def load_sqlite(
+    path: Path, *, input_format: str = "nsys-sqlite", display: Path | None = None
+) -> TraceSession:
+    """Read one export (``display`` is the path users see, e.g. the ``.nsys-rep``)."""
+    shown = display or path
+    with ExportDb(path) as db, sql_errors(shown):
+        if not db.tables & meta.NSYS_MARKERS:
+            raise UnsupportedFormatError(
+                f"{shown}: a SQLite file but not an Nsight Systems export (none of its tables "
+                "are nsys tables); export the report with `nsys export --type sqlite`"
+            )
+        meta_table, metadata = meta.export_metadata(db)
+        version = metadata.get("EXPORT_SCHEMA_VERSION")
+        strings = Strings(db)
+        parts: list[Part] = []
+        for part in (
+            gpu.kernels(db, strings),
+            gpu.memcpys(db),
+            gpu.memsets(db),
+            gpu.syncs(db),
+            gpu.graphs(db),
+            host.runtime_calls(db, strings),
+        ):
+            if part is not None:
+                parts.append(part)
+        nvtx_part, open_ranges = nvtx_events(db, strings)
+        if nvtx_part is not None:
+            parts.append(nvtx_part)
+        os_part = host.os_calls(db, strings)
+        if os_part is not None:
+            parts.append(os_part)
+        parts.extend(host.overheads(db, strings))
+        events, args = _assemble(parts)
+        pids = set(events.get_column("pid").drop_nulls().unique().to_list())
+        warnings = meta.lost_data_warnings(db)
+        if version and version.split(".")[0].isdigit() and int(version.split(".")[0]) > KNOWN_MAJOR:
+            warnings.append(
+                f"{shown}: export schema {version} is newer than the tested 3.x; tables were "
+                "read by feature detection and some data may be missing"
+            )
+        if open_ranges:
+            warnings.append(f"{shown}: {open_ranges} NVTX ranges never ended and were dropped")
+        trace_meta = TraceMeta(
+            source_format=SOURCE_FORMAT,
+            format_version=version,
+            inputs=[InputInfo(str(shown), input_format, 0, version)],
+            devices=meta.devices(db),
+            clock_base_ns=meta.session_start_ns(db),
+            clock_is_wall=False,
+            warnings=warnings,
+            extra={
+                "nsys": {
+                    "metadata_table": meta_table,
+                    "product_version": metadata.get("EXPORT_PRODUCT_VERSION"),
+                    "tables_read": sorted(db.tables & _TABLES_READ),
+                    "open_nvtx_ranges_dropped": open_ranges,
+                    **meta.names(db, {int(p) for p in pids}),
+                }
+            },
+        )
+    return TraceSession.from_frames(events, trace_meta, args)
+
+
+_TABLES_READ = frozenset(
+    {
+        gpu.KERNEL,
+        gpu.MEMCPY,
+        gpu.MEMSET,
+        gpu.SYNC,
+        gpu.GRAPH,
+        host.RUNTIME,
+        host.OSRT,
+        host.PROFILER_OVERHEAD,
+        host.CUPTI_OVERHEAD,
+        "NVTX_EVENTS",
+    }
+)
+
+
+def _assemble(parts: list[Part]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Concatenate parts; ``event_id = offset + _row``; args follow their rows' ids."""
+    events: list[pl.DataFrame] = []
+    args: list[pl.DataFrame] = []
+    offset = 0
+    for part in parts:
+        frame = part.events if "_row" in part.events.columns else with_row(part.events)
+        shift = pl.col("_row") + offset
+        events.append(frame.with_columns(shift.alias("event_id")).drop("_row"))
+        args.extend(a.with_columns(shift.alias("event_id")).drop("_row") for a in part.args)
+        offset += frame.height
+    if events:
+        event_frame = pl.concat(
+            [e.with_columns(pl.col("name").cast(pl.String)) for e in events],
+            how="diagonal_relaxed",
+        )
+    else:
+        event_frame = pl.DataFrame(schema={"event_id": pl.Int64()})
+    if "is_comm" in event_frame.columns:
+        event_frame = event_frame.with_columns(pl.col("is_comm").fill_null(False))
+    if "rank" not in event_frame.columns:
+        event_frame = event_frame.with_columns(pl.lit(0, dtype=pl.Int32()).alias("rank"))
+    cast = [pl.col(c).cast(t) for c, t in ARGS_SCHEMA.items()]
+    arg_frame = (
+        pl.concat([a.select(cast) for a in args]) if args else pl.DataFrame(schema=ARGS_SCHEMA)
+    )
+    return event_frame, arg_frame

@@ -1,0 +1,155 @@
+"""Trace-level facts of an export: schema version, GPUs, names, diagnostics, clock base.
+
+- Version: ``META_DATA_EXPORT`` (current) or ``EXPORT_META_DATA`` (older name), key
+  ``EXPORT_SCHEMA_VERSION``; legacy exports have neither and report ``None``.
+- GPUs: ``TARGET_INFO_GPU`` (key ``id``) or legacy ``TARGET_INFO_CUDA_GPU`` (key ``deviceId``).
+  Non-CUDA adapters (Windows lists Intel/Microsoft adapters there) report no SMs and compute
+  capability 0 and are skipped. ``clockRate`` is Hz in current exports; a value below 10 MHz is
+  taken as kHz (CUDA's own unit) so both land in ``clock_khz``. ``memoryBandwidth`` is B/s.
+- Warnings: ``DIAGNOSTIC_EVENT`` rows of warning/error severity whose text speaks of lost or
+  dropped data, deduplicated with a count.
+- Clock: ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` is wall time of session t=0.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import polars as pl
+
+from traceforensics.ingest.nsys.common import PID_SQL, TID_SQL, col_sql
+from traceforensics.ingest.nsys.db import ExportDb
+from traceforensics.model.session import DeviceInfo
+
+META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
+LOST_DATA_RE = re.compile(
+    r"lost|drop|discard|overflow|not all .* (?:collected|recorded)|buffer.* full|missed",
+    re.IGNORECASE,
+)
+#: Tables only an nsys export has; a SQLite file with none of them is not an nsys export.
+NSYS_MARKERS = frozenset(
+    {
+        "StringIds",
+        "META_DATA_EXPORT",
+        "EXPORT_META_DATA",
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        "CUPTI_ACTIVITY_KIND_RUNTIME",
+        "NVTX_EVENTS",
+        "OSRT_API",
+        "TARGET_INFO_GPU",
+        "TARGET_INFO_CUDA_GPU",
+        "ThreadNames",
+    }
+)
+
+
+def export_metadata(db: ExportDb) -> tuple[str | None, dict[str, str]]:
+    """``(metadata table name or None, {name: value})``."""
+    for table in META_TABLES:
+        if db.has(table) and {"name", "value"} <= set(db.columns(table)):
+            rows = db.fetch(f"SELECT name, value FROM {table}", ["name", "value"]).rows()
+            return table, {str(k): str(v) for k, v in rows}
+    return None, {}
+
+
+def devices(db: ExportDb) -> list[DeviceInfo]:
+    """CUDA GPUs of the capture, ordered by device id."""
+    if db.has("TARGET_INFO_GPU"):
+        table, key = "TARGET_INFO_GPU", "id"
+    elif db.has("TARGET_INFO_CUDA_GPU"):
+        table, key = "TARGET_INFO_CUDA_GPU", "deviceId"
+    else:
+        return []
+    cols = {
+        "id": col_sql(db, table, key),
+        "name": col_sql(db, table, "name"),
+        "sm": col_sql(db, table, "smCount", "numMultiprocessors"),
+        "major": col_sql(db, table, "computeMajor", "computeCapabilityMajor"),
+        "minor": col_sql(db, table, "computeMinor", "computeCapabilityMinor"),
+        "mem": col_sql(db, table, "totalMemory", "totalGlobalMem", "globalMemorySize"),
+        "bw": col_sql(db, table, "memoryBandwidth"),
+        "clock": col_sql(db, table, "clockRate", "coreClockRate"),
+    }
+    rows = db.fetch(f"SELECT {', '.join(cols.values())} FROM {table}", list(cols)).rows(named=True)
+    out: dict[int, DeviceInfo] = {}
+    for r in rows:
+        if r["id"] is None or not (r["sm"] or r["major"]):
+            continue  # not a CUDA device (no SMs, no compute capability)
+        clock = r["clock"]
+        clock_khz = None if not clock else (clock // 1000 if clock >= 10_000_000 else clock)
+        name = str(r["name"] or "")
+        out.setdefault(
+            int(r["id"]),
+            DeviceInfo(
+                rank=0,
+                device=int(r["id"]),
+                name=name,
+                sm_count=r["sm"] or None,
+                compute_capability=(
+                    f"{r['major']}.{r['minor'] or 0}" if r["major"] is not None else None
+                ),
+                memory_bytes=r["mem"] or None,
+                memory_bandwidth_bytes_per_s=r["bw"] or None,
+                clock_khz=clock_khz,
+                vendor="NVIDIA",
+            ),
+        )
+    return [out[k] for k in sorted(out)]
+
+
+def session_start_ns(db: ExportDb) -> int | None:
+    table = "TARGET_INFO_SESSION_START_TIME"
+    if "utcEpochNs" not in db.columns(table):
+        return None
+    rows = db.fetch(f"SELECT utcEpochNs FROM {table}", ["t"]).get_column("t").drop_nulls()
+    return int(rows[0]) if len(rows) else None
+
+
+def lost_data_warnings(db: ExportDb) -> list[str]:
+    """Diagnostics about lost or dropped events, ``"nsys: <text> (xN)"``, in first-seen order."""
+    table = "DIAGNOSTIC_EVENT"
+    if "text" not in db.columns(table):
+        return []
+    where = ""
+    if "severity" in db.columns(table):
+        levels = _warning_levels(db)
+        where = f" WHERE severity IN ({', '.join(map(str, levels))})"
+    texts = db.fetch(f"SELECT text FROM {table}{where} ORDER BY rowid", ["text"])
+    counts: dict[str, int] = {}
+    for text in texts.get_column("text").cast(pl.String).drop_nulls().to_list():
+        line = " ".join(text.split())
+        if LOST_DATA_RE.search(line):
+            counts[line] = counts.get(line, 0) + 1
+    return [f"nsys: {t}" + (f" (x{n})" if n > 1 else "") for t, n in counts.items()]
+
+
+def _warning_levels(db: ExportDb) -> list[int]:
+    table = "ENUM_DIAGNOSTIC_SEVERITY_LEVEL"
+    if db.has(table):
+        rows = db.fetch(f"SELECT id, name FROM {table}", ["id", "name"]).rows()
+        found = [int(i) for i, n in rows if str(n).lower() in ("warning", "error")]
+        if found:
+            return found
+    return [2, 3]
+
+
+def names(db: ExportDb, pids: set[int]) -> dict[str, Any]:
+    """Process and thread names of the processes that have events (``PROCESSES`` lists all)."""
+    out: dict[str, Any] = {"processes": [], "threads": []}
+    if {"pid", "name"} <= set(db.columns("PROCESSES")):
+        for pid, name in db.fetch("SELECT pid, name FROM PROCESSES", ["pid", "name"]).rows():
+            if pid is not None and int(pid) in pids:
+                out["processes"].append({"pid": int(pid), "name": str(name or "")})
+    if {"nameId", "globalTid"} <= set(db.columns("ThreadNames")) and db.has("StringIds"):
+        sql = (
+            f"SELECT {PID_SQL.format(col='t.globalTid')}, {TID_SQL.format(col='t.globalTid')}, "
+            "s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId"
+        )
+        seen: set[tuple[int, int]] = set()
+        for pid, tid, name in db.fetch(sql, ["pid", "tid", "name"]).rows():
+            if pid is None or int(pid) not in pids or (pid, tid) in seen:
+                continue
+            seen.add((pid, tid))
+            out["threads"].append({"pid": int(pid), "tid": int(tid), "name": str(name or "")})
+    return out

@@ -1,0 +1,143 @@
+"""``NVTX_EVENTS`` -> ``annotation``, ``cpu_op`` and ``marker`` rows.
+
+Rules:
+- Ranges are push/pop (59) and start/end (60) events, and their ``.nvtxt`` imports (70, 71);
+  marks (34) become zero-length ``marker`` rows. Ids come from ``ENUM_NSYS_EVENT_TYPE`` by name
+  when the table exists.
+- Name = ``text`` (plain string) else ``StringIds[textId]`` (registered string).
+- Domain: the ``NvtxDomainCreate`` (75) row with the same ``(pid, domainId)`` names it; stored
+  under the ``domain`` arg. Ranges in the ``NCCL`` domain get ``is_comm = True``.
+- A range whose ``end`` is NULL never closed inside the capture; it is dropped (a zero-length
+  row would claim a time it did not cover) and counted in ``meta.extra``.
+- PyTorch ``emit_nvtx``/``--pytorch=autograd-nvtx`` ranges look like
+  ``aten::addmm, seq = 12, op_id = 5, sizes = [[16, 32], [32, 8]]``; they become ``cpu_op``
+  rows named ``aten::addmm`` with ``Input Dims`` (the sizes list, JSON) and ``Sequence number``.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceforensics.ingest.nsys.common import (
+    ARG_DOMAIN,
+    ARG_SEQUENCE,
+    Part,
+    Strings,
+    arg_rows,
+    col_sql,
+    json_text,
+    pid_sql,
+    tid_sql,
+    with_row,
+)
+from traceforensics.ingest.nsys.db import ExportDb
+from traceforensics.model.schema import ARG_INPUT_DIMS
+
+NVTX = "NVTX_EVENTS"
+RANGE_TYPES = ("NvtxPushPopRange", "NvtxStartEndRange", "NvtxtPushPopRange", "NvtxtStartEndRange")
+MARK_TYPES = ("NvtxMark",)
+DOMAIN_TYPE = "NvtxDomainCreate"
+_FALLBACK_IDS = {
+    "NvtxPushPopRange": 59,
+    "NvtxStartEndRange": 60,
+    "NvtxtPushPopRange": 70,
+    "NvtxtStartEndRange": 71,
+    "NvtxMark": 34,
+    "NvtxDomainCreate": 75,
+}
+NCCL_DOMAIN = "NCCL"
+
+#: PyTorch autograd NVTX text: ``<ns>::<op>`` followed by PyTorch's ``, key = value`` suffixes.
+_TORCH_SUFFIX_RE = r"^[A-Za-z_]\w*(?:::[\w.]+)+, (?:seq|op_id|sizes) = "
+_TORCH_BARE_RE = r"^(?:aten|prim|c10d|_c10d_functional|c10d_functional|quantized)::[\w.]+$"
+_SIZES_RE = r", sizes = (\[\]|\[.*?\]\])"
+_SEQ_RE = r", seq = (-?\d+)"
+
+
+def _type_ids(db: ExportDb) -> dict[str, int]:
+    table = "ENUM_NSYS_EVENT_TYPE"
+    if db.has(table) and {"id", "name"} <= set(db.columns(table)):
+        found = {
+            str(n): int(i)
+            for i, n in db.fetch(f"SELECT id, name FROM {table}", ["id", "name"]).rows()
+        }
+        return {name: found.get(name, default) for name, default in _FALLBACK_IDS.items()}
+    return dict(_FALLBACK_IDS)
+
+
+def nvtx_events(db: ExportDb, strings: Strings) -> tuple[Part | None, int]:
+    """The NVTX part and the number of open (never-ended) ranges dropped."""
+    if not db.has(NVTX):
+        return None, 0
+    ids = _type_ids(db)
+    ranges = [ids[t] for t in RANGE_TYPES]
+    marks = [ids[t] for t in MARK_TYPES]
+    wanted = ", ".join(str(i) for i in [*ranges, *marks, ids[DOMAIN_TYPE]])
+    cols = {
+        "start_ns": "start",
+        "end_ns": col_sql(db, NVTX, "end"),
+        "_type": "eventType",
+        "_text": col_sql(db, NVTX, "text"),
+        "_text_id": col_sql(db, NVTX, "textId"),
+        "_domain_id": col_sql(db, NVTX, "domainId"),
+        "pid": pid_sql(db, NVTX, "globalTid"),
+        "tid": tid_sql(db, NVTX, "globalTid"),
+    }
+    sql = f"SELECT {', '.join(cols.values())} FROM {NVTX} WHERE eventType IN ({wanted})"
+    frame = db.fetch(sql, list(cols)).with_columns(
+        pl.col(c).cast(pl.Int64) for c in cols if c != "_text"
+    )
+    frame = frame.with_columns(pl.col("_text").cast(pl.String))
+    frame = strings.attach(frame, "_text_id", "_registered")
+    frame = frame.with_columns(pl.coalesce("_text", "_registered").alias("_label"))
+
+    domains = (
+        frame.filter(pl.col("_type") == ids[DOMAIN_TYPE])
+        .select("pid", "_domain_id", pl.col("_label").alias("_domain"))
+        .unique(subset=["pid", "_domain_id"], keep="last")
+    )
+    is_range = pl.col("_type").is_in(ranges)
+    open_ranges = frame.filter(is_range & pl.col("end_ns").is_null()).height
+    frame = frame.filter((is_range & pl.col("end_ns").is_not_null()) | pl.col("_type").is_in(marks))
+    frame = frame.join(
+        domains, on=["pid", "_domain_id"], how="left", nulls_equal=False, maintain_order="left"
+    )
+    label = pl.col("_label").fill_null("<unnamed NVTX range>")
+    torch_op = label.str.contains(_TORCH_SUFFIX_RE) | label.str.contains(_TORCH_BARE_RE)
+    kind = (
+        pl.when(pl.col("_type").is_in(marks))
+        .then(pl.lit("marker"))
+        .when(torch_op)
+        .then(pl.lit("cpu_op"))
+        .otherwise(pl.lit("annotation"))
+    )
+    frame = with_row(
+        frame.with_columns(
+            kind.alias("kind"),
+            pl.when(torch_op)
+            .then(label.str.extract(r"^([^,]+)", 1))
+            .otherwise(label)
+            .alias("name"),
+            pl.when(torch_op).then(label.str.extract(_SIZES_RE, 1)).alias("_dims"),
+            pl.when(torch_op).then(label.str.extract(_SEQ_RE, 1)).alias("_seq"),
+            (pl.col("_domain") == NCCL_DOMAIN).fill_null(False).alias("is_comm"),
+            (pl.col("end_ns") - pl.col("start_ns"))
+            .clip(lower_bound=0)
+            .fill_null(0)
+            .alias("dur_ns"),
+            pl.lit(NVTX).alias("category"),
+        )
+    )
+    domain_names = frame.select("_domain").unique().drop_nulls().get_column("_domain").to_list()
+    domain_json = pl.DataFrame(
+        {"_domain": domain_names, "_domain_json": json_text(domain_names)},
+        schema={"_domain": pl.String(), "_domain_json": pl.String()},
+    )
+    frame = frame.join(domain_json, on="_domain", how="left", maintain_order="left")
+    args = [
+        arg_rows(frame, ARG_DOMAIN, "_domain_json"),
+        arg_rows(frame, ARG_INPUT_DIMS, "_dims"),
+        arg_rows(frame, ARG_SEQUENCE, "_seq"),
+    ]
+    events = frame.drop([c for c in frame.columns if c.startswith("_") and c != "_row"])
+    return Part(events.drop("end_ns"), args), open_ranges

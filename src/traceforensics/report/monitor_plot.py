@@ -1,0 +1,84 @@
+"""Monitoring-log plot: utilization, SM clock, temperature, power on one shared time axis,
+throttle episodes shaded on every panel. matplotlib with the Agg backend (no display)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from traceforensics.analysis.monitor import MonitorReport
+from traceforensics.ingest.monitor.common import MonitorLog
+from traceforensics.ingest.monitor.schema import gpu_ids, gpu_rows
+
+MAX_POINTS_PER_LINE: Final = 20_000
+_PANELS: Final = (
+    ("util_pct", "utilization %"),
+    ("sm_clock_mhz", "SM clock MHz"),
+    ("temperature_c", "temperature °C"),
+    ("power_w", "power W"),
+)
+
+
+def _decimate(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> tuple[
+    npt.NDArray[np.float64], npt.NDArray[np.float64]
+]:
+    """Keep at most MAX_POINTS_PER_LINE points: per chunk the min and the max, so drops and
+    spikes survive (plain striding would hide a 1-sample fall to 0%)."""
+    n = x.size
+    if n <= MAX_POINTS_PER_LINE:
+        return x, y
+    chunk = int(np.ceil(n / (MAX_POINTS_PER_LINE / 2)))
+    m = n // chunk * chunk
+    yc = y[:m].reshape(-1, chunk)
+    xc = x[:m].reshape(-1, chunk)
+    lo = np.nanargmin(np.where(np.isnan(yc), np.inf, yc), axis=1)
+    hi = np.nanargmax(np.where(np.isnan(yc), -np.inf, yc), axis=1)
+    rows = np.arange(yc.shape[0])
+    first = np.minimum(lo, hi)
+    second = np.maximum(lo, hi)
+    xs = np.column_stack((xc[rows, first], xc[rows, second])).ravel()
+    ys = np.column_stack((yc[rows, first], yc[rows, second])).ravel()
+    return xs, ys
+
+
+def plot_monitor(log: MonitorLog, report: MonitorReport, out: str | Path) -> Path:
+    """Write the four-panel PNG to ``out``; returns the path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    frame = log.frame
+    t0 = int(frame.get_column("time_ns").min() or 0) if frame.height else 0
+    fig, axes = plt.subplots(len(_PANELS), 1, sharex=True, figsize=(12, 8), squeeze=False)
+    for gpu in gpu_ids(frame):
+        part = gpu_rows(frame, gpu)
+        x = ((part.get_column("time_ns") - t0).cast(pl.Float64) / 1e9).to_numpy()
+        for ax, (col, _label) in zip(axes[:, 0], _PANELS, strict=True):
+            s = part.get_column(col)
+            if s.null_count() == s.len():
+                continue
+            y = s.cast(pl.Float64).fill_null(float("nan")).to_numpy()
+            xs, ys = _decimate(x, y)
+            ax.plot(xs, ys, linewidth=0.7, label=f"GPU {gpu}")
+    for g in report.gpus:
+        for e in g.throttle_episodes:
+            for ax in axes[:, 0]:
+                ax.axvspan(e.start, e.end, color="tab:red", alpha=0.15, linewidth=0)
+    for ax, (_col, label) in zip(axes[:, 0], _PANELS, strict=True):
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+    axes[0, 0].set_ylim(-2, 102)
+    if len(report.gpus) > 1:
+        axes[0, 0].legend(loc="upper right", fontsize="small", ncol=min(len(report.gpus), 8))
+    axes[-1, 0].set_xlabel("seconds from first sample (shaded: clock throttling under load)")
+    fig.suptitle(f"{Path(report.file).name} ({report.source_format})")
+    fig.tight_layout()
+    path = Path(out)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,73 @@
+"""Synthetic GEMMs of known shape and duration (tools/make_gemm_traces.py) reproduce the
+expected TFLOPS exactly, in Kineto and nsys formats."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from traceforensics.analysis.kernels import KernelOptions, analyze_kernels
+from traceforensics.ingest import load_path
+
+sys.path.insert(0, str(ROOT / "tools"))
+import make_gemm_traces as mg  # noqa: E402
+
+PEAK = 800.0
+
+
+@pytest.fixture(params=["kineto", "nsys"])
+def gemm_trace(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Path]:
+    tr = mg.build()
+    fmt = str(request.param)
+    path = tr.write_kineto(tmp_path / "g.pt.trace.json.gz") if fmt == "kineto" else tr.write_nsys(
+        tmp_path / "g.sqlite"
+    )
+    return fmt, path
+
+
+def test_tflops_exact(gemm_trace: tuple[str, Path]) -> None:
+    fmt, path = gemm_trace
+    result = analyze_kernels(load_path(path), KernelOptions(peak_tflops=PEAK))
+    rows = {r.op: r for r in result.ops}
+    assert set(rows) == {g.op for g in mg.GEMMS}  # nested aten::addmm under linear not repeated
+    for g in mg.GEMMS:
+        r = rows[g.op]
+        assert r.flops == g.flops
+        assert r.kernel_ns == g.kernel_ns
+        assert r.kernel_count == len(g.kernels)
+        assert r.tflops == g.tflops()  # exact: same integers, same division
+        assert r.mfu == g.tflops() / PEAK
+        if fmt == "kineto":  # nsys NVTX ranges carry shapes but no dtypes
+            assert r.dtype == {"c10::BFloat16": "bf16", "c10::Half": "fp16"}[g.types[0]]
+
+
+def test_mfu_window_and_step(gemm_trace: tuple[str, Path]) -> None:
+    _, path = gemm_trace
+    result = analyze_kernels(load_path(path), KernelOptions(peak_tflops=PEAK))
+    tr = mg.build()
+    total = sum(g.flops for g in mg.GEMMS)
+    window = mg.window_ns(tr)
+    (dev,) = result.mfu_by_device
+    assert dev.window_ns == window
+    assert dev.flops == total
+    assert dev.mfu == pytest.approx(total / (PEAK * 1e3) / window, rel=1e-12)
+    assert dev.kernel_ns == dev.flops_known_kernel_ns == sum(g.kernel_ns for g in mg.GEMMS)
+    (step,) = result.mfu_by_step
+    assert step.step == 1 and step.mfu == pytest.approx(dev.mfu, rel=1e-12)
+    assert result.unknown_flops_kernels.count == 0
+
+
+def test_kineto_uses_datasheet_peak_per_dtype(tmp_path: Path) -> None:
+    path = mg.build().write_kineto(tmp_path / "g.pt.trace.json.gz")
+    result = analyze_kernels(load_path(path))
+    rows = {r.op: r for r in result.ops}
+    assert rows["aten::mm"].peak_tflops == pytest.approx(989.4)  # H100 SXM dense BF16
+    assert rows["aten::bmm"].peak_tflops == pytest.approx(989.4)  # FP16 same rate
+    mm = mg.GEMMS[0]
+    assert rows["aten::mm"].mfu == pytest.approx(mm.tflops() / 989.4)
+    # 4096^3 GEMM: intensity 2*4096^3 / (3 * 4096^2 * 2 bytes) = 1365 FLOP/B > ridge 295
+    assert rows["aten::mm"].bound == "compute"
+    assert rows["aten::mm"].arithmetic_intensity == pytest.approx(4096 / 3)
