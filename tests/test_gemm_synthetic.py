@@ -13,7 +13,7 @@ from traceforensics.analysis.kernels import KernelOptions, analyze_kernels
 from traceforensics.ingest import load_path
 
 sys.path.insert(0, str(ROOT / "tools"))
-import make_gemm_traces as mg  # noqa: E402
+import make_gemm_traces as mg
 
 PEAK = 800.0
 
@@ -22,8 +22,10 @@ PEAK = 800.0
 def gemm_trace(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Path]:
     tr = mg.build()
     fmt = str(request.param)
-    path = tr.write_kineto(tmp_path / "g.pt.trace.json.gz") if fmt == "kineto" else tr.write_nsys(
-        tmp_path / "g.sqlite"
+    path = (
+        tr.write_kineto(tmp_path / "g.pt.trace.json.gz")
+        if fmt == "kineto"
+        else tr.write_nsys(tmp_path / "g.sqlite")
     )
     return fmt, path
 
@@ -56,7 +58,9 @@ def test_mfu_window_and_step(gemm_trace: tuple[str, Path]) -> None:
     assert dev.mfu == pytest.approx(total / (PEAK * 1e3) / window, rel=1e-12)
     assert dev.kernel_ns == dev.flops_known_kernel_ns == sum(g.kernel_ns for g in mg.GEMMS)
     (step,) = result.mfu_by_step
-    assert step.step == 1 and step.mfu == pytest.approx(dev.mfu, rel=1e-12)
+    (step_range,) = [e for e in tr.of_kind("annotation") if e.name == "ProfilerStep#1"]
+    assert step.step == 1 and step.window_ns == step_range.dur_ns
+    assert step.mfu == pytest.approx(total / (PEAK * 1e3) / step_range.dur_ns, rel=1e-12)
     assert result.unknown_flops_kernels.count == 0
 
 
@@ -71,3 +75,20 @@ def test_kineto_uses_datasheet_peak_per_dtype(tmp_path: Path) -> None:
     # 4096^3 GEMM: intensity 2*4096^3 / (3 * 4096^2 * 2 bytes) = 1365 FLOP/B > ridge 295
     assert rows["aten::mm"].bound == "compute"
     assert rows["aten::mm"].arithmetic_intensity == pytest.approx(4096 / 3)
+
+
+@pytest.mark.parametrize(("gemm_ns", "want"), [(200_000, "tf32"), (10_000_000, "fp32")])
+def test_fp32_gemm_measured_against_tf32_only_when_proven(
+    tmp_path: Path, gemm_ns: int, want: str
+) -> None:
+    """A float GEMM faster than the FP32 peak (67 TFLOPS on H100 SXM) can only have run on TF32
+    tensor cores, so it is measured against the TF32 peak; a slower one stays on FP32."""
+    flops = 2 * 4096**3
+    g = mg.Gemm(
+        "aten::mm", [[4096, 4096], [4096, 4096]], ["float", "float"], [("sgemm", gemm_ns)], flops
+    )
+    path = mg.build([g]).write_kineto(tmp_path / "f.pt.trace.json.gz")
+    (row,) = analyze_kernels(load_path(path)).ops
+    assert row.dtype == "fp32" and row.peak_dtype == want
+    assert row.peak_tflops == pytest.approx({"tf32": 494.7, "fp32": 67.0}[want])
+    assert row.mfu == pytest.approx(flops / gemm_ns / 1e3 / row.peak_tflops)  # type: ignore[operator]

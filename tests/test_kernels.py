@@ -19,7 +19,7 @@ from traceforensics.analysis.kernels import (
 from traceforensics.ingest import load_path
 
 sys.path.insert(0, str(ROOT / "tools"))
-from synth import SynthTrace  # noqa: E402
+from synth import SynthTrace
 
 MUL = (
     "void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>, "
@@ -162,8 +162,18 @@ def test_json_shape(loaded: Any) -> None:
     assert {"short_kernels", "ops", "mfu"} <= set(j)
     assert set(j["mfu"]) == {"devices", "steps"}
     need_sk = {"name", "launching_op", "count", "total_ns", "mean_ns", "recoverable_ns", "remedy"}
-    need_op = {"op", "shapes", "dtype", "flops", "bytes", "kernel_ns", "tflops", "peak_tflops",
-               "mfu", "bound"}
+    need_op = {
+        "op",
+        "shapes",
+        "dtype",
+        "flops",
+        "bytes",
+        "kernel_ns",
+        "tflops",
+        "peak_tflops",
+        "mfu",
+        "bound",
+    }
     assert all(need_sk <= set(r) for r in j["short_kernels"])
     assert j["ops"] and all(need_op <= set(r) for r in j["ops"])
     json.dumps(j)  # serialisable as is
@@ -208,3 +218,64 @@ def test_eager_b200_launch_bound_rows() -> None:
         assert r.launch_bound_count == r.count
         assert r.host_launch_ns > r.total_ns
         assert r.recoverable_ns <= r.idle_between_ns
+
+
+def test_rocm_device_index_takes_node_model() -> None:
+    """MI300X trace: kernels run on device index 2 while deviceProperties lists id 0; the
+    node is homogeneous, so the MI300X dense BF16 peak applies (how = same_node)."""
+    result = analyze_kernels(load_path(shared_trace("tracelens/bert_small_mi300x.json.gz")))
+    (dev,) = result.mfu_by_device
+    assert dev.peak_how == "same_node"
+    assert {r.peak_tflops for r in result.ops if r.dtype == "bf16"} == {1307.4}
+
+
+def test_host_tree_and_launch_links() -> None:
+    """Parent = innermost range open at the start (same thread only); launch calls are leaves;
+    kernel -> launch call by (rank, correlation)."""
+    import polars as pl
+
+    from traceforensics.analysis.launches import ancestors_pick, host_tree, kernel_launches
+    from traceforensics.model.session import TraceMeta, TraceSession
+
+    rows = [
+        # id, kind, name, start, dur, tid, device, correlation
+        (1, "annotation", "ProfilerStep#3", 0, 1000, 1, None, None),
+        (2, "cpu_op", "aten::linear", 10, 500, 1, None, None),
+        (3, "cpu_op", "aten::addmm", 20, 400, 1, None, None),
+        (4, "cuda_api", "cudaLaunchKernel", 30, 10, 1, None, 77),
+        (5, "cpu_op", "aten::add", 600, 100, 1, None, None),
+        (6, "cpu_op", "aten::other_thread", 15, 900, 2, None, None),
+        (7, "kernel", "gemm", 50, 100, None, 0, 77),
+    ]
+    frame = pl.DataFrame(
+        rows,
+        schema=["event_id", "kind", "name", "start_ns", "dur_ns", "tid", "device", "correlation"],
+        orient="row",
+    ).with_columns(pl.lit(0).alias("rank"), pl.lit(9).alias("pid"))
+    session = TraceSession.from_frames(frame, TraceMeta(source_format="test"))
+    tree = host_tree(session.events)
+    parent = dict(zip(tree["event_id"].to_list(), tree["parent_id"].to_list(), strict=True))
+    assert parent == {1: None, 2: 1, 3: 2, 4: 3, 5: 1, 6: None}
+    kl = kernel_launches(session.events, tree)
+    assert kl.select("kernel_id", "api_id", "op_id").row(0) == (7, 4, 3)
+    # outermost flagged ancestor: linear (2) over addmm (3)
+    assert ancestors_pick(tree, kl["op_id"], pl.Series([2, 3])).tolist() == [2]
+    assert ancestors_pick(tree, kl["op_id"], pl.Series([3])).tolist() == [3]
+    assert ancestors_pick(tree, kl["op_id"], pl.Series([5])).tolist() == [-1]
+
+
+def test_resnet50_step_mfu_sees_the_data_loader() -> None:
+    """Same ResNet-50 training, DataLoader workers 0 vs 4: every step does the same model
+    FLOPs, and the step MFU (over the host step wall time) is lower when the GPU waits for
+    data (workers=0)."""
+    import statistics
+
+    mfu, flops = {}, {}
+    for w in (0, 4):
+        rel = f"kineto/resnet50_v100_workers{w}.pt.trace.json.gz"
+        steps = analyze_kernels(load_path(shared_trace(rel))).mfu_by_step
+        assert len(steps) == 6
+        flops[w] = {s.flops for s in steps}
+        mfu[w] = statistics.median(s.mfu for s in steps if s.mfu is not None)
+    assert len(flops[0]) == 1 and flops[0] == flops[4]
+    assert mfu[4] > mfu[0] * 1.2

@@ -115,6 +115,7 @@ def tool_devices(session: TraceSession) -> dict[tuple[int, int], dict[str, int]]
 
 @pytest.mark.parametrize("rel", kineto_trace_files())
 def test_every_trace_matches_independent_reference(rel: str) -> None:
+    """Counts, window, busy and idle per (rank, device); row count and exact times."""
     path = shared_trace(rel)
     session = load_kineto([path])
     session.validate()
@@ -126,14 +127,7 @@ def test_every_trace_matches_independent_reference(rel: str) -> None:
     # every listed or used GPU has a DeviceInfo
     listed = {(d.rank, d.device) for d in session.meta.devices}
     assert set(expected) <= listed
-
-
-@pytest.mark.parametrize("rel", kineto_trace_files())
-def test_row_count_and_times_exact(rel: str) -> None:
-    """Every X/i row except the Trace span is kept, and every start is exact to the ns."""
-    path = shared_trace(rel)
-    session = load_kineto([path])
-    data = raw_trace(path)
+    # every X/i row except the Trace span is kept, each start and duration exact to the ns
     base = int(data.get("baseTimeNanoseconds") or 0)
     rows = [e for e in data["traceEvents"] if e.get("ph") in ("X", "i") and e.get("cat") != "Trace"]
     assert session.events.height == len(rows)
@@ -303,3 +297,13 @@ def test_args_side_table_values_round_trip() -> None:
     for event_id, key, value in table.select("event_id", "key", "value").head(3000).iter_rows():
         expected = rows[event_id - first]["args"][key]
         assert json.loads(value, parse_float=Decimal) == expected
+
+
+def test_session_save_load_round_trip(tmp_path: Path) -> None:
+    r0 = shared_trace("hta/job128_sampled/rank-0.json.gz")
+    r1 = shared_trace("hta/job128_sampled/rank-1.json.gz")
+    session = load_kineto([r0, r1])
+    back = TraceSession.load(session.save(tmp_path / "s"))
+    assert back.events.equals(session.events)
+    assert back.args.equals(session.args)
+    assert back.meta == session.meta

@@ -14,8 +14,8 @@ import polars as pl
 import pytest
 
 from traceforensics.ingest.kineto import load_kineto
-from traceforensics.ingest.kineto.argtable import json_texts
 from traceforensics.ingest.kineto.gpu import is_comm_host, is_comm_kernel, memcpy_kinds
+from traceforensics.ingest.kineto.payload import json_texts
 from traceforensics.ingest.kineto.timeconv import (
     FAST_LIMIT_US,
     float_us_to_ns,
@@ -361,6 +361,20 @@ def test_limit_is_2_pow_43_not_2_pow_53_over_1000() -> None:
             break
     assert counterexample is not None and counterexample < 2**53 / 1000
     assert floats_us_to_ns(np.asarray([counterexample])).tolist() == [exact(counterexample)]
+
+
+def test_absolute_epoch_range_vectorised_equals_repr_rule() -> None:
+    """2**43..2**53 µs (absolute epoch floats) are converted in int64 arithmetic; compare with
+    Decimal(repr(v)) on random doubles, 3-decimal texts and exact round-half-even ties."""
+    rng = random.Random(99)
+    values = [rng.uniform(2**43, 2**53) for _ in range(20000)]
+    values += [
+        float(Decimal(rng.randrange(2**43 * 1000, 2**53 * 1000)) / 1000) for _ in range(20000)
+    ]
+    values += [2.0**44 + j / 16 for j in range(1, 64)]  # x.0625 -> .062 (ties to even)
+    values += [1712195495519695.8, -1712195495519695.8, 2.0**43, 2.0**53 - 1]
+    got = floats_us_to_ns(np.asarray(values)).tolist()
+    assert got == [exact(v) for v in values]
 
 
 def test_negative_dur_clamped_with_warning(tmp_path: Path) -> None:

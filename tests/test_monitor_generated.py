@@ -19,13 +19,15 @@ from traceforensics.analysis.monitor import (
     analyze_monitor,
 )
 from traceforensics.ingest.monitor import load_monitor_log
-from traceforensics.ingest.monitor.schema import gpu_rows
+from traceforensics.model.monitor import gpu_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_monitor_logs", ROOT / "tools" / "make_monitor_logs.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_monitor_logs", ROOT / "tools" / "make_monitor_logs.py"
+    )
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     sys.modules["make_monitor_logs"] = mod
@@ -46,10 +48,19 @@ def _load(out: Path, entry: dict[str, Any]) -> tuple[Any, MonitorReport]:
     return log, analyze_monitor(log)
 
 
-def test_every_format_and_pattern_is_generated(generated: tuple[Path, list[dict[str, Any]]]) -> None:
+def test_every_format_and_pattern_is_generated(
+    generated: tuple[Path, list[dict[str, Any]]],
+) -> None:
     _out, manifest = generated
     formats = {m["format"] for m in manifest}
-    assert formats == {"smi_csv", "smi_csv_nounits", "smi_dmon", "dcgmi", "table_zh", "table_custom"}
+    assert formats == {
+        "smi_csv",
+        "smi_csv_nounits",
+        "smi_dmon",
+        "dcgmi",
+        "table_zh",
+        "table_custom",
+    }
     scenarios = {m["scenario"] for m in manifest}
     assert len(scenarios) == 7
 
@@ -81,7 +92,9 @@ def test_patterns_and_throttle_episodes_match_the_injected_truth(
             assert ep.sm_clock_mhz == pytest.approx(raw_clock, rel=0.02)
 
 
-def test_idle_down_clocking_is_never_throttling(generated: tuple[Path, list[dict[str, Any]]]) -> None:
+def test_idle_down_clocking_is_never_throttling(
+    generated: tuple[Path, list[dict[str, Any]]],
+) -> None:
     out, manifest = generated
     checked = 0
     for entry in manifest:

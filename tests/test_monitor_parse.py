@@ -83,12 +83,14 @@ def test_smi_csv_nounits_hex_mask(tmp_path: Path) -> None:
     assert reasons == ["sw_power_cap,sw_thermal_slowdown", "gpu_idle", ""]
 
 
-SMI_DMON = """#Date       Time        gpu   pwr  gtemp  mtemp     sm    mem    enc    dec   mclk   pclk
-#YYYYMMDD   HH:MM:SS    Idx     W      C      C      %      %      %      %    MHz    MHz
+_H1 = "#Date       Time        gpu   pwr  gtemp  mtemp     sm    mem    enc    dec   mclk   pclk"
+_H2 = "#YYYYMMDD   HH:MM:SS    Idx     W      C      C      %      %      %      %    MHz    MHz"
+SMI_DMON = f"""{_H1}
+{_H2}
  20250321   23:59:59      0    43     48      -     98     40      0      0   877   1815
  20250321   23:59:59      1    40     45      -      -     40      0      0   877    345
-#Date       Time        gpu   pwr  gtemp  mtemp     sm    mem    enc    dec   mclk   pclk
-#YYYYMMDD   HH:MM:SS    Idx     W      C      C      %      %      %      %    MHz    MHz
+{_H1}
+{_H2}
  20250322   00:00:00      0    44     49      -     97     41      0      0   877   1810
 """
 
@@ -169,3 +171,26 @@ def test_whitespace_table_with_spaced_units(tmp_path: Path) -> None:
     assert log.time_kind == "relative"
     assert log.frame.get_column("time_ns").to_list() == [0, 1_000_000_000]
     assert log.frame.select(pl.col("power_w")).to_series().to_list() == [100.0, 110.0]
+
+
+def test_gpus_told_apart_by_uuid_when_no_index(tmp_path: Path) -> None:
+    p = tmp_path / "smi.csv"
+    p.write_text(
+        "uuid, utilization.gpu [%]\nGPU-bbb, 10\nGPU-aaa, 20\nGPU-bbb, 30\n", encoding="utf-8"
+    )
+    f = load_monitor_log(p).frame
+    # numbered by first appearance, not alphabetically
+    assert f.get_column("gpu").to_list() == [0, 1, 0]
+    assert f.get_column("util_pct").to_list() == [10.0, 20.0, 30.0]
+
+
+def test_smi_dmon_violation_columns_name_reasons(tmp_path: Path) -> None:
+    p = tmp_path / "dmon.txt"
+    p.write_text(
+        "# gpu    sm   pclk  pviol  tviol\n# Idx     %    MHz      %   bool\n"
+        "    0    97   1300     40      0\n    0    96   1980      0      0\n"
+        "    0    98   1200      0      1\n",
+        encoding="utf-8",
+    )
+    reasons = load_monitor_log(p).frame.get_column("throttle_reasons").to_list()
+    assert reasons == ["power_violation", "", "thermal_violation"]

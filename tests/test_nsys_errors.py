@@ -127,10 +127,9 @@ def test_nsys_rep_without_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(ToolMissingError) as info:
         load_path(report)
     text = _one_line(info.value, report)
-    assert (
-        f"nsys export --type sqlite --force-overwrite true --output {report.with_suffix('.sqlite')} {report}"
-        in text
-    )
+    manual = report.with_suffix(".sqlite")
+    command = f"nsys export --type sqlite --force-overwrite true --output {manual} {report}"
+    assert command in text
     assert isinstance(info.value, InputError)
 
 

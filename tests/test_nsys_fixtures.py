@@ -238,3 +238,16 @@ def test_fixture_file_is_not_modified(variant: str) -> None:
     before = (hashlib.sha256(path.read_bytes()).hexdigest(), os.stat(path).st_mtime_ns)
     _load(variant)
     assert (hashlib.sha256(path.read_bytes()).hexdigest(), os.stat(path).st_mtime_ns) == before
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_bulk_readers_and_chunking_agree(variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arrow (when installed), text fallback and many small parallel rowid ranges: same table."""
+    from traceforensics.ingest.nsys import db
+
+    reference = _load(variant)
+    monkeypatch.setenv(db.NO_ADBC_ENV, "1")
+    monkeypatch.setattr(db, "CHUNK_ROWS", 2)  # tiny ranges: many chunks on the thread pool
+    chunked = _load(variant)
+    assert chunked.events.equals(reference.events)
+    assert chunked.args.sort("event_id", "key").equals(reference.args.sort("event_id", "key"))

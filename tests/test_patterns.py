@@ -15,20 +15,23 @@ from traceforensics.analysis.patterns import (
 RNG = np.random.default_rng(7)
 
 
-def _square(n: int, interval: float, period: float, duty: float, hi: float = 95, lo: float = 3) -> np.ndarray:
+def _square(n: int, interval: float, period: float, duty: float) -> np.ndarray:
     """Square wave on sample indices: round(period/interval) samples per cycle, the first
     round(duty x that) of them high."""
     per = round(period / interval)
-    x = np.where((np.arange(n) % per) < round(duty * per), hi, lo) + RNG.normal(0, 2, n)
+    x = np.where((np.arange(n) % per) < round(duty * per), 95.0, 3.0) + RNG.normal(0, 2, n)
     return np.clip(x, 0, 100)
 
 
-@pytest.mark.parametrize(("interval", "period", "expected"), [
-    (0.1, 0.6, "high_frequency_sawtooth"),
-    (0.01, 0.25, "high_frequency_sawtooth"),
-    (1.0, 45.0, "low_frequency_tidal"),
-    (5.0, 600.0, "low_frequency_tidal"),
-])
+@pytest.mark.parametrize(
+    ("interval", "period", "expected"),
+    [
+        (0.1, 0.6, "high_frequency_sawtooth"),
+        (0.01, 0.25, "high_frequency_sawtooth"),
+        (1.0, 45.0, "low_frequency_tidal"),
+        (5.0, 600.0, "low_frequency_tidal"),
+    ],
+)
 def test_periodic_swings(interval: float, period: float, expected: str) -> None:
     r = classify_utilization(_square(int(8 * period / interval), interval, period, 0.5), interval)
     assert r.pattern == expected
@@ -42,7 +45,9 @@ def test_levels() -> None:
     assert classify_utilization(np.clip(RNG.normal(50, 6, 500), 0, 100), 1).pattern == (
         "persistent_half_saturation"
     )
-    assert classify_utilization(np.clip(RNG.normal(96, 1.5, 500), 0, 100), 1).pattern == "steady_high"
+    assert (
+        classify_utilization(np.clip(RNG.normal(96, 1.5, 500), 0, 100), 1).pattern == "steady_high"
+    )
     assert classify_utilization(np.abs(RNG.normal(0.5, 0.5, 500)), 1).pattern == "idle"
 
 

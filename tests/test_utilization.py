@@ -16,12 +16,18 @@ from traceforensics.model.session import TraceMeta, TraceSession
 
 def _session(rows: list[tuple[str, int, int, int, int]]) -> TraceSession:
     kind, start, dur, device, stream = zip(*rows, strict=True)
-    frame = pl.DataFrame({
-        "event_id": list(range(len(rows))), "kind": list(kind), "start_ns": list(start),
-        "dur_ns": list(dur), "rank": [0] * len(rows),
-        "device": [None if d < 0 else d for d in device],
-        "stream": [None if s < 0 else s for s in stream], "name": ["k"] * len(rows),
-    })
+    frame = pl.DataFrame(
+        {
+            "event_id": list(range(len(rows))),
+            "kind": list(kind),
+            "start_ns": list(start),
+            "dur_ns": list(dur),
+            "rank": [0] * len(rows),
+            "device": [None if d < 0 else d for d in device],
+            "stream": [None if s < 0 else s for s in stream],
+            "name": ["k"] * len(rows),
+        }
+    )
     return TraceSession.from_frames(frame, TraceMeta(source_format="test"))
 
 
@@ -50,8 +56,15 @@ def test_bins_match_plain_python_on_random_events() -> None:
     rows = []
     for _ in range(300):
         dev = int(rng.integers(0, 2))
-        rows.append((str(rng.choice(["kernel", "memcpy", "memset"])), int(rng.integers(0, 10_000_000)),
-                     int(rng.integers(0, 400_000)), dev, int(rng.integers(1, 4))))
+        rows.append(
+            (
+                str(rng.choice(["kernel", "memcpy", "memset"])),
+                int(rng.integers(0, 10_000_000)),
+                int(rng.integers(0, 400_000)),
+                dev,
+                int(rng.integers(1, 4)),
+            )
+        )
     rows.append(("cpu_op", 0, 12_345_678, -1, -1))  # host row: widens the window, never busy
     rows.append(("gpu_sync", 100, 9_000_000, 0, 1))  # a wait, not work
     session = _session(rows)
@@ -61,7 +74,11 @@ def test_bins_match_plain_python_on_random_events() -> None:
     hi = max(r[1] + r[2] for r in rows)
     for tl in timelines:
         assert tl.start_ns == lo and tl.bin_ns == 700_000
-        ivs = [(r[1], r[1] + r[2]) for r in rows if r[3] == tl.device and r[0] in ("kernel", "memcpy", "memset")]
+        ivs = [
+            (r[1], r[1] + r[2])
+            for r in rows
+            if r[3] == tl.device and r[0] in ("kernel", "memcpy", "memset")
+        ]
         want = _plain(ivs, lo, hi, 700_000)
         assert len(tl.values) == len(want)
         assert np.allclose(tl.values, want, atol=1e-12)
@@ -69,11 +86,13 @@ def test_bins_match_plain_python_on_random_events() -> None:
 
 
 def test_overlapping_streams_count_once_and_json_shape() -> None:
-    session = _session([
-        ("kernel", 0, 150_000_000, 0, 1),
-        ("kernel", 50_000_000, 100_000_000, 0, 2),  # inside the first: no double count
-        ("memcpy", 250_000_000, 25_000_000, 0, 3),
-    ])
+    session = _session(
+        [
+            ("kernel", 0, 150_000_000, 0, 1),
+            ("kernel", 50_000_000, 100_000_000, 0, 2),  # inside the first: no double count
+            ("memcpy", 250_000_000, 25_000_000, 0, 3),
+        ]
+    )
     (tl,) = utilization_timelines(session)
     # bins [0,100) [100,200) [200,275) ms: 100, 50 and 25 busy ms
     assert list(tl.values) == [1.0, 0.5, pytest.approx(25 / 75)]

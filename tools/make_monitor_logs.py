@@ -67,8 +67,12 @@ def pattern_util(pattern: str, n: int, interval_s: float, rng: np.random.Generat
 
 
 def simulate(
-    pattern: str, n: int, interval_s: float, rng: np.random.Generator,
-    throttle: tuple[int, int] | None = None, leak_mib: float = 0.0,
+    pattern: str,
+    n: int,
+    interval_s: float,
+    rng: np.random.Generator,
+    throttle: tuple[int, int] | None = None,
+    leak_mib: float = 0.0,
 ) -> Gpu:
     util = pattern_util(pattern, n, interval_s, rng)
     # boost clock while busy; below 20% the clock follows utilization down (idle down-clocking)
@@ -117,7 +121,8 @@ def write_smi_csv(path: Path, gpus: list[Gpu], interval_s: float, units: bool) -
     for i, g, x in _ticks(gpus):
         power = "[N/A]" if i % 97 == 13 else f"{x.power[i]:.2f}{u('W')}"
         lines.append(
-            f"{_ts(i, interval_s, '/')}, {g}, {x.util[i]:.0f}{u('%')}, {x.util[i] / 2:.0f}{u('%')}, "
+            f"{_ts(i, interval_s, '/')}, {g}, {x.util[i]:.0f}{u('%')}, "
+            f"{x.util[i] / 2:.0f}{u('%')}, "
             f"{x.mem[i]:.0f}{u('MiB')}, {x.clock[i]:.0f}{u('MHz')}, "
             f"{SM_CLOCK_MAX_MHZ:.0f}{u('MHz')}, {x.temp[i]:.0f}, {power}, "
             f"{POWER_LIMIT_W:.2f}{u('W')}, 0x{x.mask[i]:016x}"
@@ -176,8 +181,12 @@ def write_table_custom(path: Path, gpus: list[Gpu], interval_s: float) -> None:
 
 CUSTOM_COLUMNS = "time=when,gpu=card,util=busy,sm_clock=clk,temperature=heat,power=watts"
 PATTERNS = (
-    "high_frequency_sawtooth", "low_frequency_tidal", "persistent_half_saturation",
-    "sporadic_drops", "steady_high", "idle",
+    "high_frequency_sawtooth",
+    "low_frequency_tidal",
+    "persistent_half_saturation",
+    "sporadic_drops",
+    "steady_high",
+    "idle",
 )
 # format -> (file suffix, writer, has timestamps, fastest interval it can sample at)
 FORMATS: dict[str, tuple[str, Callable[[Path, list[Gpu], float], None], bool, float]] = {
@@ -208,9 +217,11 @@ def generate(out: Path, seed: int = 0, n: int = 600) -> list[dict[str, Any]]:
                     simulate("low_frequency_tidal", n, interval, rng),
                 ]
                 truth = {
-                    "0": {"pattern": "steady_high", "throttle_s": [window[0] * interval,
-                                                                   window[1] * interval],
-                          "reason": "thermal"},
+                    "0": {
+                        "pattern": "steady_high",
+                        "throttle_s": [window[0] * interval, window[1] * interval],
+                        "reason": "thermal",
+                    },
                     "1": {"pattern": "low_frequency_tidal", "throttle_s": None},
                 }
             else:
@@ -219,10 +230,16 @@ def generate(out: Path, seed: int = 0, n: int = 600) -> list[dict[str, Any]]:
                 truth = {"0": {"pattern": pattern, "throttle_s": None, "leak_mib": leak}}
             path = out / f"{fmt}_{pattern}.{suffix}"
             writer(path, gpus, interval)
-            manifest.append({
-                "file": path.name, "format": fmt, "scenario": pattern, "interval_s": interval,
-                "columns": CUSTOM_COLUMNS if fmt == "table_custom" else None, "gpus": truth,
-            })
+            manifest.append(
+                {
+                    "file": path.name,
+                    "format": fmt,
+                    "scenario": pattern,
+                    "interval_s": interval,
+                    "columns": CUSTOM_COLUMNS if fmt == "table_custom" else None,
+                    "gpus": truth,
+                }
+            )
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1), encoding="utf-8")
     return manifest
 

@@ -344,8 +344,10 @@ def build(path: Path, variant: str) -> None:
             [("EXPORT_SCHEMA_VERSION", version), ("EXPORT_PRODUCT_VERSION", "fixture")],
         )
     if not legacy:
-        for table, names in {**ENUMS, "ENUM_NSYS_EVENT_TYPE": EVENT_TYPES}.items():
-            items = names.items() if isinstance(names, dict) else enumerate(names)
+        tables: dict[str, dict[int, str]] = {t: dict(enumerate(n)) for t, n in ENUMS.items()}
+        tables["ENUM_NSYS_EVENT_TYPE"] = EVENT_TYPES
+        for table, ids in tables.items():
+            items = ids.items()
             conn.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, name TEXT, label TEXT)")
             conn.executemany(f"INSERT INTO {table} VALUES (?, ?, ?)", [(i, n, n) for i, n in items])
     conn.commit()

@@ -9,9 +9,7 @@ whose GEMMs keep the GPU ahead of the host, so a clean step has almost no device
 injected stall shows up as idle the GPU spends waiting for the host.
 
 Scenarios (file ``<name>.pt.trace.json.gz``; the intended cause id in brackets):
-- ``baseline``   [none]          nothing injected: each batch is sliced from an in-memory host
-                                 tensor, pinned and copied with ``non_blocking=True`` (this
-                                 input path is shared by item_sync and checkpoint);
+- ``baseline``   [none]          inputs already on the GPU, nothing injected;
 - ``dataloader`` [data_loading]  ``DataLoader(num_workers=0)`` whose ``__getitem__`` sleeps
                                  (``--sleep-ms`` per sample, 8 samples per batch);
 - ``item_sync``  [host_sync]     ``loss.item()`` after every optimizer step;
@@ -100,18 +98,9 @@ def batches(args: argparse.Namespace, scenario: str, dev: torch.device) -> Itera
             parts = [t.to(dev) for t in host]
             yield (x.to(dev) + parts[0].sum()).view(args.batch, args.features).to(dtype)
     else:
-        # An in-memory host dataset: each step slices a batch, pins it and copies it
-        # asynchronously. With the GPU ahead of the host this host work overlaps GPU work;
-        # a sync (item_sync) serializes it, which is the idle the sync causes.
-        data = torch.randn(4 * args.batch, args.features).to(dtype)
-        k = 0
+        x = torch.randn(args.batch, args.features, device=dev, dtype=dtype)
         while True:
-            rows = data[(k % 4) * args.batch : (k % 4 + 1) * args.batch]
-            k += 1
-            if dev.type == "cuda":
-                yield rows.pin_memory().to(dev, non_blocking=True)
-            else:
-                yield rows.clone()
+            yield x
 
 
 def train_steps(

@@ -191,14 +191,16 @@ def _metadata(tr: SynthTrace) -> list[str]:
                 None,
             )
         )
-    streams = sorted({(e.device, e.stream) for e in tr.events if e.stream is not None})
-    for d, s in streams:
+    streams = sorted(
+        {(e.device, e.stream) for e in tr.events if e.stream is not None and e.device is not None}
+    )
+    for dev, s in streams:
         out.append(
             _event(
                 {
                     "name": "thread_name",
                     "ph": "M",
-                    "pid": d,
+                    "pid": dev,
                     "tid": s,
                     "args": {"name": f"stream {s} "},
                 },

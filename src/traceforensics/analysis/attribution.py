@@ -13,15 +13,17 @@ the GPU row records one). Clamp ``tl = clamp(ls, s, e)`` and ``t2 = clamp(le, tl
 1. Host-late part ``[s, tl)`` (the launch had not been issued when the GPU went idle): each
    instant gets the class of the launching thread at that instant (``host_timeline``). With
    ``ds`` = start of the outermost generic operator (cpu_op of class cpu_compute) enclosing L,
-   ``cpu_compute`` inside ``[ds, tl)`` is ``launch_overhead`` (that operator was dispatching
-   this very launch).
-   *Sync-drain rule* (takes precedence): if a synchronizing call on that thread returned at
-   ``se`` with ``s - SYNC_DRAIN_SLACK_NS <= se <= tl``, the queue ran dry because of it:
-   ``[s, clamp(se, s, tl))`` is ``host_sync``, and afterwards every instant whose class is
-   ``cpu_compute``, ``launch_overhead`` or nothing (the host catching up) is ``host_sync`` too;
-   instants in a specific cause (data_loading, memcpy, io, ...) keep it.
+   ``cpu_compute`` inside ``[max(ds, tl - DISPATCH_MAX_NS), tl)`` is ``launch_overhead`` (that
+   operator was dispatching this very launch).
+   *Sync-drain rule* (takes precedence): if a synchronizing call on that thread that began
+   before ``s`` returned at ``se`` with ``|se - s| <= SYNC_DRAIN_SLACK_NS`` (and ``se <= tl``),
+   the queue ran dry because of it:
+   ``[s, clamp(se, s, tl))`` is ``host_sync``, and for ``SYNC_CATCHUP_MAX_NS`` afterwards every
+   instant whose class is ``cpu_compute``, ``launch_overhead`` or nothing (the host catching up)
+   is ``host_sync`` too; instants in a specific cause (data_loading, memcpy, io, ...) keep it.
 2. Launch part ``[tl, t2)`` (the host was inside L): ``memcpy`` when L is a copy call (pageable
-   copies stage on the host inside the call), else ``launch_overhead``.
+   copies stage on the host inside the call); ``compilation`` when L is another call longer
+   than ``SLOW_LAUNCH_CALL_MIN_NS`` (lazy module loading / JIT); else ``launch_overhead``.
 3. Queued part ``[t2, e)`` (L had returned; the work was queued but did not run):
    ``cross_stream_wait`` when a stream-wait record on op's stream was issued between the
    previous launch on that stream and L; else ``communication`` when op or the op that ended
@@ -46,10 +48,12 @@ from traceforensics.analysis.causes import (
     COMMUNICATION,
     CPU_COMPUTE,
     CROSS_STREAM_WAIT,
+    DISPATCH_MAX_NS,
     HOST_SYNC,
     LAUNCH_OVERHEAD,
     N_CAUSES,
     QUEUED_LAUNCH_LATENCY_MAX_NS,
+    SYNC_CATCHUP_MAX_NS,
     SYNC_DRAIN_SLACK_NS,
     UNTRACED,
 )
@@ -87,9 +91,10 @@ class OpTable:
 
 @dataclass
 class SyncIndex:
-    """End times of synchronizing host calls, sorted by packed (thread, end) key."""
+    """Synchronizing host calls, sorted by packed (thread, end) key."""
 
     keys: I64
+    start: I64
     end: I64
     row: I64
 
@@ -105,18 +110,22 @@ class Parts:
     drain: BoolArr
     sync_row: I64
     thr: I64
+    qcause: I64
 
 
-def last_sync(sync: SyncIndex, tline: HostTimeline, thr: I64, before_ns: I64) -> tuple[I64, I64]:
-    """Latest sync-call end on thread ``thr`` at or before ``before_ns``: ``(end, row)``;
-    ``row`` -1 when none."""
+def last_sync(
+    sync: SyncIndex, tline: HostTimeline, thr: I64, before_ns: I64
+) -> tuple[I64, I64, I64]:
+    """Latest sync call on thread ``thr`` ending at or before ``before_ns``:
+    ``(start, end, row)``; ``row`` -1 when none."""
     if sync.keys.size == 0:
-        return np.zeros(thr.size, np.int64), np.full(thr.size, -1, np.int64)
+        z = np.zeros(thr.size, np.int64)
+        return z, z, np.full(thr.size, -1, np.int64)
     q = tline.key(np.maximum(thr, 0), before_ns)
     idx = np.searchsorted(sync.keys, q, side="right") - 1
     safe = np.maximum(idx, 0)
     same = (idx >= 0) & ((sync.keys[safe] >> tline.shift) == thr) & (thr >= 0)
-    return sync.end[safe], np.where(same, sync.row[safe], -1)
+    return sync.start[safe], sync.end[safe], np.where(same, sync.row[safe], -1)
 
 
 def attribute(
@@ -154,28 +163,34 @@ def attribute(
     tl = np.where(ended, np.clip(ops.ls[safe], s, e), e)
     t2 = np.where(ended, np.clip(ops.le[safe], tl, e), e)
 
-    se, srow = last_sync(sync, tline, thr, tl)
     begin = s if s0 is None else s0
-    drain = launched & (srow >= 0) & (se >= begin - SYNC_DRAIN_SLACK_NS)
+    # the drain: a sync call that was already blocking when the GPU ran dry and returned
+    # within SYNC_DRAIN_SLACK_NS of that moment (a sync issued later, on an idle GPU, drained
+    # nothing: its own duration is host_sync through the thread class)
+    ss, se, srow = last_sync(sync, tline, thr, np.minimum(tl, begin + SYNC_DRAIN_SLACK_NS))
+    drain = launched & (srow >= 0) & (se >= begin - SYNC_DRAIN_SLACK_NS) & (ss <= begin)
     d_end = np.where(drain, np.clip(se, s, tl), s)
-    dsp = np.where(ended, np.clip(ops.ds[safe], d_end, tl), tl)
+    dsp = np.where(ended, np.clip(np.maximum(ops.ds[safe], tl - DISPATCH_MAX_NS), d_end, tl), tl)
 
     mat = np.zeros((n, N_CAUSES), dtype=np.int64)
     rows = np.arange(n)
     # part 1a: sync drain wait
     mat[:, _SYNC] += d_end - s
-    # part 1b/1c: host-late time by thread class, plain then dispatch
-    for lo, hi, dispatch in ((d_end, dsp, False), (dsp, tl, True)):
+    # part 1b: host-late time by thread class, cut at the dispatch start and the catch-up end
+    cap_end = np.where(drain, np.clip(d_end + SYNC_CATCHUP_MAX_NS, d_end, tl), d_end)
+    p1, p2 = np.minimum(dsp, cap_end), np.maximum(dsp, cap_end)
+    for lo, hi in ((d_end, p1), (p1, p2), (p2, tl)):
         m = tline.class_time(thr, lo, hi)
         unexplained = (hi - lo) - m.sum(axis=1)
-        if dispatch:
-            m[:, _LAUNCH] += m[:, _CPU]
-            m[:, _CPU] = 0
+        dispatch = (lo >= dsp)[:, None]
+        m[:, _LAUNCH] += np.where(dispatch[:, 0], m[:, _CPU], 0)
+        m[:, _CPU] = np.where(dispatch[:, 0], 0, m[:, _CPU])
+        catch = drain & (hi <= cap_end)
         catch_up = m[:, _CPU] + m[:, _LAUNCH] + unexplained
-        m[:, _UNTRACED] += np.where(drain, 0, unexplained)
-        m[:, _SYNC] += np.where(drain, catch_up, 0)
-        m[:, _CPU] = np.where(drain, 0, m[:, _CPU])
-        m[:, _LAUNCH] = np.where(drain, 0, m[:, _LAUNCH])
+        m[:, _UNTRACED] += np.where(catch, 0, unexplained)
+        m[:, _SYNC] += np.where(catch, catch_up, 0)
+        m[:, _CPU] = np.where(catch, 0, m[:, _CPU])
+        m[:, _LAUNCH] = np.where(catch, 0, m[:, _LAUNCH])
         mat += m
     # part 2: inside the launch call
     mat[rows, np.where(ended, ops.launch_cause[safe], _LAUNCH)] += t2 - tl
@@ -187,4 +202,4 @@ def attribute(
     qcause[has & ops.wait_ok[safe]] = CAUSE_INDEX[CROSS_STREAM_WAIT]
     qcause[~ended] = _UNTRACED
     mat[rows, qcause] += queued
-    return mat, Parts(d_end, dsp, tl, t2, drain, srow, thr)
+    return mat, Parts(d_end, dsp, tl, t2, drain, srow, thr, qcause)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Final
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 DATA_LOADING: Final = "data_loading"
@@ -66,10 +67,23 @@ PRIORITY: Final[tuple[str, ...]] = (
 #: A synchronizing call that returned at most this long before a gap began still drained the
 #: queue that ran dry at the gap start (the sync returns a few µs after the GPU finishes).
 SYNC_DRAIN_SLACK_NS: Final = 20_000
+#: After a drain, generic host work (CPU ops, dispatch, untraced time) counts as the host
+#: catching up (``host_sync``) for at most this long after the sync returned; later time is
+#: attributed by what the thread was doing, as in any other gap.
+SYNC_CATCHUP_MAX_NS: Final = 1_000_000
 #: Work already queued that starts at most this long after the GPU went idle, with no
 #: dependency recorded, is GPU-side launch latency (``launch_overhead``); longer is ``untraced``.
 #: HTA's launch-delay cutoff is 100 µs; a GPU picks queued work up within a few µs.
 QUEUED_LAUNCH_LATENCY_MAX_NS: Final = 50_000
+#: Host time inside the operator that dispatches a launch counts as ``launch_overhead`` for at
+#: most this long before the launch call; earlier time in that operator is CPU work
+#: (``cpu_compute``). Framework dispatch of one op takes µs to a few hundred µs; a ``.to()``
+#: that spends 30 s initialising CUDA is not dispatch overhead.
+DISPATCH_MAX_NS: Final = 1_000_000
+#: A kernel launch call (not a copy) longer than this while the GPU idles is loading the kernel's
+#: module (CUDA lazy loading) or JIT-compiling PTX: ``compilation``. A full launch queue cannot
+#: be the reason, since the GPU is idle; plain launches take 2-50 µs.
+SLOW_LAUNCH_CALL_MIN_NS: Final = 1_000_000
 #: A step is an outlier when it is this much longer than the median step (fraction) ...
 OUTLIER_MIN_EXCESS_FRACTION: Final = 0.2
 #: ... and more than this many robust standard deviations (1.4826·MAD) above the median.
@@ -94,9 +108,11 @@ _MEMORY_API_RE: Final = (
 _MEMORY_RANGE_RE: Final = r"(?i)(empty_cache|cachingallocator|cudaMalloc|cudaFree)"
 _COMPILE_API_RE: Final = r"(?i)(nvrtc|moduleload|libraryload|culink|modulegetfunction|jitlink)"
 _COMPILE_RANGE_RE: Final = (
-    r"(?i)(nvrtc|torch\.compile|torch_compile|compile_fx|_compile\b|dynamo.*(compile|convert)|"
-    r"inductor.*compile|triton.*compile|nvfuser.*compile|fusion.*compile|compilefusion|"
-    r"jit.*compile|autotun|cuModuleLoad)"
+    # compile-time frames only: eval_frame.compile_wrapper, _compile.py inner, Torch-Compiled
+    # Region and CompiledFunction run on every call of compiled code and are not compilation
+    r"(?i)(nvrtc|^torch\.compile$|compile_fx|compile_inner|convert_frame|call_user_compiler|"
+    r"aot_dispatcher|async_compile|codecache|inductor.*compile|triton.*compil|"
+    r"nvfuser.*compile|fusion.*compile|compilefusion|jit.*compile|autotun|cuModuleLoad)"
 )
 _COMM_RE: Final = (
     r"(?i)(nccl|rccl|gloo|c10d|processgroup|record_param_comms|all_?reduce|all_?gather|"
@@ -196,15 +212,31 @@ def classify_host(
         .then(pl.lit(idx[CPU_COMPUTE]))
         .otherwise(pl.lit(-1))
     )
-    return host.select(expr.cast(pl.Int8).alias("cause")).to_series()
+    # names repeat heavily (tens of thousands of rows, a few hundred names): run the regexes
+    # once per distinct (kind, name, flags) and join the result back
+    keys = ["kind", "name", "is_comm", "blocking_d2h"]
+    flat = host.select(
+        pl.col("kind").cast(pl.String),
+        pl.col("name").cast(pl.String),
+        pl.col("is_comm").fill_null(False),
+        pl.col("blocking_d2h").fill_null(False),
+    )
+    uniq = flat.unique().with_columns(expr.cast(pl.Int8).alias("cause"))
+    return flat.join(uniq, on=keys, how="left", maintain_order="left").get_column("cause")
 
 
-def launch_part_cause(api_names: pl.Series) -> np.ndarray:
-    """Cause of ``[launch call start, GPU op start)`` by the launch API's name: a copy call
-    (``cudaMemcpy*``: pageable copies stage on the host inside the call) is ``memcpy``; any
+def launch_part_cause(api_names: pl.Series, call_ns: npt.NDArray[np.int64]) -> np.ndarray:
+    """Cause of ``[launch call start, GPU op start)`` by the launch call: a copy call
+    (``cudaMemcpy*``: pageable copies stage on the host inside the call) is ``memcpy``; another
+    launch lasting over ``SLOW_LAUNCH_CALL_MIN_NS`` is ``compilation`` (module loading); any
     other launch (kernel, memset, graph) is ``launch_overhead``."""
     is_copy = api_names.cast(pl.String).fill_null("").str.contains(_MEMCPY_API_RE).to_numpy()
-    return np.where(is_copy, CAUSE_INDEX[MEMCPY], CAUSE_INDEX[LAUNCH_OVERHEAD]).astype(np.int64)
+    slow = call_ns > SLOW_LAUNCH_CALL_MIN_NS
+    return np.where(
+        is_copy,
+        CAUSE_INDEX[MEMCPY],
+        np.where(slow, CAUSE_INDEX[COMPILATION], CAUSE_INDEX[LAUNCH_OVERHEAD]),
+    ).astype(np.int64)
 
 
 def is_sync_class(cause: pl.Series) -> pl.Series:
@@ -214,3 +246,19 @@ def is_sync_class(cause: pl.Series) -> pl.Series:
 
 #: Number of causes (columns of attribution matrices).
 N_CAUSES: Final = len(CAUSES)
+
+
+def slow_api_is_compilation(
+    cause: pl.Series, kind: npt.NDArray[np.object_], dur_ns: npt.NDArray[np.int64]
+) -> pl.Series:
+    """Generic CUDA API calls (class ``launch_overhead``) longer than
+    ``SLOW_LAUNCH_CALL_MIN_NS`` become ``compilation``: such a call is the first CUDA call
+    initialising the context and loading modules (or JIT-compiling PTX), not dispatch."""
+    c = cause.to_numpy().copy()
+    slow = (
+        (c == CAUSE_INDEX[LAUNCH_OVERHEAD])
+        & (kind == "cuda_api")
+        & (dur_ns > SLOW_LAUNCH_CALL_MIN_NS)
+    )
+    c[slow] = CAUSE_INDEX[COMPILATION]
+    return pl.Series("cause", c, dtype=pl.Int8)

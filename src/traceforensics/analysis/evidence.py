@@ -57,7 +57,7 @@ def gap_evidence(
     o = ctx.ops
     out.append(
         Evidence(
-            _queued_cause(ctx, op, e - int(parts.t2[i]), causes),
+            CAUSES[int(parts.qcause[i])] if e > int(parts.t2[i]) else "",
             str(row["kind"]),
             str(row["name"]),
             int(o.start[op]),
@@ -150,16 +150,6 @@ def _sync_evidence(
     ]
 
 
-def _queued_cause(ctx: GapContext, op: int, queued: int, causes: dict[str, int]) -> str:
-    """The cause of the queued part (mirrors ``attribution.attribute``), "" when empty."""
-    if queued <= 0 or ctx.ops.thr[op] < 0:
-        return ""
-    for c in (CROSS_STREAM_WAIT, "communication", LAUNCH_OVERHEAD, UNTRACED):
-        if causes.get(c, 0) >= queued:
-            return c
-    return ""
-
-
 def _host_ranges(
     ctx: GapContext, thr: int, a: int, b: int, *, dsp: int, tid: int | None, causes: dict[str, int]
 ) -> list[Evidence]:
@@ -174,22 +164,27 @@ def _host_ranges(
     cl = sub.get_column("cause").to_numpy()
     ov = np.minimum(en, b) - np.maximum(st, a)
     out: list[Evidence] = []
+    is_op = sub.get_column("kind").to_numpy() == "cpu_op"
     for cause_id in CAUSES:
         ci = CAUSE_INDEX[cause_id]
-        want = causes.get(cause_id, 0) > 0
-        if cause_id == LAUNCH_OVERHEAD and dsp < b:
-            ci_rows = np.flatnonzero((cl == CAUSE_INDEX[CPU_COMPUTE]) & (ov > 0) & (en > dsp))
-            detail = "operator dispatching the launch"
-        elif cause_id == CPU_COMPUTE:
-            ov_plain = np.minimum(en, dsp) - np.maximum(st, a)
-            ci_rows = np.flatnonzero((cl == ci) & (ov_plain > 0))
-            detail = f"launching thread inside this range for part of the gap ({cause_id})"
-        else:
-            ci_rows = np.flatnonzero((cl == ci) & (ov > 0))
-            detail = f"launching thread inside this range for part of the gap ({cause_id})"
-        if not want or ci_rows.size == 0:
+        if causes.get(cause_id, 0) <= 0:
             continue
-        best = ci_rows[np.argsort(-ov[ci_rows], kind="stable")[:_MAX_PER_CAUSE]]
+        detail = f"launching thread inside this range for part of the gap ({cause_id})"
+        if cause_id == LAUNCH_OVERHEAD and dsp < b:
+            ovc = np.minimum(en, b) - np.maximum(st, dsp)
+            rows = np.flatnonzero((cl == CAUSE_INDEX[CPU_COMPUTE]) & is_op & (ovc > 0))
+            detail = "operator dispatching the launch"
+            if rows.size == 0:
+                rows = np.flatnonzero((cl == ci) & (ov > 0))
+                ovc = ov
+        elif cause_id == CPU_COMPUTE:
+            ovc = np.minimum(en, dsp) - np.maximum(st, a)
+            rows = np.flatnonzero((cl == ci) & (ovc > 0))
+        else:
+            ovc = ov
+            rows = np.flatnonzero((cl == ci) & (ovc > 0))
+        # most overlap first; among equals the innermost (shortest) range says the most
+        best = rows[np.lexsort((en[rows] - st[rows], -ovc[rows]))[:_MAX_PER_CAUSE]]
         for r in best:
             h = sub.row(int(r), named=True)
             out.append(
@@ -200,7 +195,7 @@ def _host_ranges(
                     int(h["start_ns"]),
                     int(h["end_ns"] - h["start_ns"]),
                     tid,
-                    f"{detail}; overlaps the gap by {_us(int(ov[r]))}",
+                    f"{detail}; overlaps the gap by {_us(int(ovc[r]))}",
                 )
             )
     return out

@@ -99,6 +99,14 @@ ATTN_BWD: Final = frozenset(
         "_efficient_attention_backward",
     }
 )
+CONV_BWD: Final = frozenset(
+    {
+        "convolution_backward",
+        "cudnn_convolution_backward_input",
+        "cudnn_convolution_backward_weight",
+        "miopen_convolution_backward_weight",
+    }
+)
 #: Layout [B, L, H, E] instead of [B, H, L, E].
 _BLHE: Final = frozenset(
     {
@@ -180,7 +188,7 @@ def family_of(op: str) -> str | None:
     b = base_name(op)
     if b in GEMM_OPS:
         return "gemm"
-    if b in CONV_FWD or b in {"convolution_backward", "cudnn_convolution_backward_input"}:
+    if b in CONV_FWD or b in CONV_BWD:
         return "conv"
     if b in ATTN_FWD or b in ATTN_BWD:
         return "attention"

@@ -21,6 +21,7 @@ from traceforensics.analysis.causes import (
     HOST_SYNC,
     classify_host,
     launch_part_cause,
+    slow_api_is_compilation,
 )
 from traceforensics.analysis.host_timeline import (
     HostTimeline,
@@ -87,7 +88,9 @@ def build_context(events: pl.DataFrame, data_patterns: Sequence[str], step_re: s
     span = int(bounds[1] or 0) - t0 + 1
     rank_span = {
         int(r): (int(a), int(b))
-        for r, a, b in ev.filter(pl.col("kind") != "marker")
+        for r, a, b in ev.filter(
+            (pl.col("kind") != "marker") & ~pl.col("name").cast(pl.String).str.contains(step_re)
+        )
         .group_by("rank")
         .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
         .iter_rows()
@@ -118,7 +121,11 @@ def build_context(events: pl.DataFrame, data_patterns: Sequence[str], step_re: s
         .join(d2h, on=["rank", "correlation"], how="left")
         .with_columns(pl.col("blocking_d2h").fill_null(False))
     )
-    cause = classify_host(host_full, data_patterns, step_re)
+    cause = slow_api_is_compilation(
+        classify_host(host_full, data_patterns, step_re),
+        host_full.get_column("kind").to_numpy(),
+        (host_full.get_column("end_ns") - host_full.get_column("start_ns")).to_numpy(),
+    )
     host = (
         host_full.with_columns(cause.alias("cause"))
         .join(threads, on=["rank", "pid", "tid"])
@@ -132,7 +139,12 @@ def build_context(events: pl.DataFrame, data_patterns: Sequence[str], step_re: s
     sync_m = h_c == CAUSE_INDEX[HOST_SYNC]
     sk = (h_thr[sync_m] << shift) | (h_e[sync_m] - t0)
     order = np.argsort(sk, kind="stable")
-    sync = SyncIndex(sk[order], h_e[sync_m][order], np.flatnonzero(sync_m)[order].astype(np.int64))
+    sync = SyncIndex(
+        sk[order],
+        h_s[sync_m][order],
+        h_e[sync_m][order],
+        np.flatnonzero(sync_m)[order].astype(np.int64),
+    )
 
     # dispatch: outermost generic operator around each launch (touching siblings stay apart)
     disp = (h_c == CAUSE_INDEX[CPU_COMPUTE]) & (host.get_column("kind").to_numpy() == "cpu_op")
@@ -218,7 +230,7 @@ def build_context(events: pl.DataFrame, data_patterns: Sequence[str], step_re: s
         thr=thr,
         ls=ls,
         le=_i64(ops, "le"),
-        launch_cause=launch_part_cause(ops.get_column("l_name")),
+        launch_cause=launch_part_cause(ops.get_column("l_name"), _i64(ops, "le") - ls),
         ds=ds.astype(np.int64),
         wait_ok=ops.get_column("wait_ok").fill_null(False).to_numpy().astype(bool),
     )

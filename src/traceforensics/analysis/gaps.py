@@ -151,9 +151,7 @@ def ending_ops(ctx: GapContext, dev: I64, t: I64, *, before: bool = False) -> I6
         lo, hi = int(ctx.dev_lo[g]), int(ctx.dev_hi[g])
         i = lo + np.searchsorted(ctx.ops.start[lo:hi], t[m], side="left")
         if before:
-            linked = np.maximum.accumulate(
-                np.where(ctx.ops.thr[lo:hi] >= 0, np.arange(lo, hi), -1)
-            )
+            linked = np.maximum.accumulate(np.where(ctx.ops.thr[lo:hi] >= 0, np.arange(lo, hi), -1))
             j = linked[np.maximum(i - 1 - lo, 0)] if hi > lo else np.full(i.size, -1)
             out[m] = np.where(i - 1 >= lo, j, -1)
         else:
@@ -191,7 +189,7 @@ def analyze_gaps(session: TraceSession, options: GapOptions | None = None) -> Ga
     for g, (rank, _device) in enumerate(ctx.devices):
         us, ue = ctx.dev_union(g)
         if opts.window == "trace":
-            lo[g], hi[g] = ctx.rank_span[rank]
+            lo[g], hi[g] = ctx.rank_span.get(rank, (int(us[0]), int(ue[-1])))
         else:
             lo[g], hi[g] = (us[0], ue[-1]) if us.size else (0, 0)
     devs = np.arange(n_dev, dtype=np.int64)

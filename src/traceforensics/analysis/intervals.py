@@ -58,9 +58,9 @@ def clip(starts: I64, ends: I64, lo: int, hi: int) -> tuple[I64, I64]:
 def gaps(starts: I64, ends: I64, lo: int, hi: int) -> tuple[I64, I64]:
     """The holes of disjoint sorted intervals inside ``[lo, hi)``.
 
-        window:  [lo ................................ hi)
-        busy:        |====|      |=======|
-        gaps:    [lo)|    |======|       |===========hi)
+    window:  [lo ................................ hi)
+    busy:        |====|      |=======|
+    gaps:    [lo)|    |======|       |===========hi)
     """
     s, e = clip(starts, ends, lo, hi)
     gap_s = np.concatenate(([lo], e)).astype(np.int64)

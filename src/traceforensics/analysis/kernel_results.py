@@ -57,6 +57,7 @@ class OpRow:
     mfu: float | None
     bound: str | None
     family: str
+    peak_dtype: str | None
     count: int
     kernel_count: int
     membw_share: float | None
@@ -93,9 +94,9 @@ class FamilyRow:
 class MfuRow:
     """Model FLOPs utilization of one device over a window (whole trace or one step).
 
-    ``window_ns`` = first GPU work start to last GPU work end on the device (for a step: of the
-    kernels launched during that host step). ``peak_tflops`` is the FLOPs-weighted effective
-    peak, so ``tflops / peak_tflops == mfu``."""
+    ``window_ns`` = first GPU work start to last GPU work end on the device; for a step, the
+    host ``ProfilerStep#N`` duration (FLOPs: kernels launched during it). ``peak_tflops`` is
+    the FLOPs-weighted effective peak, so ``tflops / peak_tflops == mfu``."""
 
     rank: int
     device: int

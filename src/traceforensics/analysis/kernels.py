@@ -28,20 +28,27 @@ Remedy, from the row's facts, first rule that fits:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
 from traceforensics.analysis.kernel_results import KernelAnalysis, ShortKernelRow, UnknownFlops
 from traceforensics.analysis.launches import ancestors_pick, host_tree, kernel_launches
 from traceforensics.analysis.peaks import DevicePeak, resolve_peaks, unknown_peak
-from traceforensics.analysis.throughput import attribute, find_steps, ideal_ns, op_costs
+from traceforensics.analysis.throughput import (
+    attribute,
+    find_steps,
+    ideal_ns,
+    math_dtype,
+    op_costs,
+)
 from traceforensics.analysis.throughput_rows import family_rows, mfu_rows, op_rows
 from traceforensics.model.schema import BUSY_KINDS
 from traceforensics.model.session import TraceSession
 
 OPTIMIZER_RE = r"^Optimizer\.(step|zero_grad)#|^Optimizer\.|optimizer"
-GEMM_KERNEL_RE = r"(?i)gemm|cutlass|nvjet|xmma|Cijk_|cublas|matmul"
+# "cutlass" alone is not enough: many non-GEMM kernels carry cutlass types in template args
+GEMM_KERNEL_RE = r"(?i)gemm|nvjet|xmma|Cijk_|cublas"
 FOREACH_RE = r"_foreach_|multi_tensor_apply"
 
 REMEDIES = {
@@ -91,11 +98,11 @@ def analyze_kernels(session: TraceSession, options: KernelOptions | None = None)
     tree = host_tree(ev)
     kl = kernel_launches(ev, tree)
     peaks = _peaks(session, kl, opts.peak_tflops)
-    costs = op_costs(ev, session.args)
+    costs = op_costs(ev, session.args, tree)
     known = costs.filter(pl.col("flops").is_not_null()).get_column("op_id")
     charged = ancestors_pick(tree, kl.get_column("op_id"), known)
     kern = attribute(kl, pl.Series(charged), costs)
-    kern = ideal_ns(kern, peaks)
+    kern = ideal_ns(math_dtype(kern, peaks), peaks)
     names = tree.select(pl.col("event_id").alias("op_id"), pl.col("name").alias("launching_op"))
     kern = kern.join(names, on="op_id", how="left").with_columns(
         pl.col("launching_op").fill_null("(no launching op)")
@@ -137,10 +144,21 @@ def analyze_kernels(session: TraceSession, options: KernelOptions | None = None)
 def _peaks(
     session: TraceSession, kl: pl.DataFrame, override: float | None
 ) -> dict[tuple[int, int], DevicePeak]:
+    """Peak per (rank, device). A device the trace does not describe (or describes without a
+    name; ROCm kernels can carry a device index that differs from deviceProperties ids) takes
+    the model of the other GPUs of its rank when they all agree (nodes are homogeneous), with
+    ``how = "same_node"``; otherwise it is unknown."""
     peaks = resolve_peaks(session.meta.devices, override)
     for rank, device in kl.select("rank", "device").unique().drop_nulls().iter_rows():
         if (rank, device) not in peaks:
             peaks[(rank, device)] = unknown_peak(rank, device, override)
+    for key, peak in list(peaks.items()):
+        if peak.how != "unknown":
+            continue
+        models = {p.sku: p for (r, _), p in peaks.items() if r == key[0] and p.sku is not None}
+        if len(models) == 1:
+            (same,) = models.values()
+            peaks[key] = replace(same, device=key[1], how="same_node")
     return peaks
 
 

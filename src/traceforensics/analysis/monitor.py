@@ -1,16 +1,7 @@
 """Per-GPU diagnosis of a monitoring log: pattern, statistics, memory trend, clock episodes.
 
-Clock rule (why idle down-clocking is never throttling)::
-
-    util   ▇▇▇▇▇▇▇▇▇▇▁▁▁▁▇▇▇▇     a throttle sample: util >= THROTTLE_MIN_UTIL_PCT
-    clock  ▇▇▇▇▅▅▅▅▇▇▂▂▂▂▇▇▇▇       and clock < THROTTLE_MAX_CLOCK_RATIO x reference clock
-               └─┬┘    └┬─┘
-           throttling   idle down-clocking (clock follows util down: not reported)
-
-The reference clock is ``sm_clock_max_mhz`` when logged, else the 99th percentile of the
-logged SM clock. An episode is a run of >= THROTTLE_MIN_SAMPLES consecutive throttle samples;
-its reason comes from the logged throttle reasons when present, else is inferred (temperature
->= THERMAL_MIN_C -> thermal, power >= POWER_NEAR_LIMIT_RATIO x limit -> power).
+The clock-episode rule lives in ``analysis.throttle``; the pattern rules in
+``analysis.patterns``. Times in the report are seconds from the log's first sample.
 """
 
 from __future__ import annotations
@@ -23,50 +14,20 @@ import numpy.typing as npt
 import polars as pl
 
 from traceforensics.analysis.patterns import LOW_LEVEL_PCT, PatternResult, classify_utilization
-from traceforensics.ingest.monitor.common import MonitorLog
-from traceforensics.ingest.monitor.schema import gpu_ids, gpu_rows
+from traceforensics.analysis.throttle import (
+    NS_PER_S,
+    THROTTLE_MAX_CLOCK_RATIO,
+    ThrottleEpisode,
+    col_array,
+    rounded,
+    throttle_episodes,
+)
+from traceforensics.model.monitor import MonitorLog, first_time_ns, gpu_ids, gpu_rows
 
 F64 = npt.NDArray[np.float64]
 MONITOR_SCHEMA_ID: Final = "traceforensics.monitor/1"
-THROTTLE_MIN_UTIL_PCT: Final = 80.0
-THROTTLE_MAX_CLOCK_RATIO: Final = 0.85
-THROTTLE_MIN_SAMPLES: Final = 3
-THERMAL_MIN_C: Final = 83.0
-POWER_NEAR_LIMIT_RATIO: Final = 0.95
 MEM_GROWTH_FINDING_MIB: Final = 1024.0
 MEM_TREND_MIN_SAMPLES: Final = 10
-NS_PER_S: Final = 1e9
-_NOT_SLOWDOWN: Final = frozenset({"gpu_idle", ""})
-
-
-@dataclass
-class ThrottleEpisode:
-    """SM clock well below its reference while the GPU was busy. Times in s from log start."""
-
-    start: float
-    end: float
-    reason: str
-    reason_source: str  # "throttle_reasons" | "inferred" | "none"
-    samples: int
-    sm_clock_mhz: float
-    sm_clock_ref_mhz: float
-    util_mean: float
-    temperature_c: float | None
-    power_w: float | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "start": round(self.start, 3),
-            "end": round(self.end, 3),
-            "reason": self.reason,
-            "sm_clock_mhz": round(self.sm_clock_mhz, 1),
-            "temperature_c": _r(self.temperature_c),
-            "power_w": _r(self.power_w),
-            "reason_source": self.reason_source,
-            "samples": self.samples,
-            "sm_clock_ref_mhz": round(self.sm_clock_ref_mhz, 1),
-            "util_mean": round(self.util_mean, 1),
-        }
 
 
 @dataclass
@@ -95,16 +56,16 @@ class GpuMonitorReport:
             "span_s": round(self.span_s, 3),
             "pattern": self.pattern.pattern,
             "period_s": self.pattern.period_s,
-            "util_mean": _r(self.util_mean),
-            "util_p50": _r(self.util_p50),
+            "util_mean": rounded(self.util_mean),
+            "util_p50": rounded(self.util_p50),
             "throttle_episodes": [e.to_json() for e in self.throttle_episodes],
             "findings": self.findings,
             "interval_s": self.interval_s,
             "series_source": self.series_source,
             "pattern_evidence": {k: v for k, v in ev.items() if k not in ("pattern", "period_s")},
-            "mem_used_mib_max": _r(self.mem_used_mib_max),
-            "mem_trend_mib_per_h": _r(self.mem_trend_mib_per_h),
-            "sm_clock_ref_mhz": _r(self.sm_clock_ref_mhz),
+            "mem_used_mib_max": rounded(self.mem_used_mib_max),
+            "mem_trend_mib_per_h": rounded(self.mem_trend_mib_per_h),
+            "sm_clock_ref_mhz": rounded(self.sm_clock_ref_mhz),
             "clock_ref_source": self.clock_ref_source,
             "idle_downclock_samples": self.idle_downclock_samples,
         }
@@ -131,17 +92,6 @@ class MonitorReport:
         }
 
 
-def _r(v: float | None, nd: int = 2) -> float | None:
-    return None if v is None or not np.isfinite(v) else round(float(v), nd)
-
-
-def _col(df: pl.DataFrame, name: str) -> F64 | None:
-    s = df.get_column(name)
-    if s.null_count() == s.len():
-        return None
-    return s.cast(pl.Float64).fill_null(float("nan")).to_numpy().astype(np.float64)
-
-
 def regular_series(time_ns: npt.NDArray[np.int64], values: F64) -> tuple[F64, float]:
     """Place samples on a regular grid at the median interval; gaps become NaN."""
     if time_ns.size < 2:
@@ -156,98 +106,6 @@ def regular_series(time_ns: npt.NDArray[np.int64], values: F64) -> tuple[F64, fl
     grid = np.full(size, np.nan)
     grid[idx] = values
     return grid, step / NS_PER_S
-
-
-def _runs(mask: npt.NDArray[np.bool_]) -> list[tuple[int, int]]:
-    """[start, end) index pairs of True runs."""
-    d = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
-    return list(zip(np.flatnonzero(d == 1).tolist(), np.flatnonzero(d == -1).tolist(), strict=True))
-
-
-def _reason(
-    reasons: list[str | None], temp: F64 | None, power: F64 | None, limit: F64 | None, sl: slice
-) -> tuple[str, str]:
-    logged = [r for r in reasons if r is not None]
-    if logged:
-        cats: dict[str, int] = {}
-        for text in logged:
-            for tok in text.split(","):
-                tok = tok.strip()
-                if tok in _NOT_SLOWDOWN:
-                    continue
-                cat = "thermal" if "thermal" in tok else "power" if "power" in tok else tok
-                cats[cat] = cats.get(cat, 0) + 1
-        if cats:
-            return "+".join(sorted(cats, key=lambda c: -cats[c])), "throttle_reasons"
-        return "unknown (no slowdown reason was active)", "throttle_reasons"
-    found: list[str] = []
-    if temp is not None and np.nanmax(temp[sl]) >= THERMAL_MIN_C:
-        found.append("thermal")
-    if power is not None and limit is not None:
-        ratio = np.nanmean(power[sl]) / np.nanmean(limit[sl])
-        if np.isfinite(ratio) and ratio >= POWER_NEAR_LIMIT_RATIO:
-            found.append("power")
-    if found:
-        return "+".join(found), "inferred"
-    return "unknown", "none"
-
-
-def _mean(a: F64 | None, sl: slice) -> float | None:
-    if a is None or not np.isfinite(a[sl]).any():
-        return None
-    return float(np.nanmean(a[sl]))
-
-
-def throttle_episodes(
-    df: pl.DataFrame, t0_ns: int
-) -> tuple[list[ThrottleEpisode], int, float | None, str | None]:
-    """Episodes, idle down-clock sample count, reference clock and its source for one GPU."""
-    clock, util = _col(df, "sm_clock_mhz"), _col(df, "util_pct")
-    if clock is None or util is None:
-        return [], 0, None, None
-    cmax = _col(df, "sm_clock_max_mhz")
-    if cmax is not None and np.isfinite(cmax).any():
-        ref = np.where(np.isfinite(cmax), cmax, np.nanmax(cmax))
-        src = "sm_clock_max_mhz"
-    else:
-        ref = np.full(clock.size, float(np.nanpercentile(clock, 99)))
-        src = "observed_p99"
-    slow = clock < THROTTLE_MAX_CLOCK_RATIO * ref
-    reason_col = df.get_column("throttle_reasons")
-    # a logged "gpu_idle" alone means the driver itself says the GPU was idle
-    only_idle = (reason_col == "gpu_idle").fill_null(False).to_numpy().astype(bool)
-    hot = slow & (util >= THROTTLE_MIN_UTIL_PCT) & ~only_idle
-    idle_down = int(np.sum(slow & (util < LOW_LEVEL_PCT)))
-    t = df.get_column("time_ns").to_numpy()
-    temp, power, limit = _col(df, "temperature_c"), _col(df, "power_w"), _col(df, "power_limit_w")
-    step = float(np.median(np.diff(t))) if t.size > 1 else 0.0
-    episodes: list[ThrottleEpisode] = []
-    # a run breaks where samples are missing for more than 3 intervals
-    gap = np.concatenate(([False], np.diff(t) > 3 * step)) if step > 0 else np.zeros(t.size, bool)
-    for a, b in _runs(hot):
-        cuts = [a, *(a + np.flatnonzero(gap[a + 1 : b]) + 1).tolist(), b]
-        for s, e in zip(cuts[:-1], cuts[1:], strict=True):
-            if e - s < THROTTLE_MIN_SAMPLES:
-                continue
-            sl = slice(s, e)
-            reason, rsrc = _reason(reason_col[s:e].to_list(), temp, power, limit, sl)
-            episodes.append(
-                ThrottleEpisode(
-                    (t[s] - t0_ns) / NS_PER_S,
-                    (t[e - 1] - t0_ns + step) / NS_PER_S,
-                    reason,
-                    rsrc,
-                    e - s,
-                    float(np.nanmean(clock[sl])),
-                    float(np.nanmean(ref[sl])),
-                    float(np.nanmean(util[sl])),
-                    None
-                    if temp is None or not np.isfinite(temp[sl]).any()
-                    else float(np.nanmax(temp[sl])),
-                    _mean(power, sl),
-                )
-            )
-    return episodes, idle_down, float(np.nanmax(ref)), src
 
 
 def memory_trend(t_ns: npt.NDArray[np.int64], mem: F64 | None) -> float | None:
@@ -265,10 +123,10 @@ def memory_trend(t_ns: npt.NDArray[np.int64], mem: F64 | None) -> float | None:
 
 
 def _series(df: pl.DataFrame) -> tuple[F64 | None, str]:
-    util = _col(df, "util_pct")
+    util = col_array(df, "util_pct")
     if util is not None:
         return util, "util_pct"
-    sm = _col(df, "sm_active")
+    sm = col_array(df, "sm_active")
     if sm is not None:
         return sm * 100.0, "sm_active"
     return None, "none"
@@ -291,7 +149,7 @@ def analyze_gpu(
     ok = values[np.isfinite(values)] if values is not None else np.zeros(0)
     util_mean = float(ok.mean()) if ok.size else None
     util_p50 = float(np.median(ok)) if ok.size else None
-    mem = _col(df, "mem_used_mib")
+    mem = col_array(df, "mem_used_mib")
     trend = memory_trend(t, mem)
     episodes, idle_down, ref, ref_src = throttle_episodes(df, t0_ns)
     report = GpuMonitorReport(
@@ -324,8 +182,13 @@ def _findings(r: GpuMonitorReport, util: F64) -> list[str]:
         out.append(f"{p.period_note} ({r.samples} samples over {r.span_s:.3g} s)")
         if util.size:
             out.append(
-                f"utilization ranges {util.min():.1f}%..{util.max():.1f}% (mean {util.mean():.1f}%); "
-                f"no pattern or period is claimed from so few samples"
+                f"utilization ranges {util.min():.1f}%..{util.max():.1f}% "
+                f"(mean {util.mean():.1f}%); no pattern or period is claimed from so few samples"
+            )
+        if p.interval_s >= 0.5:
+            out.append(
+                f"at {p.interval_s:.3g} s sampling no period under {2 * p.interval_s:.3g} s can be "
+                f"seen even in a longer log; record longer, or bin a trace at 100 ms or finer"
             )
     elif util.size:
         lead = f"pattern {p.pattern}"
@@ -350,7 +213,8 @@ def _findings(r: GpuMonitorReport, util: F64) -> list[str]:
             out.append("check: " + "; ".join(c.text for c in p.likely_causes))
     if p.missing:
         out.append(
-            f"{p.missing} missing samples (gaps in the timestamps) were interpolated for the pattern"
+            f"{p.missing} missing samples (gaps in the timestamps) were interpolated for the "
+            f"pattern"
         )
     for e in r.throttle_episodes:
         out.append(
@@ -361,8 +225,8 @@ def _findings(r: GpuMonitorReport, util: F64) -> list[str]:
     if r.idle_downclock_samples:
         out.append(
             f"{r.idle_downclock_samples} samples with SM clock < "
-            f"{THROTTLE_MAX_CLOCK_RATIO:.0%} of {r.sm_clock_ref_mhz or 0:.0f} MHz while utilization "
-            f"< {LOW_LEVEL_PCT:.0f}%: idle down-clocking, not throttling"
+            f"{THROTTLE_MAX_CLOCK_RATIO:.0%} of {r.sm_clock_ref_mhz or 0:.0f} MHz while "
+            f"utilization < {LOW_LEVEL_PCT:.0f}%: idle down-clocking, not throttling"
         )
     if r.mem_trend_mib_per_h is not None:
         growth = r.mem_trend_mib_per_h * r.span_s / 3600
@@ -377,7 +241,7 @@ def _findings(r: GpuMonitorReport, util: F64) -> list[str]:
 def analyze_monitor(log: MonitorLog) -> MonitorReport:
     """Per-GPU reports for a parsed monitoring log."""
     frame = log.frame
-    t0 = int(frame.get_column("time_ns").min() or 0) if frame.height else 0
+    t0 = first_time_ns(frame)
     gpus = [analyze_gpu(gpu_rows(frame, g), g, t0, log.interval_s) for g in gpu_ids(frame)]
     start = t0 if log.time_kind == "absolute" else None
     return MonitorReport(

@@ -113,6 +113,8 @@ LIKELY_CAUSES: Final[dict[str, tuple[LikelyCause, ...]]] = {
     ),
     "irregular": (
         LikelyCause("data_loading", "uneven data supply"),
+        LikelyCause("launch_overhead", "launch-bound stretches (many small kernels)"),
+        LikelyCause("memcpy", "blocking copies at uneven points"),
         LikelyCause(None, "a sub-sample-interval sawtooth averaged by the monitor"),
     ),
     "insufficient_data": (),
@@ -187,8 +189,8 @@ def autocorr_period(x: F64, interval_s: float) -> tuple[float | None, float | No
             None,
             None,
             (
-                f"no autocorrelation zero crossing within {max_lag} lags: any period is longer than "
-                f"a third of the span ({max_lag * interval_s:.3g} s)"
+                f"no autocorrelation zero crossing within {max_lag} lags: any period is "
+                f"longer than a third of the span ({max_lag * interval_s:.3g} s)"
             ),
         )
     start = int(below[0]) + 1
@@ -239,13 +241,19 @@ def classify_utilization(values: npt.ArrayLike, interval_s: float) -> PatternRes
             f"{MIN_CYCLES_FOR_PERIOD} cycles for a period)"
         )
         ok = raw[np.isfinite(raw)]
-        stats = _stats(ok) if ok.size else (None, None, None, None, None, None, None)
+        st: tuple[float | None, ...] = _stats(ok) if ok.size else (None,) * 7
         return PatternResult(
-            "insufficient_data",
-            n_ok,
-            float(interval_s),
-            missing,
-            *stats,
+            pattern="insufficient_data",
+            samples=n_ok,
+            interval_s=float(interval_s),
+            missing=missing,
+            mean_pct=st[0],
+            p10_pct=st[1],
+            p50_pct=st[2],
+            p90_pct=st[3],
+            duty_cycle=st[4],
+            high_fraction=st[5],
+            low_fraction=st[6],
             drop_count=_drop_count(ok),
             period_s=None,
             acf_peak=None,
@@ -314,7 +322,8 @@ class CauseVerdict:
     """A likely cause checked against the trace's idle attribution.
 
     ``verdict``: "confirmed" (share >= CONFIRM_MIN_SHARE of attributed idle time), "refuted"
-    (share < REFUTE_MAX_SHARE), "minor" (in between), "not_checkable" (no cause id).
+    (share < REFUTE_MAX_SHARE), "minor" (in between), "not_checkable" (no cause id), or
+    "also_attributed": a cause outside the pattern's list that holds >= CONFIRM_MIN_SHARE.
     """
 
     cause_id: str | None
@@ -345,4 +354,10 @@ def check_causes(pattern: str, idle_ns_by_cause: Mapping[str, int]) -> list[Caus
             else "minor"
         )
         out.append(CauseVerdict(cause.cause_id, cause.text, verdict, ns, share))
+    listed = {c.cause_id for c in LIKELY_CAUSES.get(pattern, ())}
+    if total > 0:
+        for cid, v in sorted(idle_ns_by_cause.items(), key=lambda kv: -kv[1]):
+            if cid not in listed and v / total >= CONFIRM_MIN_SHARE:
+                text = "attributed idle time outside this pattern's usual causes"
+                out.append(CauseVerdict(cid, text, "also_attributed", int(v), v / total))
     return out

@@ -2,13 +2,33 @@
 
 Like pyinstrument's processors: the session goes in, an ``Analysis`` (plain data) comes out;
 renderers in ``report/`` turn it into text, JSON or plots. Nothing here prints.
+
+Passes: ``summary`` (window/busy/idle/counts), ``gaps`` (idle attribution, steps), ``kernels``
+(short kernels, FLOPs, MFU), ``utilization`` (busy-fraction timeline and its pattern per device),
+and, when a monitoring log is given, ``monitor`` (the log's own report, clipped to the trace's
+wall-clock window when both clocks are known).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
+from traceforensics.analysis.causes import DEFAULT_DATA_PATTERNS
+from traceforensics.analysis.gap_types import GapOptions
+from traceforensics.analysis.gaps import GapAnalysis, analyze_gaps
+from traceforensics.analysis.kernel_results import KernelAnalysis
+from traceforensics.analysis.kernels import KernelOptions, analyze_kernels
+from traceforensics.analysis.monitor import MonitorReport, analyze_monitor, clip_monitor
+from traceforensics.analysis.patterns import CauseVerdict, PatternResult, check_causes
 from traceforensics.analysis.summary import Summary, summarize
+from traceforensics.analysis.utilization import (
+    UtilizationTimeline,
+    classify_device,
+    trace_window,
+    utilization_timelines,
+)
+from traceforensics.model.monitor import MonitorLog
 from traceforensics.model.session import TraceSession
 
 
@@ -18,6 +38,26 @@ class AnalysisOptions:
 
     top_kernels: int = 10
     top_gaps: int = 10
+    step_pattern: str | None = None
+    data_patterns: tuple[str, ...] = DEFAULT_DATA_PATTERNS
+    short_kernel_us: float = 10.0
+    peak_tflops: float | None = None
+    bin_ms: float = 100.0
+    #: ``device``: first to last GPU work (the ``window_ns`` of ``devices[]``); ``trace``: the
+    #: whole trace, so idle before the first and after the last GPU work counts too.
+    window: Literal["device", "trace"] = "device"
+    step_window: Literal["tiled", "annotation"] = "tiled"
+
+
+@dataclass
+class DevicePattern:
+    """The utilization timeline of one device (at ``bin_ms``) and the pattern of its curve."""
+
+    rank: int
+    device: int
+    timeline: UtilizationTimeline
+    pattern: PatternResult
+    verdicts: list[CauseVerdict]
 
 
 @dataclass
@@ -27,16 +67,92 @@ class Analysis:
     session: TraceSession
     options: AnalysisOptions
     summary: Summary
+    gaps: GapAnalysis
+    kernels: KernelAnalysis
+    patterns: list[DevicePattern]
+    monitor: MonitorReport | None = None
     warnings: list[str] = field(default_factory=list)
 
+    def pattern_for(self, rank: int, device: int) -> DevicePattern | None:
+        for p in self.patterns:
+            if p.rank == rank and p.device == device:
+                return p
+        return None
 
-def analyze(session: TraceSession, options: AnalysisOptions | None = None) -> Analysis:
-    """Run the passes selected by ``options`` over ``session``."""
+
+def analyze(
+    session: TraceSession,
+    options: AnalysisOptions | None = None,
+    monitor_log: MonitorLog | None = None,
+) -> Analysis:
+    """Run every pass over ``session`` (and the optional monitoring log)."""
     opts = options or AnalysisOptions()
+    warnings = list(session.meta.warnings)
     summary = summarize(session, top_kernels=opts.top_kernels)
-    return Analysis(
-        session=session,
-        options=opts,
-        summary=summary,
-        warnings=list(session.meta.warnings),
+    # Default: the device window (first to last GPU work), the same window as the summary's
+    # window_ns/idle_ns, so idle_by_cause sums exactly to idle_ns of devices[].
+    gaps = analyze_gaps(
+        session,
+        GapOptions(
+            step_pattern=opts.step_pattern,
+            data_patterns=opts.data_patterns,
+            top_gaps=opts.top_gaps,
+            window=opts.window,
+            step_window=opts.step_window,
+        ),
     )
+    kernels = analyze_kernels(
+        session,
+        KernelOptions(
+            short_kernel_us=opts.short_kernel_us,
+            peak_tflops=opts.peak_tflops,
+            top=max(opts.top_kernels, 20),
+        ),
+    )
+    patterns = _patterns(session, gaps, opts.bin_ms)
+    monitor = None
+    if monitor_log is not None:
+        monitor, note = _aligned_monitor(session, monitor_log)
+        if note:
+            warnings.append(note)
+    return Analysis(session, opts, summary, gaps, kernels, patterns, monitor, warnings)
+
+
+def _patterns(session: TraceSession, gaps: GapAnalysis, bin_ms: float) -> list[DevicePattern]:
+    """Timeline at ``bin_ms`` for the JSON/plots; pattern classified at a bin fine enough for
+    the trace's length (``utilization.pattern_bin_ms``), checked against idle causes."""
+    if not gaps.devices:
+        return []
+    timelines = {(t.rank, t.device): t for t in utilization_timelines(session, bin_ms)}
+    out: list[DevicePattern] = []
+    for dev in gaps.devices:
+        key = (dev.rank, dev.device)
+        if key not in timelines:
+            continue
+        _, pattern = classify_device(session, dev.rank, dev.device, bin_ms)
+        verdicts = check_causes(pattern.pattern, dev.idle_by_cause)
+        out.append(DevicePattern(dev.rank, dev.device, timelines[key], pattern, verdicts))
+    return out
+
+
+def _aligned_monitor(session: TraceSession, log: MonitorLog) -> tuple[MonitorReport, str | None]:
+    """Clip an absolute-time log to the trace's wall-clock window when the trace's clock is
+    known; otherwise report the whole log and say why it was not aligned."""
+    meta = session.meta
+    base = 0 if meta.clock_is_wall else meta.clock_base_ns
+    if log.time_kind != "absolute":
+        return analyze_monitor(log), (
+            f"{log.path}: the log has no absolute timestamps; shown whole, not aligned with the "
+            "trace"
+        )
+    if base is None or session.events.height == 0:
+        return analyze_monitor(log), (
+            "the trace has no wall-clock base; the monitoring log is shown whole, not aligned"
+        )
+    lo, hi = trace_window(session)
+    clipped = clip_monitor(log, lo + base, hi + base)
+    if clipped.frame.height == 0:
+        return analyze_monitor(log), (
+            f"{log.path}: no sample falls inside the trace's wall-clock window; shown whole"
+        )
+    return analyze_monitor(clipped), None

@@ -69,7 +69,7 @@ class DeviceSummary:
             "window_ns": self.window_ns,
             "busy_ns": self.busy_ns,
             "idle_ns": self.idle_ns,
-            "utilization": round(self.utilization, 6),
+            "busy_fraction": round(self.utilization, 6),
             "kernel_count": self.kernel_count,
             "memcpy_count": self.memcpy_count,
             "memset_count": self.memset_count,

@@ -26,12 +26,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceforensics.analysis.flops import (
-    conv_flops_from_output,
-    family_of,
-    op_cost_from_args,
-    parse_json_list,
-)
+from traceforensics.analysis.conv_links import fill_conv_from_sequence, fill_wgrad_from_parent
+from traceforensics.analysis.flops import family_of, op_cost_from_args
 from traceforensics.analysis.peaks import DevicePeak
 from traceforensics.model.schema import ARG_CONCRETE_INPUTS, ARG_INPUT_DIMS, ARG_INPUT_TYPE
 
@@ -48,9 +44,12 @@ class StepWindow:
     end_ns: int
 
 
-def op_costs(events: pl.DataFrame, args: pl.DataFrame) -> pl.DataFrame:
+def op_costs(
+    events: pl.DataFrame, args: pl.DataFrame, tree: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Per host op with a FLOPs model: ``op_id, op, family, shapes, dtype, flops, bytes``.
-    ``flops`` is null when the op's shapes do not determine it."""
+    ``flops`` is null when the op's shapes do not determine it. Old-PyTorch convolutions get
+    their missing shapes from linked ops (``conv_links``; the parent link needs ``tree``)."""
     ops = events.filter(pl.col("kind") == "cpu_op").select(
         pl.col("event_id").alias("op_id"), pl.col("name").cast(pl.String).alias("op")
     )
@@ -84,7 +83,9 @@ def op_costs(events: pl.DataFrame, args: pl.DataFrame) -> pl.DataFrame:
                 "bytes": cost.bytes,
             }
         )
-    _conv_outputs_by_sequence(events, args, table, recs)
+    fill_conv_from_sequence(events, args, table, recs)
+    if tree is not None:
+        fill_wgrad_from_parent(tree, args, recs)
     schema = {
         "op_id": pl.Int64,
         "op": pl.String,
@@ -95,58 +96,6 @@ def op_costs(events: pl.DataFrame, args: pl.DataFrame) -> pl.DataFrame:
         "bytes": pl.Int64,
     }
     return pl.DataFrame(recs, schema=schema)
-
-
-CONV_BWD_NODE = r"^(Cudnn|Miopen|Mkldnn|Slow|Thnn)?Convolution\w*Backward\d*$"
-
-
-def _conv_outputs_by_sequence(
-    events: pl.DataFrame, args: pl.DataFrame, table: pl.DataFrame, recs: list[dict[str, object]]
-) -> None:
-    """Fill unknown forward-conv FLOPs from the backward node sharing the op's Sequence number
-    (same rank): that node's first input is grad_output, whose shape is the conv's output."""
-    todo = {
-        int(str(r["op_id"])): i
-        for i, r in enumerate(recs)
-        if r["family"] == "conv" and r["flops"] is None
-    }
-    if not todo:
-        return
-    seq = args.filter(pl.col("key").cast(pl.String) == "Sequence number").select(
-        "event_id", pl.col("value").alias("seq")
-    )
-    if seq.height == 0:
-        return
-    ev = events.select("event_id", "rank", pl.col("name").cast(pl.String))
-    nodes = (
-        ev.filter(pl.col("name").str.contains(CONV_BWD_NODE))
-        .join(seq, on="event_id")
-        .join(
-            args.filter(pl.col("key").cast(pl.String) == ARG_INPUT_DIMS).select(
-                "event_id", pl.col("value").alias("grad_dims")
-            ),
-            on="event_id",
-        )
-        .unique(["rank", "seq"], keep="first")
-        .select("rank", "seq", "grad_dims")
-    )
-    fwd = (
-        ev.filter(pl.col("event_id").is_in(list(todo)))
-        .join(seq, on="event_id")
-        .join(nodes, on=["rank", "seq"])
-        .join(table.select(pl.col("op_id").alias("event_id"), ARG_INPUT_DIMS), on="event_id")
-    )
-    for op_id, grad_dims, dims_json in fwd.select(
-        "event_id", "grad_dims", ARG_INPUT_DIMS
-    ).iter_rows():
-        grads = parse_json_list(grad_dims)
-        dims = [
-            [int(x) for x in d] if isinstance(d, list) else [] for d in parse_json_list(dims_json)
-        ]
-        if grads and isinstance(grads[0], list):
-            flops = conv_flops_from_output(dims, [int(x) for x in grads[0]])
-            if flops is not None:
-                recs[todo[op_id]]["flops"] = flops
 
 
 def _tensor_shapes(dims_json: str | None) -> str:
@@ -224,18 +173,75 @@ def roofline(
     }
 
 
+def math_dtype(kern: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]) -> pl.DataFrame:
+    """Adds ``peak_dtype``: the dtype whose peak an op is measured against.
+
+    It is the op dtype, except for ``float`` (fp32) GEMMs and convolutions on GPUs with TF32
+    tensor cores, which PyTorch may run as TF32:
+
+    - convolutions: TF32 (``torch.backends.cudnn.allow_tf32`` defaults to True);
+    - GEMMs: TF32 only when the trace proves it - some fp32 GEMM on that device ran faster than
+      the FP32 peak allows (``allow_tf32`` for matmul defaults to False since PyTorch 1.12).
+    """
+    has_tf32 = [
+        (r, d) for (r, d), p in peaks.items() if p.how != "override" and p.tflops.get("tf32")
+    ]
+    fp32_peak = {(r, d): p.peak_tflops("fp32") for (r, d), p in peaks.items()}
+    inst = (
+        kern.filter(
+            (pl.col("dtype") == "fp32")
+            & (pl.col("family") == "gemm")
+            & pl.col("flops").is_not_null()
+        )
+        .group_by("flops_op_id")
+        .agg(
+            pl.col("rank").first(),
+            pl.col("device").first(),
+            pl.col("flops").first(),
+            pl.col("dur_ns").sum().alias("_ns"),
+        )
+    )
+    proven = {
+        (r, d)
+        for r, d, f, ns in inst.select("rank", "device", "flops", "_ns").iter_rows()
+        if (r, d) in has_tf32 and ns > 0 and f / ns / 1e3 > (fp32_peak.get((r, d)) or 1e30)
+    }
+
+    def on(keys: list[tuple[int, int]]) -> pl.Expr:
+        if not keys:
+            return pl.lit(False)
+        expr = pl.lit(False)
+        for r, d in keys:
+            expr = expr | ((pl.col("rank") == r) & (pl.col("device") == d))
+        return expr
+
+    tf32 = (pl.col("dtype") == "fp32") & (
+        ((pl.col("family") == "conv") & on(has_tf32))
+        | ((pl.col("family") == "gemm") & on(sorted(proven)))
+    )
+    return kern.with_columns(
+        pl.when(tf32).then(pl.lit("tf32")).otherwise(pl.col("dtype")).alias("peak_dtype")
+    )
+
+
 def ideal_ns(kern: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]) -> pl.DataFrame:
-    """Adds ``ideal_ns``: the time the kernel's FLOPs need at the dtype peak (null if unknown)."""
+    """Adds ``ideal_ns``: the time the kernel's FLOPs need at the peak of its ``peak_dtype``
+    (null when that peak is unknown)."""
     recs = [
-        {"rank": r, "device": d, "dtype": dt, "_peak": p.peak_tflops(dt)}
+        {"rank": r, "device": d, "peak_dtype": dt, "_peak": p.peak_tflops(dt)}
         for (r, d), p in peaks.items()
         for dt in (None, "fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
     ]
     table = pl.DataFrame(
         recs,
-        schema={"rank": pl.Int32, "device": pl.Int32, "dtype": pl.String, "_peak": pl.Float64},
+        schema={
+            "rank": pl.Int32,
+            "device": pl.Int32,
+            "peak_dtype": pl.String,
+            "_peak": pl.Float64,
+        },
     )
-    out = kern.join(table, on=["rank", "device", "dtype"], how="left", nulls_equal=True)
+    out = kern.join(table, on=["rank", "device", "peak_dtype"], how="left", nulls_equal=True)
     return out.with_columns((pl.col("kflops") / (pl.col("_peak") * 1e3)).alias("ideal_ns")).drop(
         "_peak"
     )

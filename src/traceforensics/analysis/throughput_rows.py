@@ -24,6 +24,7 @@ def _instances(kern: pl.DataFrame) -> pl.DataFrame:
             pl.col("op").first(),
             pl.col("shapes").first(),
             pl.col("dtype").first(),
+            pl.col("peak_dtype").first(),
             pl.col("family").first(),
             pl.col("flops").first(),
             pl.col("bytes").first(),
@@ -40,7 +41,10 @@ def op_rows(kern: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]) -> lis
     """(op, shapes, dtype, rank, device) groups, largest kernel time first."""
     inst = _instances(kern)
     groups = (
-        inst.group_by(["op", "shapes", "dtype", "family", "rank", "device"], maintain_order=True)
+        inst.group_by(
+            ["op", "shapes", "dtype", "peak_dtype", "family", "rank", "device"],
+            maintain_order=True,
+        )
         .agg(
             pl.len().alias("count"),
             pl.col("flops").sum(),
@@ -55,12 +59,13 @@ def op_rows(kern: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]) -> lis
     for g in groups.iter_rows(named=True):
         peak = peaks[(g["rank"], g["device"])]
         nbytes = None if g["_bytes_nulls"] else g["bytes"]
-        rl = roofline(g["flops"], nbytes, g["kernel_ns"], peak, g["dtype"])
+        rl = roofline(g["flops"], nbytes, g["kernel_ns"], peak, g["peak_dtype"])
         out.append(
             OpRow(
                 op=g["op"],
                 shapes=g["shapes"],
                 dtype=g["dtype"],
+                peak_dtype=g["peak_dtype"],
                 flops=int(g["flops"]),
                 bytes=nbytes,
                 kernel_ns=int(g["kernel_ns"]),
@@ -90,7 +95,7 @@ def family_rows(kern: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]) ->
             pl.col("bytes").sum(),
             pl.col("kernel_ns").sum(),
             pl.len().alias("op_count"),
-            pl.col("dtype").sort_by("flops", descending=True).first().alias("dtype"),
+            pl.col("peak_dtype").sort_by("flops", descending=True).first().alias("dtype"),
         )
         .sort(["kernel_ns", "family"], descending=[True, False])
     )
@@ -123,8 +128,9 @@ def mfu_rows(
     peaks: dict[tuple[int, int], DevicePeak],
     steps: list[tuple[int, int, int, int]] | None,
 ) -> list[MfuRow]:
-    """MFU per device over its GPU-active window (``steps=None``), or per (device, step) over
-    the span of the kernels launched during each host step ``(rank, step, start, end)``."""
+    """MFU per device over its GPU-active window (``steps=None``), or per (device, step): the
+    FLOPs of the kernels launched during host step ``(rank, step, start, end)`` over the step's
+    duration ``end - start``."""
     k = kern.with_columns(
         pl.coalesce("api_start_ns", "start_ns").alias("_launch_ns"),
         (pl.col("start_ns") + pl.col("dur_ns")).alias("_end_ns"),
@@ -161,8 +167,10 @@ def mfu_rows(
             .filter(pl.col("step").is_not_null() & (pl.col("_launch_ns") < pl.col("s1")))
         )
         keys = ["rank", "device", "step"]
+        # a step's window is the host step itself: its wall time is what the step costs, and
+        # idle inside it (data loading, syncs) must lower the step's MFU
         win = k.group_by(keys).agg(
-            pl.col("start_ns").min().alias("w0"), pl.col("_end_ns").max().alias("w1")
+            pl.col("s0").first().alias("w0"), pl.col("s1").first().alias("w1")
         )
     agg = k.group_by(keys).agg(
         pl.col("kflops").sum().alias("flops"),

@@ -21,6 +21,7 @@ import numpy.typing as npt
 import polars as pl
 
 from traceforensics.analysis.intervals import I64, busy_intervals
+from traceforensics.analysis.patterns import PatternResult, classify_utilization
 from traceforensics.model.schema import BUSY_KINDS
 from traceforensics.model.session import TraceSession
 
@@ -138,3 +139,15 @@ def pattern_bin_ms(span_ns: int, bin_ms: float = DEFAULT_BIN_MS, min_bins: int =
     if span_ns <= 0:
         return bin_ms
     return max(min(bin_ms, span_ns / NS_PER_MS / min_bins), 1.0)
+
+
+def classify_device(
+    session: TraceSession, rank: int, device: int, bin_ms: float = DEFAULT_BIN_MS
+) -> tuple[UtilizationTimeline, PatternResult]:
+    """Pattern of one device's trace-derived curve, binned at ``pattern_bin_ms`` (finer than
+    ``bin_ms`` for short traces); returns the timeline it was classified on and the result."""
+    window = trace_window(session)
+    tl = device_utilization(
+        session, rank, device, pattern_bin_ms(window[1] - window[0], bin_ms), window
+    )
+    return tl, classify_utilization(tl.percent(), tl.interval_s)

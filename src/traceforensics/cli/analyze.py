@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
+from pathlib import Path
 
 import click
+import orjson
 
+from traceforensics.analysis.causes import DEFAULT_DATA_PATTERNS
 from traceforensics.analysis.pipeline import AnalysisOptions, analyze
 from traceforensics.ingest import load_path
 from traceforensics.report.json_out import build_json
@@ -17,14 +19,115 @@ from traceforensics.report.terminal import render_text
 @click.argument("path", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Write the JSON analysis object to stdout.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the session cache.")
-@click.option("--top", default=10, show_default=True, help="Top kernels listed per device.")
-@click.option("--gaps", "top_gaps", default=10, show_default=True, help="Largest gaps shown.")
-def analyze_command(path: str, as_json: bool, no_cache: bool, top: int, top_gaps: int) -> None:
+@click.option("--top", default=10, show_default=True, help="Top kernels/ops listed per device.")
+@click.option("--gaps", "top_gaps", default=10, show_default=True, help="Largest gaps kept.")
+@click.option(
+    "--step-pattern",
+    default=None,
+    help="Regex naming step ranges (default: ProfilerStep#N, then step/iteration ranges).",
+)
+@click.option(
+    "--data-pattern",
+    "data_patterns",
+    multiple=True,
+    help="Word marking a user data-loading range (repeatable; replaces the defaults "
+    f"{', '.join(DEFAULT_DATA_PATTERNS)}).",
+)
+@click.option(
+    "--short-kernel-us",
+    default=10.0,
+    show_default=True,
+    help="Kernels shorter than this (µs) count as short.",
+)
+@click.option("--peak-tflops", type=float, default=None, help="Override the chip's peak TFLOPS.")
+@click.option(
+    "--window",
+    type=click.Choice(["device", "trace"]),
+    default="device",
+    show_default=True,
+    help="Analysis window: first to last GPU work (device) or the whole trace.",
+)
+@click.option(
+    "--step-window",
+    type=click.Choice(["tiled", "annotation"]),
+    default="tiled",
+    show_default=True,
+    help="Step window: tiled (idle before a step's first GPU work is charged to it) or the "
+    "step annotation's own device-side span.",
+)
+@click.option("--bin-ms", default=100.0, show_default=True, help="Utilization bin size (ms).")
+@click.option(
+    "--monitor",
+    "monitor_path",
+    type=click.Path(path_type=str),
+    default=None,
+    help="A monitoring log (nvidia-smi, dmon, dcgmi, table) to align with the trace.",
+)
+@click.option("--columns", default=None, help="Column mapping for --monitor (util=Col,...).")
+@click.option(
+    "--markdown",
+    "markdown_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write a Markdown summary (for tickets) to this file.",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write a PNG of utilization and idle-by-cause per device.",
+)
+def analyze_command(
+    path: str,
+    as_json: bool,
+    no_cache: bool,
+    top: int,
+    top_gaps: int,
+    step_pattern: str | None,
+    data_patterns: tuple[str, ...],
+    short_kernel_us: float,
+    peak_tflops: float | None,
+    window: str,
+    step_window: str,
+    bin_ms: float,
+    monitor_path: str | None,
+    columns: str | None,
+    markdown_path: Path | None,
+    plot_path: Path | None,
+) -> None:
     """Analyze a trace: PyTorch Profiler .json/.json.gz, a directory of rank files,
     an Nsight Systems .sqlite export or a .nsys-rep report."""
     session = load_path(path, use_cache=not no_cache)
-    result = analyze(session, AnalysisOptions(top_kernels=top, top_gaps=top_gaps))
+    monitor_log = None
+    if monitor_path is not None:
+        from traceforensics.ingest.monitor import load_monitor_log
+
+        monitor_log = load_monitor_log(monitor_path, columns=columns)
+    options = AnalysisOptions(
+        top_kernels=top,
+        top_gaps=top_gaps,
+        step_pattern=step_pattern,
+        data_patterns=data_patterns or DEFAULT_DATA_PATTERNS,
+        short_kernel_us=short_kernel_us,
+        peak_tflops=peak_tflops,
+        bin_ms=bin_ms,
+        window="trace" if window == "trace" else "device",
+        step_window="annotation" if step_window == "annotation" else "tiled",
+    )
+    result = analyze(session, options, monitor_log)
+    if markdown_path is not None:
+        from traceforensics.report.markdown import render_markdown
+
+        markdown_path.write_text(render_markdown(result), encoding="utf-8")
+    if plot_path is not None:
+        from traceforensics.report.plots import plot_analysis
+
+        plot_analysis(result, plot_path)
     if as_json:
-        sys.stdout.write(json.dumps(build_json(result), indent=1) + "\n")
+        sys.stdout.buffer.write(
+            orjson.dumps(build_json(result), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+        )
+        sys.stdout.write("\n")
     else:
         sys.stdout.write(render_text(result))

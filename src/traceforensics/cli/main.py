@@ -13,6 +13,7 @@ import click
 
 from traceforensics import __version__
 from traceforensics.cli.analyze import analyze_command
+from traceforensics.cli.monitor import monitor_command
 from traceforensics.model.errors import InputError, TraceForensicsError
 
 EXIT_INPUT = 2
@@ -30,6 +31,7 @@ def cli() -> None:
 
 
 cli.add_command(analyze_command)
+cli.add_command(monitor_command)
 
 
 def main(argv: list[str] | None = None) -> None:

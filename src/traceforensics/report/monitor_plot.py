@@ -11,8 +11,7 @@ import numpy.typing as npt
 import polars as pl
 
 from traceforensics.analysis.monitor import MonitorReport
-from traceforensics.ingest.monitor.common import MonitorLog
-from traceforensics.ingest.monitor.schema import gpu_ids, gpu_rows
+from traceforensics.model.monitor import MonitorLog, first_time_ns, gpu_ids, gpu_rows
 
 MAX_POINTS_PER_LINE: Final = 20_000
 _PANELS: Final = (
@@ -23,9 +22,9 @@ _PANELS: Final = (
 )
 
 
-def _decimate(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> tuple[
-    npt.NDArray[np.float64], npt.NDArray[np.float64]
-]:
+def _decimate(
+    x: npt.NDArray[np.float64], y: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Keep at most MAX_POINTS_PER_LINE points: per chunk the min and the max, so drops and
     spikes survive (plain striding would hide a 1-sample fall to 0%)."""
     n = x.size
@@ -53,7 +52,7 @@ def plot_monitor(log: MonitorLog, report: MonitorReport, out: str | Path) -> Pat
     import matplotlib.pyplot as plt
 
     frame = log.frame
-    t0 = int(frame.get_column("time_ns").min() or 0) if frame.height else 0
+    t0 = first_time_ns(frame)
     fig, axes = plt.subplots(len(_PANELS), 1, sharex=True, figsize=(12, 8), squeeze=False)
     for gpu in gpu_ids(frame):
         part = gpu_rows(frame, gpu)

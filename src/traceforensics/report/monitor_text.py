@@ -65,8 +65,11 @@ def gpu_lines(g: GpuMonitorReport) -> list[str]:
 
 def render_monitor_lines(report: MonitorReport) -> list[str]:
     """The whole ``tf monitor`` terminal report as lines (no trailing newlines)."""
-    times = {"absolute": "wall-clock timestamps", "relative": "timestamps without a date",
-             "index": "no timestamps (sample index x interval)"}[report.time_kind]
+    times = {
+        "absolute": "wall-clock timestamps",
+        "relative": "timestamps without a date",
+        "index": "no timestamps (sample index x interval)",
+    }[report.time_kind]
     lines = [f"{report.file}: {report.source_format}, {len(report.gpus)} GPUs, {times}"]
     lines.extend(f"warning: {w}" for w in report.warnings)
     for g in report.gpus:

@@ -1,44 +1,101 @@
-"""Terminal report: the answer first, the evidence one step below."""
+"""Terminal report: the answer first, the evidence one step below.
+
+Order: a verdict per device (idle share, dominant cause, what to change first), then the device
+summary, idle by cause, the largest gaps with their evidence, the step table, the utilization
+pattern, kernel forensics and, when given, the monitoring log.
+"""
 
 from __future__ import annotations
 
 from traceforensics.analysis.pipeline import Analysis
+from traceforensics.report.advice import CAUSE_ADVICE
 from traceforensics.report.format import fmt_ns, fmt_pct, truncate
+from traceforensics.report.gaps_text import gap_lines, idle_lines, step_lines
+from traceforensics.report.kernels_text import kernel_report_lines
+from traceforensics.report.monitor_text import pattern_lines, render_monitor_lines, verdict_lines
 
 
-def render_text(analysis: Analysis, width: int = 100) -> str:
-    """The full terminal report as one string."""
-    lines: list[str] = []
-    meta = analysis.session.meta
-    srcs = ", ".join(f"{i.path} (rank {i.rank})" for i in meta.inputs) or "?"
-    lines.append(f"traceforensics: {meta.source_format} trace — {srcs}")
-    lines.append(f"  {analysis.summary.event_count} events")
-    for w in analysis.warnings:
-        lines.append(f"  warning: {w}")
-    if not analysis.summary.devices:
-        lines.append("")
-        lines.append("No GPU activity in this trace (CPU-only): nothing to attribute.")
-        return "\n".join(lines) + "\n"
+def headline_lines(analysis: Analysis) -> list[str]:
+    """One verdict per device: how idle it was and the causes that dominate."""
+    out: list[str] = []
+    for d in analysis.gaps.devices:
+        window = max(d.window_ns, 1)
+        ranked = sorted(((ns, c) for c, ns in d.idle_by_cause.items() if ns > 0), reverse=True)
+        head = (
+            f"rank {d.rank} GPU {d.device}: idle {fmt_pct(d.idle_ns / window)} of a "
+            f"{fmt_ns(d.window_ns)} window"
+        )
+        if not ranked:
+            out.append(head + " — no idle time to attribute.")
+            continue
+        top_ns, top = ranked[0]
+        share = top_ns / max(d.idle_ns, 1)
+        rest = ", ".join(f"{c} {fmt_pct(ns / max(d.idle_ns, 1))}" for ns, c in ranked[1:3])
+        out.append(
+            f"{head} — mostly {top} ({fmt_pct(share)} of idle, {fmt_ns(top_ns)})"
+            + (f"; then {rest}" if rest else "")
+        )
+        out.append(f"  first change: {CAUSE_ADVICE.get(top, top)}")
+    return out
+
+
+def summary_lines(analysis: Analysis, width: int) -> list[str]:
+    """Window, busy, idle, counts and top kernels per device."""
+    out: list[str] = []
     for dev in analysis.summary.devices:
-        lines.append("")
-        title = f"rank {dev.rank} · GPU {dev.device}"
-        if dev.name:
-            title += f" · {dev.name}"
-        lines.append(title)
-        lines.append(
+        title = f"rank {dev.rank} · GPU {dev.device}" + (f" · {dev.name}" if dev.name else "")
+        out.append(title)
+        out.append(
             f"  window {fmt_ns(dev.window_ns)}   busy {fmt_ns(dev.busy_ns)} "
             f"({fmt_pct(dev.utilization)})   idle {fmt_ns(dev.idle_ns)} "
             f"({fmt_pct(1 - dev.utilization)})"
         )
-        lines.append(
+        out.append(
             f"  {dev.kernel_count} kernels, {dev.memcpy_count} memcpy, "
             f"{dev.memset_count} memset on {dev.stream_count} stream(s)"
         )
         if dev.top_kernels:
-            lines.append("  top kernels by total time:")
+            out.append("  top kernels by total time:")
             for k in dev.top_kernels:
-                lines.append(
+                out.append(
                     f"    {fmt_ns(k.total_ns):>10}  {fmt_pct(k.share_of_busy):>6}  "
                     f"x{k.count:<6} {truncate(k.name, width - 34)}"
                 )
+    return out
+
+
+def render_text(analysis: Analysis, width: int = 100) -> str:
+    """The full terminal report as one string."""
+    meta = analysis.session.meta
+    srcs = ", ".join(f"{i.path} (rank {i.rank})" for i in meta.inputs) or "?"
+    lines = [f"traceforensics · {meta.source_format} · {srcs}"]
+    lines.append(f"  {analysis.summary.event_count} events")
+    lines += [f"  warning: {w}" for w in analysis.warnings]
+    if not analysis.summary.devices:
+        lines += ["", "No GPU activity in this trace (CPU-only): nothing to attribute."]
+        if analysis.monitor is not None:
+            lines += ["", "== Monitoring log ==", *render_monitor_lines(analysis.monitor)]
+        return "\n".join(lines) + "\n"
+    sections: list[tuple[str, list[str]]] = [
+        ("Verdict", headline_lines(analysis)),
+        ("Devices", summary_lines(analysis, width)),
+        ("Idle time by cause", idle_lines(analysis.gaps)),
+        ("Largest idle gaps", gap_lines(analysis.gaps, analysis.options.top_gaps)),
+        ("Steps", step_lines(analysis.gaps)),
+        ("Utilization pattern", _pattern_section(analysis)),
+        ("Kernels", kernel_report_lines(analysis.kernels, analysis.options.top_kernels)),
+    ]
+    if analysis.monitor is not None:
+        sections.append(("Monitoring log", render_monitor_lines(analysis.monitor)))
+    for title, body in sections:
+        lines += ["", f"== {title} ==", *body]
     return "\n".join(lines) + "\n"
+
+
+def _pattern_section(analysis: Analysis) -> list[str]:
+    out: list[str] = []
+    for p in analysis.patterns:
+        out.append(f"rank {p.rank} GPU {p.device}:")
+        out += pattern_lines(p.pattern, indent="  ")
+        out += verdict_lines(p.verdicts, indent="  ")
+    return out

@@ -14,7 +14,6 @@ from typing import Final
 
 #: ``ph`` values that become rows. ``X`` = complete event; ``i``/``I`` = instant (``marker``).
 ROW_PHASES: Final[frozenset[str]] = frozenset({"X", "i", "I"})
-INSTANT_PHASES: Final[frozenset[str]] = frozenset({"i", "I"})
 SKIPPED_CATEGORIES: Final[frozenset[str]] = frozenset({"Trace"})
 
 KIND_BY_CAT: Final[dict[str, str]] = {

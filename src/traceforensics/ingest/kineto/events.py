@@ -23,14 +23,18 @@ import polars as pl
 
 from traceforensics.ingest.kineto import categories as cats
 from traceforensics.ingest.kineto import gpu
-from traceforensics.ingest.kineto.argtable import args_table
 from traceforensics.ingest.kineto.flows import (
     cpu_pid,
     fill_correlation_from_flows,
     gpu_labels,
     metadata_events,
 )
-from traceforensics.ingest.kineto.payload import DIM_COLUMNS, dim_list, gpu_payload, place_gpu_rows
+from traceforensics.ingest.kineto.payload import (
+    args_table,
+    dim_series,
+    gpu_payload,
+    place_gpu_rows,
+)
 from traceforensics.ingest.kineto.reader import RawTrace
 from traceforensics.ingest.kineto.timeconv import us_to_ns
 from traceforensics.model.schema import (
@@ -60,6 +64,8 @@ class Extracted:
 
 def map_unique(values: Sequence[Any], fn: Callable[[Any], T]) -> list[T]:
     """``[fn(v) for v in values]`` computed once per distinct value."""
+    if fn is gpu.parse_int and all(type(v) is int for v in values):
+        return list(values)  # ints parse to themselves: the common case for pid/tid
     try:
         table = {v: fn(v) for v in set(values)}
     except TypeError:  # an unhashable value (malformed event): no memo
@@ -73,10 +79,8 @@ def _ints(values: list[Any]) -> list[int | None]:
     return [v if type(v) is int else gpu.parse_int(v) for v in values]
 
 
-def _kind_of(key: tuple[Hashable, Hashable]) -> str:
-    ph, cat = key
-    if ph in cats.INSTANT_PHASES:
-        return "marker"
+def _kind_of(cat: Hashable) -> str:
+    """Kind of an ``X`` event from its category (instants become ``marker`` elsewhere)."""
     if isinstance(cat, str):
         return cats.KIND_BY_CAT.get(cat, cats.UNKNOWN_KIND)
     return cats.UNKNOWN_KIND
@@ -116,7 +120,9 @@ def extract(raw: RawTrace, rank: int, id_offset: int, base_ns: int | None) -> Ex
     n = len(rows)
     ph = [e.get("ph") for e in rows]
     cat = [e.get("cat") for e in rows]
-    kind = map_unique(list(zip(ph, cat, strict=True)), _kind_of)
+    kind = map_unique(cat, _kind_of)
+    if any(p != "X" for p in ph):
+        kind = [k if p == "X" else "marker" for p, k in zip(ph, kind, strict=True)]
     unknown = Counter(
         c
         for c, k, p in zip(cat, kind, ph, strict=True)
@@ -188,20 +194,22 @@ def extract(raw: RawTrace, rank: int, id_offset: int, base_ns: int | None) -> Ex
             "pid": pl.Series(pid, dtype=pl.Int64),
             "tid": pl.Series(tid, dtype=pl.Int64),
             "name": pl.Series(name, dtype=pl.Categorical),
-            "category": pl.Series([c if type(c) is str else None for c in cat], dtype=pl.String),
+            "category": pl.Series(
+                cat
+                if all(type(c) is str or c is None for c in cat)
+                else [c if type(c) is str else None for c in cat],
+                dtype=pl.Categorical,
+            ),
             "correlation": pl.Series(correlation, dtype=pl.Int64),
             "external_id": pl.Series(external_id, dtype=pl.Int64),
             "bytes": pl.Series(pay.nbytes, dtype=pl.Int64),
             "copy_kind": pl.Series(pay.copy_kind, dtype=COPY_KIND_DTYPE),
             "src_mem": pl.Series(pay.src_mem, dtype=MEM_KIND_DTYPE),
             "dst_mem": pl.Series(pay.dst_mem, dtype=MEM_KIND_DTYPE),
-            **{c: pl.Series(v, dtype=pl.Int32) for c, v in pay.dims.items()},
+            **{c: dim_series(c, n, *pv) for c, pv in pay.dims.items()},
             "is_comm": pl.Series(pay.is_comm, dtype=pl.Boolean),
         }
     )
-    frame = frame.with_columns(
-        pl.col("category").cast(pl.Categorical), dim_list("grid"), dim_list("block")
-    ).drop(DIM_COLUMNS)
     args_frame = args_table(kind, args, id_offset)
 
     # GPU work rows need a device (schema rule); one we cannot place is dropped, not guessed

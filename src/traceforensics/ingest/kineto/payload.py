@@ -1,21 +1,32 @@
-"""Per-row GPU and link columns of one file: device/stream/pid/tid of GPU rows, correlation,
-bytes, memcpy kinds, kernel grid/block, ``is_comm``.
+"""What rows carry beyond the common columns: GPU placement (device/stream), bytes, memcpy
+kinds, kernel grid/block, ``is_comm``, and the args side table.
 
 These loops touch only the rows of the kinds concerned (GPU rows are ~15 % of a typical trace);
 value-dependent rules (names, pids) are evaluated once per distinct value.
+
+Args side table: only ``KEPT_ARG_KEYS`` of ``ARGS_KINDS`` rows (cpu_op, annotation, kernel)
+are kept (shapes, dtypes, concrete inputs, call stacks, autograd links, collective sizes,
+kernel occupancy), as (event_id, key, compact JSON text) rows sorted by (event_id, key).
+Encoding 100k values one ``orjson.dumps`` call at a time costs more than parsing the whole
+file, while one call over a list is ~50x cheaper. So all values are encoded in one call,
+interleaved with a sentinel string, and the output is split on the sentinel's encoding. An
+encoded value cannot contain ``,"<sentinel>",`` with bare quotes unless the data itself holds
+the sentinel string; the piece count is checked and any mismatch falls back to per-value
+encoding, so the result is always exact.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import orjson
 import polars as pl
 
 from traceforensics.ingest.kineto import categories as cats
 from traceforensics.ingest.kineto import gpu
-
-DIM_COLUMNS = tuple(f"{p}_{a}" for p in ("grid", "block") for a in "xyz")
 
 
 @dataclass
@@ -27,7 +38,8 @@ class Payload:
     src_mem: list[str | None]
     dst_mem: list[str | None]
     is_comm: list[bool]
-    dims: dict[str, list[int | None]] = field(default_factory=dict)
+    #: ``grid``/``block`` -> (row positions, their [x, y, z] values)
+    dims: dict[str, tuple[list[int], list[list[int]]]] = field(default_factory=dict)
 
 
 def _dim3(value: Any) -> list[int] | None:
@@ -37,11 +49,20 @@ def _dim3(value: Any) -> list[int] | None:
     return None
 
 
-def dim_list(prefix: str) -> pl.Expr:
-    """``[x, y, z]`` list column from the three int columns ``<prefix>_x|y|z``; null where x is
-    null. Built column-wise: a Series of 9k small Python lists costs more than the whole parse."""
-    cols = [pl.col(f"{prefix}_{a}") for a in "xyz"]
-    return pl.when(cols[0].is_not_null()).then(pl.concat_list(cols)).otherwise(None).alias(prefix)
+def dim_series(name: str, n: int, positions: list[int], values: list[list[int]]) -> pl.Series:
+    """A ``List(Int32)`` column of ``n`` rows: ``values`` at ``positions``, null elsewhere.
+
+    Built from one (n, 3) numpy block: a Series of thousands of small Python lists costs
+    ~100x more (polars converts each list separately)."""
+    block = np.zeros((n, 3), dtype=np.int32)
+    present = np.zeros(n, dtype=bool)
+    if positions:
+        block[positions] = np.asarray(values, dtype=np.int32)
+        present[positions] = True
+    lists = pl.Series(name, block).arr.to_list()
+    return pl.select(
+        pl.when(pl.lit(pl.Series(present))).then(pl.lit(lists)).otherwise(None).alias(name)
+    ).to_series()
 
 
 def place_gpu_rows(
@@ -113,17 +134,18 @@ def gpu_payload(
     src_mem: list[str | None] = [None] * n
     dst_mem: list[str | None] = [None] * n
     is_comm = [False] * n
-    dims: dict[str, list[int | None]] = {c: [None] * n for c in DIM_COLUMNS}
+    dims: dict[str, tuple[list[int], list[list[int]]]] = {"grid": ([], []), "block": ([], [])}
     api_bytes: dict[int, int] | None = None
     copy_cache: dict[tuple[str, Any], tuple[str, str | None, str | None]] = {}
     for i in gpu_idx:
         k = kind[i]
         a = args[i]
         if k == "kernel":
-            for prefix in ("grid", "block"):
+            for prefix, (positions, values) in dims.items():
                 xyz = _dim3(a.get(prefix))
                 if xyz is not None:
-                    dims[f"{prefix}_x"][i], dims[f"{prefix}_y"][i], dims[f"{prefix}_z"][i] = xyz
+                    positions.append(i)
+                    values.append(xyz)
             is_comm[i] = gpu.is_comm_kernel(name[i]) or "Collective name" in a
         elif k in ("memcpy", "memset"):
             size = gpu.parse_int(a.get("bytes"))
@@ -146,3 +168,52 @@ def gpu_payload(
             if k in cats.HOST_COMM_KINDS and name[i] in comm_names:
                 is_comm[i] = True
     return Payload(nbytes, copy_kind, src_mem, dst_mem, is_comm, dims)
+
+
+_SENTINEL = "\x00tf-arg-sep\x00"
+_SENTINEL_SPLIT = "," + orjson.dumps(_SENTINEL).decode() + ","
+
+
+def _one(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:  # e.g. an int beyond 64 bits
+        return json.dumps(value)
+
+
+def json_texts(values: list[Any]) -> list[str]:
+    """Compact JSON text of each value, computed with one ``orjson.dumps`` call when possible."""
+    if not values:
+        return []
+    interleaved: list[Any] = [_SENTINEL] * (2 * len(values) - 1)
+    interleaved[::2] = values
+    try:
+        text = orjson.dumps(interleaved).decode()
+    except orjson.JSONEncodeError:
+        return [_one(v) for v in values]
+    pieces = text[1:-1].split(_SENTINEL_SPLIT)
+    if len(pieces) != len(values):  # the sentinel occurs in the data itself
+        return [_one(v) for v in values]
+    return pieces
+
+
+def args_table(kinds: list[str], args: list[dict[str, Any]], base_id: int) -> pl.DataFrame:
+    """Long table of kept args, sorted by (event_id, key); ``event_id = base_id + row
+    position``."""
+    kept = cats.KEPT_ARG_KEYS
+    wanted = cats.ARGS_KINDS
+    owners = [
+        (base_id + i, a)
+        for i, (k, a) in enumerate(zip(kinds, args, strict=True))
+        if k in wanted and a
+    ]
+    # set intersection runs in C; its order is arbitrary, hence the sort below
+    triples = [(event_id, key, a[key]) for event_id, a in owners for key in kept.intersection(a)]
+    frame = pl.DataFrame(
+        {
+            "event_id": pl.Series([t[0] for t in triples], dtype=pl.Int64),
+            "key": pl.Series([t[1] for t in triples], dtype=pl.String),
+            "value": pl.Series(json_texts([t[2] for t in triples]), dtype=pl.String),
+        }
+    )
+    return frame.sort("event_id", "key").with_columns(pl.col("key").cast(pl.Categorical))

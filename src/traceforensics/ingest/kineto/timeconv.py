@@ -20,10 +20,13 @@ because ``baseTimeNanoseconds`` is floored to ~91-day steps) one ulp is at most 
 so at most one three-decimal number lies within half an ulp of the double. Therefore when
 ``N = rint(v * 1000)`` satisfies ``float(N) / 1000 == v`` (IEEE division is correctly rounded),
 ``N / 1000`` is the unique ≤3-decimal value that reads back as ``v``, which is exactly the value
-of its shortest repr. That vectorised check runs on the whole column in numpy; values failing it
-(large magnitude, more than three decimals) take the exact per-value repr path. Between 2**43 and
-2**53/1000 µs the shortcut can pick a 3-decimal value where the shortest repr has 2 decimals,
-which is why the limit is 2**43 and not 2**53/1000 (tests/test_kineto_variants.py shows both).
+of its shortest repr. That vectorised check runs on the whole column in numpy. Absolute-epoch
+values (2**43 to 2**53 µs) get the shortest repr computed in int64 arithmetic on the double's
+mantissa (``_shortest_ns_mid``); the rest (sub-ns digits, beyond 2**53) take the per-value
+``repr`` path. Between 2**43 and 2**53/1000 µs the ``rint`` shortcut can pick a 3-decimal
+value where the shortest repr has 2 decimals, which is why its limit is 2**43 and not
+2**53/1000 (tests/test_kineto_variants.py finds such a counterexample and checks both paths
+against ``Decimal(repr(v))``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ import numpy as np
 import numpy.typing as npt
 
 FAST_LIMIT_US = float(2**43)
+#: Up to here (2**53 µs, year 2255) doubles are converted by ``_shortest_ns_mid``.
+MID_LIMIT_US = float(2**53)
 _INT64_US_LIMIT = (2**63 - 1) // 1000
 _THOUSAND = Decimal(1000)
 
@@ -78,14 +83,50 @@ def _scalar_us_to_ns(value: object) -> int:
     raise TimeValueError(f"not a number: {value!r}")
 
 
+def _shortest_ns_mid(values: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """Shortest-repr ns of doubles with ``2**43 <= |v| < 2**53`` µs in integer arithmetic.
+
+    ``|v| = M / 2**s`` exactly (M: 53-bit integer, 0 <= s <= 9). For k = 0..3 decimals the
+    nearest k-decimal value is ``c / 10**k`` with ``c = round(M * 10**k / 2**s)`` (ties to even,
+    as CPython's repr does); it reads back as ``v`` iff ``2 * |c * 2**s - M * 10**k| < 10**k``
+    (``<=`` when M is even: round-half-even reads the midpoint back). The repr is the smallest
+    such k. ``M * 1000 < 2**63``, so int64 is exact. Always succeeds by k = 3 since the
+    read-back interval (one ulp >= 2**-9 wide) holds a multiple of 0.001.
+    """
+    mant, exp = np.frexp(np.abs(values))
+    big_m = (mant * 2.0**53).astype(np.int64)
+    shift = (53 - exp).astype(np.int64)
+    result = np.zeros(values.shape, dtype=np.int64)
+    done = np.zeros(values.shape, dtype=bool)
+    for k in range(4):
+        scale = np.int64(10**k)
+        num = big_m * scale
+        one = np.left_shift(np.int64(1), shift)
+        floor = np.right_shift(num, shift)
+        rem = num - np.left_shift(floor, shift)
+        twice = 2 * rem
+        up = (twice > one) | ((twice == one) & (floor % 2 == 1))
+        cand = floor + up
+        diff = np.abs(np.left_shift(cand, shift) - num)
+        ok = (2 * diff < scale) | ((2 * diff == scale) & (big_m % 2 == 0))
+        take = ok & ~done
+        result[take] = cand[take] * np.int64(10 ** (3 - k))
+        done |= ok
+    return np.where(values < 0, -result, result)
+
+
 def floats_us_to_ns(values: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
     """Vectorised shortest-repr conversion of a float64 µs array (see module docstring)."""
     if not np.all(np.isfinite(values)):
         raise TimeValueError("a timestamp is NaN or infinite")
+    magnitude = np.abs(values)
     scaled = np.rint(values * 1000.0)
-    fast = (np.abs(values) < FAST_LIMIT_US) & (scaled / 1000.0 == values)
-    out = np.where(fast, scaled, 0.0).astype(np.int64)  # slow entries are filled below
-    slow = np.flatnonzero(~fast)
+    fast = (magnitude < FAST_LIMIT_US) & (scaled / 1000.0 == values)
+    out = np.where(fast, scaled, 0.0).astype(np.int64)  # other entries are filled below
+    mid = ~fast & (magnitude >= FAST_LIMIT_US) & (magnitude < MID_LIMIT_US)
+    if mid.any():
+        out[mid] = _shortest_ns_mid(values[mid])
+    slow = np.flatnonzero(~fast & ~mid)
     if slow.size:
         try:
             out[slow] = [float_us_to_ns(v) for v in values[slow].tolist()]

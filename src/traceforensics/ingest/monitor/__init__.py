@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from traceforensics.ingest.monitor.common import MonitorLog, parse_column_map
+from traceforensics.ingest.monitor.common import parse_column_map
 from traceforensics.ingest.monitor.dmon import (
     is_dcgmi_header,
     is_smi_dmon_header,
     parse_dcgmi_dmon,
     parse_smi_dmon,
 )
-from traceforensics.ingest.monitor.schema import MONITOR_SCHEMA
 from traceforensics.ingest.monitor.smi_csv import is_smi_csv_header, parse_smi_csv
 from traceforensics.ingest.monitor.table import parse_table
 from traceforensics.model.errors import InputError
+from traceforensics.model.monitor import MONITOR_SCHEMA, MonitorLog
 
 _SNIFF_BYTES = 65_536
 

@@ -15,8 +15,8 @@ from typing import Final
 import polars as pl
 
 from traceforensics.ingest.monitor.aliases import HEADER_ALIASES
-from traceforensics.ingest.monitor.schema import COLUMN_KEYS, THROTTLE_BITS, conform_monitor
 from traceforensics.model.errors import InputError
+from traceforensics.model.monitor import COLUMN_KEYS, THROTTLE_BITS, MonitorLog, conform_monitor
 
 NS_PER_S: Final = 1_000_000_000
 #: Intermediate column carrying an NVML clocks-event reason bit mask (see ``THROTTLE_BITS``).
@@ -26,6 +26,8 @@ DEFAULT_INTERVAL_S: Final = 1.0
 # A leading number, optionally signed / decimal / exponent; units after it are ignored.
 _NUMBER_RE: Final = r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 
+#: Headers that identify a GPU without numbering it; used only when no index column exists.
+GPU_ID_FALLBACKS: Final = frozenset({"pci.bus_id", "uuid", "gpu_uuid", "gpu_bus_id", "bus_id"})
 _UNIT_RE: Final = re.compile(r"\s*[\[\(（【]([^\]\)）】]*)[\]\)）】]\s*$")
 
 
@@ -37,25 +39,9 @@ class ColumnPlan:
     scales: dict[str, float] = field(default_factory=dict)  # schema column -> factor
 
 
-@dataclass
-class MonitorLog:
-    """A parsed monitoring log.
-
-    ``time_kind`` is ``"absolute"`` (epoch ns from timestamps), ``"relative"`` (timestamps
-    without a date, ns from the first sample) or ``"index"`` (no timestamps: sample index x
-    ``interval_s``).
-    """
-
-    path: str
-    source_format: str
-    frame: pl.DataFrame
-    time_kind: str
-    interval_s: float | None
-    warnings: list[str] = field(default_factory=list)
-
-
 def split_unit(header: str) -> tuple[str, str]:
-    """``"utilization.gpu [%]"`` -> ``("utilization.gpu", "%")``; ``"温度(°C)"`` -> ``("温度", "°C")``."""
+    """Header -> (name, unit): ``"utilization.gpu [%]"`` -> ``("utilization.gpu", "%")``,
+    ``"温度(°C)"`` -> ``("温度", "°C")``."""
     h = header.strip().strip('"').strip()
     m = _UNIT_RE.search(h)
     if m:
@@ -108,20 +94,25 @@ def plan_from_headers(headers: list[str], overrides: dict[str, str], path: Path)
     by_raw = {h.strip(): h for h in headers}
     by_base = {normalize_header(split_unit(h)[0]): h for h in headers}
     for target, want in overrides.items():
-        raw = by_raw.get(want) or by_base.get(normalize_header(split_unit(want)[0]))
-        if raw is None:
+        found = by_raw.get(want) or by_base.get(normalize_header(split_unit(want)[0]))
+        if found is None:
             raise InputError(
                 f"{path}: --columns names {want!r}, which is not a column of this log "
                 f"(columns: {', '.join(h.strip() for h in headers)}); fix the mapping"
             )
-        plan.sources[target] = raw
-        plan.scales[target] = unit_scale(split_unit(raw)[1])
+        plan.sources[target] = found
+        plan.scales[target] = unit_scale(split_unit(found)[1])
     for raw in headers:
         base, unit = split_unit(raw)
-        target = HEADER_ALIASES.get(normalize_header(base))
-        if target and target not in plan.sources and raw not in plan.sources.values():
-            plan.sources[target] = raw
-            plan.scales[target] = unit_scale(unit)
+        alias = HEADER_ALIASES.get(normalize_header(base))
+        if alias and alias not in plan.sources and raw not in plan.sources.values():
+            plan.sources[alias] = raw
+            plan.scales[alias] = unit_scale(unit)
+    if "gpu" not in plan.sources:
+        # no index column: a UUID or PCI bus id still tells the GPUs apart
+        ids = [h for h in headers if normalize_header(split_unit(h)[0]) in GPU_ID_FALLBACKS]
+        if ids:
+            plan.sources["gpu"] = ids[0]
     return plan
 
 
@@ -169,7 +160,7 @@ def time_rule(sample: pl.Series) -> tuple[str, object] | None:
         return "iso_tz", None
     num = text.cast(pl.Float64, strict=False)
     if good(num):
-        med = float(num.median() or 0.0)
+        med = float(num.cast(pl.Float64).median() or 0.0)  # type: ignore[arg-type]
         for bound, factor in ((1e17, 1.0), (1e14, 1e3), (1e11, 1e6), (1e8, 1e9)):
             if med >= bound:
                 return "epoch", factor
@@ -217,10 +208,15 @@ def gpu_expr(lf: pl.LazyFrame, col: str, sample: pl.Series) -> pl.Expr:
     text = sample.cast(pl.String).str.strip_chars()
     digits = text.str.extract(_GPU_DIGITS, 1)
     if int(digits.is_null().sum()) == int(text.is_null().sum()):
-        return pl.col(col).str.strip_chars().str.extract(_GPU_DIGITS, 1).cast(pl.Int32, strict=False)
-    uniq = lf.select(pl.col(col).str.strip_chars().unique(maintain_order=True)).collect().to_series()
+        return (
+            pl.col(col).str.strip_chars().str.extract(_GPU_DIGITS, 1).cast(pl.Int32, strict=False)
+        )
+    uniq = (
+        lf.select(pl.col(col).str.strip_chars().unique(maintain_order=True)).collect().to_series()
+    )
     order = {v: i for i, v in enumerate(uniq.to_list())}
-    return pl.col(col).str.strip_chars().replace_strict(order, default=None, return_dtype=pl.Int32)
+    text_col = pl.col(col).str.strip_chars()
+    return text_col.replace_strict(order, default=None, return_dtype=pl.Int32)
 
 
 def build_frame(

@@ -23,8 +23,9 @@ from typing import Final
 
 import polars as pl
 
-from traceforensics.ingest.monitor.common import ColumnPlan, MonitorLog, build_frame, numeric
+from traceforensics.ingest.monitor.common import ColumnPlan, build_frame, numeric
 from traceforensics.model.errors import InputError
+from traceforensics.model.monitor import MonitorLog
 
 #: nvidia-smi dmon column -> schema column. ``pviol``/``tviol`` are power/thermal violation.
 SMI_DMON_COLUMNS: Final[dict[str, str]] = {

@@ -18,13 +18,13 @@ import polars as pl
 
 from traceforensics.ingest.monitor.common import (
     MASK_COLUMN,
-    MonitorLog,
     build_frame,
     normalize_header,
     plan_from_headers,
     split_unit,
 )
 from traceforensics.model.errors import InputError
+from traceforensics.model.monitor import MonitorLog
 
 REASON_PREFIXES: Final = ("clocks_throttle_reasons.", "clocks_event_reasons.")
 #: Reasons that are not a slowdown under load (the GPU is idle, or clocks were set on purpose).

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import polars as pl
 
-from traceforensics.ingest.monitor.common import MonitorLog, build_frame, plan_from_headers
+from traceforensics.ingest.monitor.common import build_frame, plan_from_headers
 from traceforensics.model.errors import InputError
+from traceforensics.model.monitor import MonitorLog
 
 
 def _split_header(line: str, sep: str | None) -> list[str]:

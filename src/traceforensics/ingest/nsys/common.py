@@ -5,9 +5,17 @@
     bit 63 ........ 48 47 ........ 24 23 ......... 0
         [ host / VM id ][    pid     ][    tid     ]
 
-so ``pid = (g >> 24) & 0xFFFFFF`` and ``tid = g & 0xFFFFFF``. Both are decoded in SQL while
-reading. ``correlationId`` is only unique per process, so every row carries the pid it belongs
-to (GPU rows: ``globalPid``) and the launch link is ``(pid, correlation)``.
+so ``pid = (g >> 24) & 0xFFFFFF`` and ``tid = g & 0xFFFFFF``.
+
+Packing (speed): the bulk read costs about the same per *column* whatever the value, so small
+fields are packed into one int64 in SQL and unpacked with integer arithmetic in polars:
+``pid << 24 | tid`` (the low 48 bits of ``globalTid``), ``pid << 32 | correlationId``
+(CUPTI ids are uint32; 0 means "no correlation" and becomes null), ``streamId << 16 | deviceId``,
+``x << 32 | y << 16 | z`` for grid/block (y, z < 65536 by CUDA limits) and
+``demangledName << 32 | shortName`` (string ids). A NULL field makes the packed value NULL.
+
+``correlationId`` is only unique per process, so every row carries the pid it belongs to
+(GPU rows: ``globalPid``) and the launch link is ``(pid, correlation)``.
 """
 
 from __future__ import annotations
@@ -29,6 +37,41 @@ ARG_SYNC_TYPE = "sync type"
 ARG_DOMAIN = "domain"
 ARG_SEQUENCE = "Sequence number"
 ARG_GRAPH_ID = "graph id"
+
+
+def packed_ptid_sql(db: ExportDb, table: str, col: str) -> str:
+    """``pid << 24 | tid`` from a ``globalTid``-style column, or NULL when absent."""
+    return f"({col} & 281474976710655)" if col in db.columns(table) else "NULL"
+
+
+def unpack_ptid(packed: str) -> list[pl.Expr]:
+    return [(pl.col(packed) // (1 << 24)).alias("pid"), (pl.col(packed) % (1 << 24)).alias("tid")]
+
+
+def packed_pid_corr_sql(db: ExportDb, table: str, pid_col: str) -> str:
+    """``pid << 32 | correlationId`` (pid from ``pid_col``, a globalPid/globalTid column)."""
+    pid = pid_sql(db, table, pid_col)
+    corr = col_sql(db, table, "correlationId")
+    return f"(({pid} << 32) | ifnull({corr}, 0))"
+
+
+def unpack_pid_corr(packed: str) -> list[pl.Expr]:
+    corr = pl.col(packed) % (1 << 32)
+    return [
+        (pl.col(packed) // (1 << 32)).alias("pid"),
+        pl.when(corr != 0).then(corr).alias("correlation"),
+    ]
+
+
+def packed3_sql(x: str, y: str, z: str) -> str:
+    return f"(({x} << 32) | ({y} << 16) | {z})"
+
+
+def unpack3(packed: str) -> pl.Expr:
+    """``[x, y, z]`` as ``List(Int32)`` from ``x << 32 | y << 16 | z``."""
+    p = pl.col(packed)
+    parts = [p // (1 << 32), (p // (1 << 16)) % (1 << 16), p % (1 << 16)]
+    return pl.concat_arr([c.cast(pl.Int32) for c in parts]).arr.to_list()
 
 
 def pid_sql(db: ExportDb, table: str, col: str) -> str:

@@ -26,7 +26,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -54,7 +54,8 @@ def adbc_module() -> ModuleType | None:
         import adbc_driver_sqlite.dbapi as adbc  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return None
-    return adbc
+    module: ModuleType = adbc
+    return module
 
 
 def _uri(path: Path) -> str:
@@ -139,7 +140,7 @@ class ExportDb:
         if lo is None:
             return pl.DataFrame(schema=dict.fromkeys(names, pl.Int64()))
         span = int(hi) - int(lo) + 1
-        workers = max(1, min(os.cpu_count() or 1, 8))
+        workers = max(1, min(_usable_cpus(), 8))
         n_chunks = max(1, min(workers, span // 50_000 + 1), -(-span // CHUNK_ROWS))
         step = -(-span // n_chunks)
         bounds = [(int(lo) + i * step, int(lo) + (i + 1) * step - 1) for i in range(n_chunks)]
@@ -175,6 +176,9 @@ class ExportDb:
             adbc.connect(_uri(self.path)) as conn,
             conn.cursor() as cur,
         ):
+            # larger Arrow batches: fewer per-batch round trips (driver default 1024)
+            with suppress(adbc.Error, AttributeError):
+                cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": "65536"})
             cur.execute(sql.format(lo=bound[0], hi=bound[1]))
             frame = pl.from_arrow(cur.fetch_arrow_table())
         assert isinstance(frame, pl.DataFrame)
@@ -189,6 +193,13 @@ class ExportDb:
         if not result[0]:
             return pl.DataFrame(schema=dict.fromkeys(names, pl.Int64()))
         return _parse_chunk(result, names)
+
+
+def _usable_cpus() -> int:
+    """CPUs this process may run on (affinity-aware where the OS supports it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _parse_chunk(result: tuple[object, ...], names: list[str]) -> pl.DataFrame:

@@ -20,10 +20,14 @@ from traceforensics.ingest.nsys.common import (
     arg_rows,
     col_sql,
     json_text,
-    pid_sql,
+    packed3_sql,
+    packed_pid_corr_sql,
+    unpack3,
+    unpack_pid_corr,
     with_row,
 )
 from traceforensics.ingest.nsys.db import ExportDb
+from traceforensics.model.schema import KIND_DTYPE
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -37,59 +41,71 @@ NCCL_KERNEL_RE = r"(?i)(?:^|[\s:*&])nccl"
 
 
 def _base(db: ExportDb, table: str, extra: dict[str, str]) -> pl.DataFrame:
+    """Shared GPU columns, read packed (see ``common``) and unpacked here."""
+    device, stream = col_sql(db, table, "deviceId"), col_sql(db, table, "streamId")
     exprs = {
         "start_ns": "start",
         "end_ns": "end",
-        "device": col_sql(db, table, "deviceId"),
-        "stream": col_sql(db, table, "streamId"),
-        "correlation": col_sql(db, table, "correlationId"),
-        "pid": pid_sql(db, table, "globalPid"),
+        "_dev_stream": f"(({stream} << 16) | {device})",
+        "_pid_corr": packed_pid_corr_sql(db, table, "globalPid"),
         **extra,
     }
     frame = db.read_ints(table, exprs).filter(pl.col("start_ns").is_not_null())
     dur = (pl.col("end_ns") - pl.col("start_ns")).clip(lower_bound=0).fill_null(0)
-    return frame.with_columns(dur.alias("dur_ns"), pl.lit(table).alias("category")).drop("end_ns")
+    return frame.with_columns(
+        dur.alias("dur_ns"),
+        (pl.col("_dev_stream") % (1 << 16)).alias("device"),
+        (pl.col("_dev_stream") // (1 << 16)).alias("stream"),
+        *unpack_pid_corr("_pid_corr"),
+        pl.lit(table, dtype=pl.Categorical()).alias("category"),
+    ).drop("end_ns", "_dev_stream", "_pid_corr")
 
 
 def kernels(db: ExportDb, strings: Strings) -> Part | None:
     """Name = demangled name (Kineto's spelling) else short name; the short name goes to args."""
     if not db.has(KERNEL):
         return None
-    extra = {
-        "_demangled": col_sql(db, KERNEL, "demangledName"),
-        "_short": col_sql(db, KERNEL, "shortName"),
-    }
-    for axis in "XYZ":
-        extra[f"_grid{axis}"] = col_sql(db, KERNEL, f"grid{axis}")
-        extra[f"_block{axis}"] = col_sql(db, KERNEL, f"block{axis}")
+    demangled = col_sql(db, KERNEL, "demangledName")
+    short = col_sql(db, KERNEL, "shortName")
+    extra = {"_names": f"((ifnull({demangled}, 0) << 32) | ifnull({short}, 0))"}
+    cols = db.columns(KERNEL)
+    has_launch = {"gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"} <= set(cols)
+    if has_launch:
+        extra["_grid"] = packed3_sql("gridX", "gridY", "gridZ")
+        extra["_block"] = packed3_sql("blockX", "blockY", "blockZ")
     frame = _base(db, KERNEL, extra)
-    # Resolve the few distinct name ids once, then join them onto every kernel row.
-    ids = frame.select("_demangled", "_short").unique()
+    # Resolve the few distinct name pairs once, then join them onto every kernel row.
+    ids = (
+        frame.select("_names")
+        .unique()
+        .with_columns(
+            (pl.col("_names") // (1 << 32)).alias("_demangled"),
+            (pl.col("_names") % (1 << 32)).alias("_short"),
+        )
+    )
     ids = strings.attach(strings.attach(ids, "_demangled", "_dname"), "_short", "_sname")
     ids = ids.with_columns(
         pl.coalesce("_dname", "_sname", pl.lit("<unnamed kernel>")).alias("name")
     ).with_columns(
         pl.col("name").str.contains(NCCL_KERNEL_RE).alias("is_comm"),
         pl.when(pl.col("_sname") != pl.col("name")).then(pl.col("_sname_json")).alias("_sarg"),
+        # categorical on the small table: the big join then carries codes, not strings
+        pl.col("name").cast(pl.Categorical()),
     )
     frame = with_row(
         frame.join(
-            ids.select("_demangled", "_short", "name", "is_comm", "_sarg"),
-            on=["_demangled", "_short"],
+            ids.select("_names", "name", "is_comm", "_sarg"),
+            on="_names",
             how="left",
             nulls_equal=True,
             maintain_order="left",
         )
     )
-    grid = pl.concat_list("_gridX", "_gridY", "_gridZ").cast(pl.List(pl.Int32()))
-    block = pl.concat_list("_blockX", "_blockY", "_blockZ").cast(pl.List(pl.Int32()))
-    has_launch = pl.col("_gridX").is_not_null()
     args = [arg_rows(frame, ARG_SHORT_NAME, "_sarg")]
-    events = frame.with_columns(
-        pl.lit("kernel").alias("kind"),
-        pl.when(has_launch).then(grid).alias("grid"),
-        pl.when(has_launch).then(block).alias("block"),
+    launch = (
+        [unpack3("_grid").alias("grid"), unpack3("_block").alias("block")] if has_launch else []
     )
+    events = frame.with_columns(pl.lit("kernel", dtype=KIND_DTYPE).alias("kind"), *launch)
     return Part(_drop_private(events), args)
 
 

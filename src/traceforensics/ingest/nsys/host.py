@@ -17,11 +17,12 @@ from traceforensics.ingest.nsys.common import (
     Strings,
     arg_rows,
     col_sql,
-    pid_sql,
-    tid_sql,
+    packed_ptid_sql,
+    unpack_ptid,
     with_row,
 )
 from traceforensics.ingest.nsys.db import ExportDb
+from traceforensics.model.schema import KIND_DTYPE
 
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 OSRT = "OSRT_API"
@@ -34,30 +35,42 @@ VERSION_SUFFIX_RE = r"_v\d{4,}$"
 
 
 def _host(db: ExportDb, table: str, extra: dict[str, str]) -> pl.DataFrame:
+    """Shared host columns; ``pid << 24 | tid`` is read packed and unpacked here."""
     exprs = {
         "start_ns": "start",
         "end_ns": "end",
-        "pid": pid_sql(db, table, "globalTid"),
-        "tid": tid_sql(db, table, "globalTid"),
+        "_ptid": packed_ptid_sql(db, table, "globalTid"),
         "_name": col_sql(db, table, "nameId"),
         **extra,
     }
     frame = db.read_ints(table, exprs).filter(pl.col("start_ns").is_not_null())
     dur = (pl.col("end_ns") - pl.col("start_ns")).clip(lower_bound=0).fill_null(0)
-    return frame.with_columns(dur.alias("dur_ns"), pl.lit(table).alias("category")).drop("end_ns")
+    return frame.with_columns(
+        dur.alias("dur_ns"),
+        *unpack_ptid("_ptid"),
+        pl.lit(table, dtype=pl.Categorical()).alias("category"),
+    ).drop("end_ns", "_ptid")
 
 
 def _named(frame: pl.DataFrame, strings: Strings, fallback: str) -> pl.DataFrame:
     """Join the name text (resolved once per distinct id) onto every row."""
-    ids = strings.attach(frame.select("_name").unique(), "_name", "_text")
+    ids = strings.attach(frame.select("_name").unique(), "_name", "_text").with_columns(
+        pl.col("_text").fill_null(fallback).cast(pl.Categorical())
+    )
     frame = frame.join(ids, on="_name", how="left", nulls_equal=True, maintain_order="left")
-    return frame.with_columns(pl.col("_text").fill_null(fallback).alias("name"))
+    return frame.with_columns(
+        pl.col("_text").fill_null(fallback).cast(pl.Categorical()).alias("name")
+    )
 
 
 def runtime_calls(db: ExportDb, strings: Strings) -> Part | None:
     if not db.has(RUNTIME):
         return None
-    frame = _host(db, RUNTIME, {"correlation": col_sql(db, RUNTIME, "correlationId")})
+    corr = col_sql(db, RUNTIME, "correlationId")
+    frame = _host(db, RUNTIME, {"_corr": f"ifnull({corr}, 0)"})
+    frame = frame.with_columns(
+        pl.when(pl.col("_corr") != 0).then(pl.col("_corr")).alias("correlation")
+    )
     ids = strings.attach(frame.select("_name").unique(), "_name", "_orig")
     ids = ids.with_columns(
         pl.col("_orig")
@@ -65,7 +78,8 @@ def runtime_calls(db: ExportDb, strings: Strings) -> Part | None:
         .str.replace(VERSION_SUFFIX_RE, "")
         .alias("name")
     ).with_columns(
-        pl.when(pl.col("name") != pl.col("_orig")).then(pl.col("_orig_json")).alias("_arg")
+        pl.when(pl.col("name") != pl.col("_orig")).then(pl.col("_orig_json")).alias("_arg"),
+        pl.col("name").cast(pl.Categorical()),
     )
     frame = with_row(
         frame.join(
@@ -76,7 +90,7 @@ def runtime_calls(db: ExportDb, strings: Strings) -> Part | None:
             maintain_order="left",
         )
     )
-    events = frame.with_columns(pl.lit("cuda_api").alias("kind"))
+    events = frame.with_columns(pl.lit("cuda_api", dtype=KIND_DTYPE).alias("kind"))
     return Part(_private(events), [arg_rows(frame, ARG_API_NAME, "_arg")])
 
 

@@ -34,8 +34,9 @@ def load_sqlite(
     with ExportDb(path) as db, sql_errors(shown):
         if not db.tables & meta.NSYS_MARKERS:
             raise UnsupportedFormatError(
-                f"{shown}: a SQLite file but not an Nsight Systems export (none of its tables "
-                "are nsys tables); export the report with `nsys export --type sqlite`"
+                f"{shown}: a SQLite database but not an Nsight Systems export (no nsys tables "
+                "such as StringIds or CUPTI_ACTIVITY_KIND_KERNEL); pass a file written by "
+                "`nsys export --type sqlite`"
             )
         meta_table, metadata = meta.export_metadata(db)
         version = metadata.get("EXPORT_SCHEMA_VERSION")
@@ -118,7 +119,7 @@ def _assemble(parts: list[Part]) -> tuple[pl.DataFrame, pl.DataFrame]:
         offset += frame.height
     if events:
         event_frame = pl.concat(
-            [e.with_columns(pl.col("name").cast(pl.String)) for e in events],
+            [e.with_columns(pl.col("name").cast(pl.Categorical())) for e in events],
             how="diagonal_relaxed",
         )
     else:

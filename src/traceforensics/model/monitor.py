@@ -28,6 +28,7 @@ Rows are in log order (a multi-GPU log interleaves GPUs); take one GPU's series 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Final
 
 import polars as pl
@@ -118,3 +119,28 @@ def gpu_ids(frame: pl.DataFrame) -> list[int]:
 def gpu_rows(frame: pl.DataFrame, gpu: int) -> pl.DataFrame:
     """One GPU's rows in time order (a copy of 1/N of the table, not of all of it)."""
     return frame.filter(pl.col("gpu") == gpu).sort("time_ns", maintain_order=True)
+
+
+def first_time_ns(frame: pl.DataFrame) -> int:
+    """Earliest ``time_ns`` of the table (0 when empty): the origin of report times."""
+    if frame.height == 0:
+        return 0
+    value = frame.select(pl.col("time_ns").min()).item()
+    return int(value) if value is not None else 0
+
+
+@dataclass
+class MonitorLog:
+    """A parsed monitoring log.
+
+    ``time_kind`` is ``"absolute"`` (epoch ns from timestamps), ``"relative"`` (timestamps
+    without a date, ns from the first sample) or ``"index"`` (no timestamps: sample index x
+    ``interval_s``).
+    """
+
+    path: str
+    source_format: str
+    frame: pl.DataFrame
+    time_kind: str
+    interval_s: float | None
+    warnings: list[str] = field(default_factory=list)

@@ -1,0 +1,123 @@
+"""Shapes PyTorch < 2.0 traces leave out of a convolution, recovered from linked ops.
+
+Those traces record ``Input Dims`` but no ``Concrete Inputs``, so a forward conv's stride and
+padding, and a weight-gradient op's weight shape, are missing. Two links in the data fill them:
+
+- forward conv <- autograd node with the same ``Sequence number`` (same rank): the node
+  (``CudnnConvolutionBackward``, ``ConvolutionBackward0``) takes grad_output first, whose shape is
+  the forward output shape.
+- ``cudnn_convolution_backward_weight(weight_size, grad_output, input)`` <- its parent
+  ``cudnn_convolution_backward(input, grad_output, weight)`` on the host op tree::
+
+      [aten::cudnn_convolution_backward  dims [input, grad_out, weight]]
+         [..._backward_input]  [..._backward_weight  dims [[], grad_out, input]]
+
+  weight-gradient FLOPs = 2 x numel(grad_out) x prod(weight[1:]) (same as the data gradient).
+
+A link that is absent or inconsistent leaves the FLOPs unknown.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceforensics.analysis.flops import conv_flops_from_output, parse_json_list
+from traceforensics.model.schema import ARG_INPUT_DIMS
+
+
+def _dims(text: str | None) -> list[list[int]]:
+    return [[int(x) for x in d] if isinstance(d, list) else [] for d in parse_json_list(text)]
+
+
+CONV_BWD_NODE = r"^(Cudnn|Miopen|Mkldnn|Slow|Thnn)?Convolution\w*Backward\d*$"
+
+
+def fill_conv_from_sequence(
+    events: pl.DataFrame, args: pl.DataFrame, table: pl.DataFrame, recs: list[dict[str, object]]
+) -> None:
+    """Fill unknown forward-conv FLOPs from the backward node sharing the op's Sequence number
+    (same rank): that node's first input is grad_output, whose shape is the conv's output."""
+    todo = {
+        int(str(r["op_id"])): i
+        for i, r in enumerate(recs)
+        if r["family"] == "conv" and r["flops"] is None
+    }
+    if not todo:
+        return
+    seq = args.filter(pl.col("key").cast(pl.String) == "Sequence number").select(
+        "event_id", pl.col("value").alias("seq")
+    )
+    if seq.height == 0:
+        return
+    ev = events.select("event_id", "rank", pl.col("name").cast(pl.String))
+    nodes = (
+        ev.filter(pl.col("name").str.contains(CONV_BWD_NODE))
+        .join(seq, on="event_id")
+        .join(
+            args.filter(pl.col("key").cast(pl.String) == ARG_INPUT_DIMS).select(
+                "event_id", pl.col("value").alias("grad_dims")
+            ),
+            on="event_id",
+        )
+        .unique(["rank", "seq"], keep="first")
+        .select("rank", "seq", "grad_dims")
+    )
+    fwd = (
+        ev.filter(pl.col("event_id").is_in(list(todo)))
+        .join(seq, on="event_id")
+        .join(nodes, on=["rank", "seq"])
+        .join(table.select(pl.col("op_id").alias("event_id"), ARG_INPUT_DIMS), on="event_id")
+    )
+    for op_id, grad_dims, dims_json in fwd.select(
+        "event_id", "grad_dims", ARG_INPUT_DIMS
+    ).iter_rows():
+        grads = parse_json_list(grad_dims)
+        dims = _dims(dims_json)
+        if grads and isinstance(grads[0], list):
+            flops = conv_flops_from_output(dims, [int(x) for x in grads[0]])
+            if flops is not None:
+                recs[todo[op_id]]["flops"] = flops
+
+
+WGRAD_OPS = ("aten::cudnn_convolution_backward_weight", "aten::miopen_convolution_backward_weight")
+WGRAD_PARENTS = ("aten::cudnn_convolution_backward", "aten::miopen_convolution_backward")
+
+
+def fill_wgrad_from_parent(
+    tree: pl.DataFrame, args: pl.DataFrame, recs: list[dict[str, object]]
+) -> None:
+    """Weight-gradient FLOPs from the parent backward op's weight dims (see module doc)."""
+    todo = {
+        int(str(r["op_id"])): i
+        for i, r in enumerate(recs)
+        if r["op"] in WGRAD_OPS and r["flops"] is None
+    }
+    if not todo:
+        return
+    dims = args.filter(pl.col("key").cast(pl.String) == ARG_INPUT_DIMS).select("event_id", "value")
+    parents = tree.select("event_id", "name", "parent_id")
+    links = (
+        parents.filter(pl.col("event_id").is_in(list(todo)))
+        .join(
+            parents.select(
+                pl.col("event_id").alias("parent_id"), pl.col("name").alias("parent_name")
+            ),
+            on="parent_id",
+        )
+        .filter(pl.col("parent_name").is_in(list(WGRAD_PARENTS)))
+        .join(dims.rename({"value": "child_dims"}), on="event_id")
+        .join(dims.rename({"event_id": "parent_id", "value": "parent_dims"}), on="parent_id")
+    )
+    for op_id, child_json, parent_json in links.select(
+        "event_id", "child_dims", "parent_dims"
+    ).iter_rows():
+        child, parent = _dims(child_json), _dims(parent_json)
+        if len(child) < 3 or len(parent) < 3:
+            continue
+        grad_out, inp, weight = child[1], child[2], parent[2]
+        # the parent must be this conv: same grad_output and input, and a real weight
+        if grad_out != parent[1] or inp != parent[0] or len(weight) < 3:
+            continue
+        flops = conv_flops_from_output([inp, weight], grad_out)
+        if flops is not None:
+            recs[todo[op_id]]["flops"] = flops

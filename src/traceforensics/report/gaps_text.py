@@ -1,0 +1,101 @@
+"""Terminal lines for the idle-gap analysis: idle by cause per device, largest gaps with their
+evidence, and the step table. Pure formatting of a ``GapAnalysis``; returns lines, prints
+nothing."""
+
+from __future__ import annotations
+
+from traceforensics.analysis.gaps import GapAnalysis
+from traceforensics.report.format import fmt_ns, fmt_pct, truncate
+
+_NAME_WIDTH = 60
+
+
+def idle_lines(res: GapAnalysis) -> list[str]:
+    """Per device: busy/idle of the window, then each cause with time, share of the window and
+    share of the idle time (largest first)."""
+    out: list[str] = []
+    for d in res.devices:
+        window = max(d.window_ns, 1)
+        out.append(
+            f"rank {d.rank} GPU {d.device}: window {fmt_ns(d.window_ns)}, busy {fmt_ns(d.busy_ns)}"
+            f" ({fmt_pct(d.busy_ns / window)}), idle {fmt_ns(d.idle_ns)}"
+            f" ({fmt_pct(d.idle_ns / window)}) in {d.n_gaps} gaps"
+        )
+        for cause, ns in sorted(d.idle_by_cause.items(), key=lambda kv: -kv[1]):
+            if ns <= 0:
+                continue
+            out.append(
+                f"  {cause:<18} {fmt_ns(ns):>11}  {fmt_pct(ns / window):>6} of window"
+                f"  {fmt_pct(ns / max(d.idle_ns, 1)):>6} of idle"
+            )
+        if d.comm_ns:
+            out.append(
+                f"  communication kernels {fmt_ns(d.comm_ns)}, exposed (not overlapped by "
+                f"compute) {fmt_ns(d.exposed_comm_ns)}"
+            )
+    return out
+
+
+def gap_lines(res: GapAnalysis, limit: int | None = None) -> list[str]:
+    """The largest gaps: start (relative to the device window), length, causes, evidence."""
+    starts = {(d.rank, d.device): d.window_start_ns for d in res.devices}
+    out: list[str] = []
+    for k, g in enumerate(res.gaps[:limit] if limit is not None else res.gaps, start=1):
+        rel = g.start_ns - starts.get((g.rank, g.device), g.start_ns)
+        causes = ", ".join(
+            f"{c} {fmt_ns(v)}" for c, v in sorted(g.causes.items(), key=lambda kv: -kv[1])
+        )
+        out.append(
+            f"#{k} rank {g.rank} GPU {g.device} at +{fmt_ns(rel)}: {fmt_ns(g.dur_ns)} idle"
+            f" — {causes}"
+        )
+        for e in g.evidence:
+            where = f"tid {e.tid}" if e.tid is not None else "GPU"
+            tag = e.cause or "-"
+            name = truncate(e.name, _NAME_WIDTH) if e.name else "(none)"
+            out.append(
+                f"    [{tag}] {e.kind} {name} @{_signed(e.start_ns - g.start_ns)}"
+                f" dur {fmt_ns(e.dur_ns)} ({where}): {e.detail}"
+            )
+    return out
+
+
+def step_lines(res: GapAnalysis) -> list[str]:
+    """Step table (span, busy, idle, top idle causes, exposed comm) and step statistics."""
+    if not res.steps:
+        return ["no steps detected (ProfilerStep#N, step/iteration ranges or --step-pattern)"]
+    out = [f"{'step':<24} {'span':>10} {'busy':>10} {'idle':>10} {'exp.comm':>10}  top idle causes"]
+    for s in res.steps:
+        top = sorted(((v, c) for c, v in s.idle_by_cause.items() if v > 0), reverse=True)[:2]
+        causes = ", ".join(f"{c} {fmt_ns(v)}" for v, c in top)
+        out.append(
+            f"{truncate(s.name, 24):<24} {fmt_ns(s.dur_ns):>10} {fmt_ns(s.busy_ns):>10}"
+            f" {fmt_ns(s.idle_ns):>10} {fmt_ns(s.exposed_comm_ns):>10}  {causes}"
+        )
+    for m in res.step_summary:
+        out.append(
+            f"rank {m.rank} GPU {m.device}: {m.n_steps} steps ({m.source}), mean "
+            f"{fmt_ns(m.mean_ns)}, p50 {fmt_ns(m.p50_ns)}, p95 {fmt_ns(m.p95_ns)}, "
+            f"CV {m.cv:.2f}"
+        )
+        for o in m.outliers:
+            out.append(f"  slow: {o.name} {fmt_ns(o.dur_ns)} (+{fmt_ns(o.excess_ns)}): {o.reason}")
+    return out
+
+
+def gaps_report(res: GapAnalysis, top: int | None = None) -> list[str]:
+    """All three sections with headers."""
+    return [
+        "Idle time by cause",
+        *idle_lines(res),
+        "",
+        "Largest idle gaps",
+        *gap_lines(res, top),
+        "",
+        "Steps",
+        *step_lines(res),
+    ]
+
+
+def _signed(ns: int) -> str:
+    return ("+" if ns >= 0 else "-") + fmt_ns(abs(ns))
