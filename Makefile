@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 EXAMPLE ?= examples/synthetic_training.pt.trace.json.gz
 
-.PHONY: demo install dev test lint typecheck pytest bench fixtures clean
+.PHONY: demo install dev test lint typecheck pytest bench bench-hta fixtures clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,10 @@ bench: dev
 	$(BIN)/python bench/bench_analysis.py
 	$(BIN)/python bench/bench_nsys.py
 	$(BIN)/python bench/bench_monitor.py
+
+## bench-hta: side by side with Holistic Trace Analysis (installs it into bench/.venv-hta)
+bench-hta: dev
+	$(BIN)/python bench/bench_hta.py
 
 ## fixtures: rebuild the project's own generated fixtures and the bundled example
 fixtures: dev

@@ -2,9 +2,10 @@
 
 Usage: python bench/bench_nsys.py [--kernels N] [--json] [--keep PATH]
 
-Generates (into a temporary folder, deleted afterwards unless ``--keep``) an export with N
-kernel rows (default 2,000,000), one ``cudaLaunchKernel`` runtime row per kernel with the same
-correlation id, interned names and the usual metadata tables. Then, each in a fresh child
+Generates (into a temporary folder, deleted afterwards; ``--keep PATH`` writes it there instead
+and reuses it on later runs) an export with N kernel rows (default 2,000,000), one
+``cudaLaunchKernel`` runtime row per kernel with the same correlation id, interned names and the
+usual metadata tables. Then, each in a fresh child
 process so peak memory is not shared:
 
 - ``load``: ``traceforensics.ingest.nsys.load_nsys(path)`` end to end (validated session);

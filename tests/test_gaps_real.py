@@ -120,7 +120,7 @@ def test_resnet_workers0_is_data_loading_bound() -> None:
     top = max(dev.idle_by_cause, key=lambda c: dev.idle_by_cause[c])
     assert top == "data_loading"
     # measured 76 %: the rest is launch-bound dispatch that workers4 shows too (see
-    # docs/validation_gaps.md); the 85 % bar is not met by an exact attribution
+    # docs/validation.md); the 85 % bar is not met by an exact attribution
     assert _share(res, "data_loading") >= 0.75
     # data loading is charged only under the DataLoader range, and to (almost) all GPU idle
     # there: the ~1 % left are 1-2 µs GPU-side gaps between already-queued backward kernels
@@ -186,7 +186,7 @@ def test_json_fragment_shape() -> None:
 @pytest.mark.parametrize(
     ("rel", "window", "cause"),
     [
-        # checked by hand against the raw events (docs/validation_gaps.md)
+        # checked by hand against the raw events (docs/validation.md)
         ("hta/alexnet_a100_sync.json.gz", "trace", "compilation"),  # 29.9 s first CUDA call
         ("tracelens/eager_b200.json.gz", "trace", "launch_overhead"),  # launch-bound eager
         ("kineto/resnet50_v100_workers4.pt.trace.json.gz", "trace", "launch_overhead"),

@@ -41,21 +41,37 @@ if TYPE_CHECKING:
 #: Upper bound of rows aggregated into one text buffer per column.
 CHUNK_ROWS = 1_000_000
 
+#: Rows per Arrow batch from the ADBC driver (its default 1024 costs more per-batch overhead).
+ADBC_BATCH_ROWS = 65_536
+
 
 #: Set to force the standard-library reader (tests, or a broken ADBC install).
 NO_ADBC_ENV = "TRACEFORENSICS_NO_ADBC"
 
 
 def adbc_module() -> ModuleType | None:
-    """``adbc_driver_sqlite.dbapi`` when installed and not disabled, else None."""
+    """``adbc_driver_sqlite`` when installed and not disabled, else None.
+
+    Only the low-level driver-manager API is used: ``adbc_driver_sqlite.dbapi`` would import
+    pandas and pyarrow (about 0.9 s) for nothing, since polars adopts the Arrow C stream itself.
+    """
     if os.environ.get(NO_ADBC_ENV):
         return None
     try:
-        import adbc_driver_sqlite.dbapi as adbc  # type: ignore[import-not-found,unused-ignore]
+        import adbc_driver_manager  # noqa: F401  (the driver loader used below)
+        import adbc_driver_sqlite as adbc  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return None
     module: ModuleType = adbc
     return module
+
+
+def adbc_error() -> type[Exception]:
+    """Base class of ADBC driver-manager errors (call only when ``adbc_module()`` is not None)."""
+    import adbc_driver_manager as manager
+
+    error: type[Exception] = manager.Error
+    return error
 
 
 def _uri(path: Path) -> str:
@@ -151,7 +167,7 @@ class ExportDb:
             sql = f'SELECT {cols} FROM "{table}" WHERE rowid BETWEEN {{lo}} AND {{hi}}{cond}'
             try:
                 return self._parallel(bounds, workers, lambda b: self._adbc_chunk(adbc, sql, b))
-            except (adbc.Error, ValueError, TypeError, pl.exceptions.PolarsError):
+            except (adbc_error(), ValueError, TypeError, pl.exceptions.PolarsError):
                 pass  # e.g. a column whose SQLite types vary: the text path parses anything
         select = ", ".join(f"group_concat(ifnull({e}, ''), ',')" for e in exprs.values())
         sql = f'SELECT count(*), {select} FROM "{table}" WHERE rowid BETWEEN ? AND ?{cond}'
@@ -172,16 +188,19 @@ class ExportDb:
         return pl.concat(parts) if len(parts) > 1 else parts[0]
 
     def _adbc_chunk(self, adbc: ModuleType, sql: str, bound: tuple[int, int]) -> pl.DataFrame:
+        import adbc_driver_manager as manager
+
         with (
-            adbc.connect(_uri(self.path)) as conn,
-            conn.cursor() as cur,
+            adbc.connect(_uri(self.path)) as database,
+            manager.AdbcConnection(database) as conn,
+            manager.AdbcStatement(conn) as stmt,
         ):
             # larger Arrow batches: fewer per-batch round trips (driver default 1024)
-            with suppress(adbc.Error, AttributeError):
-                cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": "65536"})
-            cur.execute(sql.format(lo=bound[0], hi=bound[1]))
-            frame = pl.from_arrow(cur.fetch_arrow_table())
-        assert isinstance(frame, pl.DataFrame)
+            stmt.set_options(**{"adbc.sqlite.query.batch_rows": str(ADBC_BATCH_ROWS)})
+            stmt.set_sql_query(sql.format(lo=bound[0], hi=bound[1]))
+            stream, _ = stmt.execute_query()
+            # polars imports the Arrow C stream directly (no pyarrow); SQLite steps in C
+            frame = pl.DataFrame(stream)
         return frame.select(pl.all().cast(pl.Int64, strict=False))
 
     def _text_chunk(self, sql: str, bound: tuple[int, int], names: list[str]) -> pl.DataFrame:

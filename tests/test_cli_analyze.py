@@ -1,0 +1,158 @@
+"""`tf analyze` end to end: every real trace exits 0 and the JSON object keeps its contract."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TRACES, kineto_trace_files, nsys_trace_files, shared_trace
+from traceforensics.analysis.causes import CAUSES
+from traceforensics.cli.main import main
+
+DEVICE_FIELDS = {
+    "rank",
+    "device",
+    "name",
+    "window_ns",
+    "busy_ns",
+    "idle_ns",
+    "kernel_count",
+    "memcpy_count",
+    "memset_count",
+    "idle_by_cause",
+    "exposed_comm_ns",
+    "comm_ns",
+    "utilization",
+    "mfu",
+}
+STEP_FIELDS = {
+    "rank",
+    "device",
+    "name",
+    "start_ns",
+    "dur_ns",
+    "busy_ns",
+    "idle_ns",
+    "idle_by_cause",
+    "exposed_comm_ns",
+}
+GAP_FIELDS = {"rank", "device", "start_ns", "dur_ns", "causes", "evidence"}
+SHORT_FIELDS = {"name", "launching_op", "count", "total_ns", "mean_ns", "recoverable_ns", "remedy"}
+OP_FIELDS = {
+    "op",
+    "shapes",
+    "dtype",
+    "flops",
+    "bytes",
+    "kernel_ns",
+    "tflops",
+    "peak_tflops",
+    "mfu",
+    "bound",
+}
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = 0
+    try:
+        main(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _json(path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, object]:
+    code, out, err = _run(["analyze", "--json", "--no-cache", *extra, str(path)], capsys)
+    assert code == 0, err
+    obj = json.loads(out)
+    assert isinstance(obj, dict)
+    return obj
+
+
+def _check_contract(obj: dict[str, object]) -> None:
+    assert obj["schema"] == "traceforensics.analysis/1"
+    inputs = obj["inputs"]
+    assert isinstance(inputs, list) and inputs
+    assert all({"path", "format", "rank"} <= set(i) for i in inputs)
+    devices = obj["devices"]
+    assert isinstance(devices, list)
+    for d in devices:
+        assert DEVICE_FIELDS <= set(d), DEVICE_FIELDS - set(d)
+        assert d["idle_ns"] == d["window_ns"] - d["busy_ns"]
+        assert set(d["idle_by_cause"]) == set(CAUSES)
+        # the attribution sums exactly to the idle time: no double counting, no remainder
+        assert sum(d["idle_by_cause"].values()) == d["idle_ns"]
+        assert 0 <= d["exposed_comm_ns"] <= d["comm_ns"]
+        assert {"bin_ms", "start_ns", "values"} <= set(d["utilization"])
+    for s in obj["steps"]:  # type: ignore[attr-defined]
+        assert STEP_FIELDS <= set(s)
+        assert sum(s["idle_by_cause"].values()) == s["idle_ns"]
+    for g in obj["gaps"]:  # type: ignore[attr-defined]
+        assert GAP_FIELDS <= set(g)
+        assert sum(g["causes"].values()) == g["dur_ns"]
+    for r in obj["short_kernels"]:  # type: ignore[attr-defined]
+        assert SHORT_FIELDS <= set(r)
+    for r in obj["ops"]:  # type: ignore[attr-defined]
+        assert OP_FIELDS <= set(r)
+    assert {"devices", "steps"} <= set(obj["mfu"])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("rel", kineto_trace_files() + nsys_trace_files())
+def test_every_real_trace_analyzes_with_exit_0(
+    rel: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    obj = _json(shared_trace(rel), capsys)
+    _check_contract(obj)
+    fmt = {i["format"] for i in obj["inputs"]}  # type: ignore[attr-defined]
+    assert fmt == ({"nsys-sqlite"} if rel.endswith(".sqlite") else {"kineto"})
+
+
+def test_rank_directory_loads_every_rank(capsys: pytest.CaptureFixture[str]) -> None:
+    obj = _json(shared_trace("hta/job128_sampled"), capsys)
+    assert sorted(i["rank"] for i in obj["inputs"]) == [0, 1]  # type: ignore[attr-defined]
+    assert sorted({d["rank"] for d in obj["devices"]}) == [0, 1]  # type: ignore[attr-defined]
+    _check_contract(obj)
+
+
+def test_trace_window_still_sums_exactly(capsys: pytest.CaptureFixture[str]) -> None:
+    path = shared_trace("kineto/resnet50_v100_workers0.pt.trace.json.gz")
+    dev_obj = _json(path, capsys)
+    trace_obj = _json(path, capsys, "--window", "trace")
+    (d,) = dev_obj["devices"]  # type: ignore[misc]
+    (t,) = trace_obj["devices"]  # type: ignore[misc]
+    assert t["busy_ns"] == d["busy_ns"]
+    assert t["window_ns"] >= d["window_ns"]
+    assert sum(t["idle_by_cause"].values()) == t["idle_ns"] == t["window_ns"] - t["busy_ns"]
+
+
+def test_text_report_answers_first(capsys: pytest.CaptureFixture[str]) -> None:
+    path = shared_trace("kineto/resnet50_v100_workers0.pt.trace.json.gz")
+    code, out, _ = _run(["analyze", "--no-cache", str(path)], capsys)
+    assert code == 0
+    sections = [line for line in out.splitlines() if line.startswith("== ")]
+    assert sections[0] == "== Verdict =="
+    verdict = out.split("== Verdict ==")[1].split("==")[0]
+    assert "mostly data_loading" in verdict
+
+
+def test_markdown_and_plot_outputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    example = Path(__file__).resolve().parents[1] / "examples"
+    trace = next(example.glob("*.json.gz"))
+    md, png = tmp_path / "r.md", tmp_path / "r.png"
+    code, _, err = _run(
+        ["analyze", "--no-cache", "--markdown", str(md), "--plot", str(png), str(trace)], capsys
+    )
+    assert code == 0, err
+    text = md.read_text()
+    assert text.startswith("# traceforensics report") and "## Idle time by cause" in text
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cpu_only_trace_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    path = shared_trace("hta/cpu_only_rank34.json.gz")
+    code, out, _ = _run(["analyze", "--no-cache", str(path)], capsys)
+    assert code == 0 and "CPU-only" in out
+    assert TRACES.exists()
