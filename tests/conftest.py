@@ -24,9 +24,7 @@ def kineto_trace_files() -> list[str]:
     """Every Kineto trace under ../shared/traces (relative paths), or [] when absent."""
     if not TRACES.exists():
         return []
-    return sorted(
-        str(p.relative_to(TRACES)) for p in TRACES.rglob("*.json.gz") if p.is_file()
-    )
+    return sorted(str(p.relative_to(TRACES)) for p in TRACES.rglob("*.json.gz") if p.is_file())
 
 
 def nsys_trace_files() -> list[str]:

@@ -80,7 +80,7 @@ def _check_contract(obj: dict[str, object]) -> None:
     devices = obj["devices"]
     assert isinstance(devices, list)
     for d in devices:
-        assert DEVICE_FIELDS <= set(d), DEVICE_FIELDS - set(d)
+        assert set(d) >= DEVICE_FIELDS, DEVICE_FIELDS - set(d)
         assert d["idle_ns"] == d["window_ns"] - d["busy_ns"]
         assert set(d["idle_by_cause"]) == set(CAUSES)
         # the attribution sums exactly to the idle time: no double counting, no remainder
@@ -88,15 +88,15 @@ def _check_contract(obj: dict[str, object]) -> None:
         assert 0 <= d["exposed_comm_ns"] <= d["comm_ns"]
         assert {"bin_ms", "start_ns", "values"} <= set(d["utilization"])
     for s in obj["steps"]:  # type: ignore[attr-defined]
-        assert STEP_FIELDS <= set(s)
+        assert set(s) >= STEP_FIELDS
         assert sum(s["idle_by_cause"].values()) == s["idle_ns"]
     for g in obj["gaps"]:  # type: ignore[attr-defined]
-        assert GAP_FIELDS <= set(g)
+        assert set(g) >= GAP_FIELDS
         assert sum(g["causes"].values()) == g["dur_ns"]
     for r in obj["short_kernels"]:  # type: ignore[attr-defined]
-        assert SHORT_FIELDS <= set(r)
+        assert set(r) >= SHORT_FIELDS
     for r in obj["ops"]:  # type: ignore[attr-defined]
-        assert OP_FIELDS <= set(r)
+        assert set(r) >= OP_FIELDS
     assert {"devices", "steps"} <= set(obj["mfu"])  # type: ignore[arg-type]
 
 

@@ -32,29 +32,43 @@ def _dims(text: str | None) -> list[list[int]]:
 CONV_BWD_NODE = r"^(Cudnn|Miopen|Mkldnn|Slow|Thnn)?Convolution\w*Backward\d*$"
 
 
+def _filled(costs: pl.DataFrame, found: dict[int, int]) -> pl.DataFrame:
+    """``costs`` with ``flops`` set from ``found`` (op_id -> FLOPs) where it was null."""
+    if not found:
+        return costs
+    fill = pl.DataFrame(
+        {"op_id": list(found), "_fill": list(found.values())},
+        schema={"op_id": pl.Int64, "_fill": pl.Int64},
+    )
+    return (
+        costs.join(fill, on="op_id", how="left", maintain_order="left")
+        .with_columns(pl.coalesce("flops", "_fill").alias("flops"))
+        .drop("_fill")
+    )
+
+
 def fill_conv_from_sequence(
-    events: pl.DataFrame, args: pl.DataFrame, table: pl.DataFrame, recs: list[dict[str, object]]
-) -> None:
+    events: pl.DataFrame, args: pl.DataFrame, costs: pl.DataFrame
+) -> pl.DataFrame:
     """Fill unknown forward-conv FLOPs from the backward node sharing the op's Sequence number
-    (same rank): that node's first input is grad_output, whose shape is the conv's output."""
-    todo = {
-        int(str(r["op_id"])): i
-        for i, r in enumerate(recs)
-        if r["family"] == "conv" and r["flops"] is None
-    }
-    if not todo:
-        return
-    seq = args.filter(pl.col("key").cast(pl.String) == "Sequence number").select(
+    (same rank): that node's first input is grad_output, whose shape is the conv's output.
+    ``costs`` is ``throughput.op_costs``'s frame (``op_id, family, flops, Input Dims``, ...)."""
+    todo = costs.filter((pl.col("family") == "conv") & pl.col("flops").is_null()).get_column(
+        "op_id"
+    )
+    if todo.len() == 0:
+        return costs
+    seq = args.filter(pl.col("key") == "Sequence number").select(
         "event_id", pl.col("value").alias("seq")
     )
     if seq.height == 0:
-        return
+        return costs
     ev = events.select("event_id", "rank", pl.col("name").cast(pl.String))
     nodes = (
         ev.filter(pl.col("name").str.contains(CONV_BWD_NODE))
         .join(seq, on="event_id")
         .join(
-            args.filter(pl.col("key").cast(pl.String) == ARG_INPUT_DIMS).select(
+            args.filter(pl.col("key") == ARG_INPUT_DIMS).select(
                 "event_id", pl.col("value").alias("grad_dims")
             ),
             on="event_id",
@@ -63,20 +77,31 @@ def fill_conv_from_sequence(
         .select("rank", "seq", "grad_dims")
     )
     fwd = (
-        ev.filter(pl.col("event_id").is_in(list(todo)))
+        ev.filter(pl.col("event_id").is_in(todo.implode()))
         .join(seq, on="event_id")
         .join(nodes, on=["rank", "seq"])
-        .join(table.select(pl.col("op_id").alias("event_id"), ARG_INPUT_DIMS), on="event_id")
+        .join(costs.select(pl.col("op_id").alias("event_id"), ARG_INPUT_DIMS), on="event_id")
     )
+    # repeated layers share shapes: one computation per distinct (grad_dims, dims) pair
+    memo: dict[tuple[str | None, str | None], int | None] = {}
+    found: dict[int, int] = {}
     for op_id, grad_dims, dims_json in fwd.select(
         "event_id", "grad_dims", ARG_INPUT_DIMS
     ).iter_rows():
-        grads = parse_json_list(grad_dims)
-        dims = _dims(dims_json)
-        if grads and isinstance(grads[0], list):
-            flops = conv_flops_from_output(dims, [int(x) for x in grads[0]])
-            if flops is not None:
-                recs[todo[op_id]]["flops"] = flops
+        key = (grad_dims, dims_json)
+        if key not in memo:
+            memo[key] = _conv_from_grad(grad_dims, dims_json)
+        flops = memo[key]
+        if flops is not None:
+            found[int(op_id)] = flops
+    return _filled(costs, found)
+
+
+def _conv_from_grad(grad_dims: str | None, dims_json: str | None) -> int | None:
+    grads = parse_json_list(grad_dims)
+    if grads and isinstance(grads[0], list):
+        return conv_flops_from_output(_dims(dims_json), [int(x) for x in grads[0]])
+    return None
 
 
 WGRAD_OPS = ("aten::cudnn_convolution_backward_weight", "aten::miopen_convolution_backward_weight")
@@ -84,20 +109,18 @@ WGRAD_PARENTS = ("aten::cudnn_convolution_backward", "aten::miopen_convolution_b
 
 
 def fill_wgrad_from_parent(
-    tree: pl.DataFrame, args: pl.DataFrame, recs: list[dict[str, object]]
-) -> None:
+    tree: pl.DataFrame, args: pl.DataFrame, costs: pl.DataFrame
+) -> pl.DataFrame:
     """Weight-gradient FLOPs from the parent backward op's weight dims (see module doc)."""
-    todo = {
-        int(str(r["op_id"])): i
-        for i, r in enumerate(recs)
-        if r["op"] in WGRAD_OPS and r["flops"] is None
-    }
-    if not todo:
-        return
-    dims = args.filter(pl.col("key").cast(pl.String) == ARG_INPUT_DIMS).select("event_id", "value")
+    todo = costs.filter(pl.col("op").is_in(WGRAD_OPS) & pl.col("flops").is_null()).get_column(
+        "op_id"
+    )
+    if todo.len() == 0:
+        return costs
+    dims = args.filter(pl.col("key") == ARG_INPUT_DIMS).select("event_id", "value")
     parents = tree.select("event_id", "name", "parent_id")
     links = (
-        parents.filter(pl.col("event_id").is_in(list(todo)))
+        parents.filter(pl.col("event_id").is_in(todo.implode()))
         .join(
             parents.select(
                 pl.col("event_id").alias("parent_id"), pl.col("name").alias("parent_name")
@@ -108,16 +131,26 @@ def fill_wgrad_from_parent(
         .join(dims.rename({"value": "child_dims"}), on="event_id")
         .join(dims.rename({"event_id": "parent_id", "value": "parent_dims"}), on="parent_id")
     )
+    memo: dict[tuple[str | None, str | None], int | None] = {}
+    found: dict[int, int] = {}
     for op_id, child_json, parent_json in links.select(
         "event_id", "child_dims", "parent_dims"
     ).iter_rows():
-        child, parent = _dims(child_json), _dims(parent_json)
-        if len(child) < 3 or len(parent) < 3:
-            continue
-        grad_out, inp, weight = child[1], child[2], parent[2]
-        # the parent must be this conv: same grad_output and input, and a real weight
-        if grad_out != parent[1] or inp != parent[0] or len(weight) < 3:
-            continue
-        flops = conv_flops_from_output([inp, weight], grad_out)
+        key = (child_json, parent_json)
+        if key not in memo:
+            memo[key] = _wgrad(child_json, parent_json)
+        flops = memo[key]
         if flops is not None:
-            recs[todo[op_id]]["flops"] = flops
+            found[int(op_id)] = flops
+    return _filled(costs, found)
+
+
+def _wgrad(child_json: str | None, parent_json: str | None) -> int | None:
+    child, parent = _dims(child_json), _dims(parent_json)
+    if len(child) < 3 or len(parent) < 3:
+        return None
+    grad_out, inp, weight = child[1], child[2], parent[2]
+    # the parent must be this conv: same grad_output and input, and a real weight
+    if grad_out != parent[1] or inp != parent[0] or len(weight) < 3:
+        return None
+    return conv_flops_from_output([inp, weight], grad_out)

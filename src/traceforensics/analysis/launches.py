@@ -73,17 +73,20 @@ def host_tree(events: pl.DataFrame) -> pl.DataFrame:
 
 def _parents(group: I64, start: I64, end: I64, can_parent: npt.NDArray[np.bool_], ids: I64) -> I64:
     """Stack sweep over rows sorted by (group, start, -end): parent event id or -1 -> null."""
-    out = np.full(len(ids), -1, dtype=np.int64)
+    n = len(ids)
+    out = [-1] * n
     stack_end: list[int] = []
     stack_id: list[int] = []
-    last_group = None
+    # plain Python ints and lists: per-row numpy scalar access costs more than the sweep itself
     g_l, s_l, e_l = group.tolist(), start.tolist(), end.tolist()
     p_l, i_l = can_parent.tolist(), ids.tolist()
-    for k in range(len(i_l)):
-        if g_l[k] != last_group:
+    last_group = None
+    for k in range(n):
+        g = g_l[k]
+        if g != last_group:
             stack_end.clear()
             stack_id.clear()
-            last_group = g_l[k]
+            last_group = g
         s = s_l[k]
         while stack_end and stack_end[-1] <= s:
             stack_end.pop()
@@ -93,7 +96,7 @@ def _parents(group: I64, start: I64, end: I64, can_parent: npt.NDArray[np.bool_]
         if p_l[k]:
             stack_end.append(e_l[k])
             stack_id.append(i_l[k])
-    return out
+    return np.asarray(out, dtype=np.int64)
 
 
 def kernel_launches(events: pl.DataFrame, tree: pl.DataFrame | None = None) -> pl.DataFrame:

@@ -31,6 +31,9 @@ from traceforensics.analysis.utilization import (
 from traceforensics.model.monitor import MonitorLog
 from traceforensics.model.session import TraceSession
 
+#: Samples of a monitoring log kept on each side of the trace's wall-clock window.
+ALIGN_PAD_SAMPLES = 5
+
 
 @dataclass
 class AnalysisOptions:
@@ -150,9 +153,24 @@ def _aligned_monitor(session: TraceSession, log: MonitorLog) -> tuple[MonitorRep
             "the trace has no wall-clock base; the monitoring log is shown whole, not aligned"
         )
     lo, hi = trace_window(session)
-    clipped = clip_monitor(log, lo + base, hi + base)
+    # A trace often spans less than one sampling interval of the log (1 s for nvidia-smi -l 1):
+    # keep ALIGN_PAD_SAMPLES samples on each side so the report shows the curve around it.
+    pad = ALIGN_PAD_SAMPLES * _sample_interval_ns(log)
+    clipped = clip_monitor(log, lo + base - pad, hi + base + pad)
     if clipped.frame.height == 0:
         return analyze_monitor(log), (
-            f"{log.path}: no sample falls inside the trace's wall-clock window; shown whole"
+            f"{log.path}: no sample falls within {ALIGN_PAD_SAMPLES} samples of the trace's "
+            "wall-clock window; shown whole, not aligned"
         )
     return analyze_monitor(clipped), None
+
+
+def _sample_interval_ns(log: MonitorLog) -> int:
+    """The log's sampling interval: as parsed, else the median step between distinct sample
+    times, else 1 s."""
+    if log.interval_s:
+        return round(log.interval_s * 1e9)
+    times = log.frame.get_column("time_ns").drop_nulls().unique().sort()
+    steps = times.diff().drop_nulls()
+    median = steps.median() if steps.len() else None
+    return int(median) if isinstance(median, (int, float)) and median > 0 else 1_000_000_000

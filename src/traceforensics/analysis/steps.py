@@ -40,6 +40,16 @@ PROFILER_STEP_RE = r"^ProfilerStep#\d+$"
 #: "iteration_10" (not "Optimizer.step#SGD.step": the word must follow a space, _, #, : or -).
 GENERIC_STEP_RE = r"(?i)(^|[\s_#:-])(step|iteration|iter)([\s_#:-]*\d+)?$"
 
+#: Columns of a step-window frame (device-side step spans).
+_STEP_WINDOW_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "device": pl.Int32(),
+    "name": pl.String(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+    "source": pl.String(),
+}
+
 
 def detect_steps(ctx: GapContext, step_pattern: str | None) -> pl.DataFrame:
     """Device-side step spans: columns rank, device, name, start_ns, end_ns, source."""
@@ -67,16 +77,7 @@ def detect_steps(ctx: GapContext, step_pattern: str | None) -> pl.DataFrame:
         done |= set(mapped.get_column("rank").to_list())
         out.extend(f for f in (gpu, mapped) if f.height)
     if not out:
-        return pl.DataFrame(
-            schema={
-                "rank": pl.Int32,
-                "device": pl.Int32,
-                "name": pl.String,
-                "start_ns": pl.Int64,
-                "end_ns": pl.Int64,
-                "source": pl.String,
-            }
-        )
+        return pl.DataFrame(schema=_STEP_WINDOW_SCHEMA)
     cols = ["rank", "device", "name", "start_ns", "end_ns", "source"]
     return pl.concat(
         [f.select(cols).cast({"rank": pl.Int32, "device": pl.Int32}) for f in out]
@@ -85,16 +86,7 @@ def detect_steps(ctx: GapContext, step_pattern: str | None) -> pl.DataFrame:
 
 def _host_steps_on_device(ctx: GapContext, host: pl.DataFrame) -> pl.DataFrame:
     """Map host step ranges to the device span of the GPU work launched inside them."""
-    empty = pl.DataFrame(
-        schema={
-            "rank": pl.Int32,
-            "device": pl.Int32,
-            "name": pl.String,
-            "start_ns": pl.Int64,
-            "end_ns": pl.Int64,
-            "source": pl.String,
-        }
-    )
+    empty = pl.DataFrame(schema=_STEP_WINDOW_SCHEMA)
     if host.height == 0:
         return empty
     steps = (

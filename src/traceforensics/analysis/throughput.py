@@ -59,7 +59,7 @@ def op_costs(
     keys = [ARG_INPUT_DIMS, ARG_INPUT_TYPE, ARG_CONCRETE_INPUTS]
     wide = (
         args.filter(
-            pl.col("key").cast(pl.String).is_in(keys)
+            pl.col("key").is_in(keys)
             & pl.col("event_id").is_in(ops.get_column("op_id").implode())
         )
         .with_columns(pl.col("key").cast(pl.String))
@@ -69,33 +69,30 @@ def op_costs(
         if k not in wide.columns:
             wide = wide.with_columns(pl.lit(None, dtype=pl.String).alias(k))
     table = ops.join(wide.rename({"event_id": "op_id"}), on="op_id", how="inner")
-    recs: list[dict[str, object]] = []
-    for op_id, op, dims, types, conc in table.select(["op_id", "op", *keys]).iter_rows():
+    # training loops repeat the same calls: evaluate each distinct (op, dims, types, concrete
+    # inputs) once (parsing its JSON once) and join the result back to every instance
+    uniq = table.select("op", *keys).unique(maintain_order=True)
+    recs: list[tuple[object, ...]] = []
+    for op, dims, types, conc in uniq.iter_rows():
         cost = op_cost_from_args(op, dims, types, conc)
-        recs.append(
-            {
-                "op_id": op_id,
-                "op": op,
-                "family": cost.family,
-                "shapes": _tensor_shapes(dims),
-                "dtype": cost.dtype,
-                "flops": cost.flops,
-                "bytes": cost.bytes,
-            }
-        )
-    fill_conv_from_sequence(events, args, table, recs)
-    if tree is not None:
-        fill_wgrad_from_parent(tree, args, recs)
-    schema = {
-        "op_id": pl.Int64,
-        "op": pl.String,
+        recs.append((cost.family, _tensor_shapes(dims), cost.dtype, cost.flops, cost.bytes))
+    cost_cols = {
         "family": pl.String,
         "shapes": pl.String,
         "dtype": pl.String,
         "flops": pl.Int64,
         "bytes": pl.Int64,
     }
-    return pl.DataFrame(recs, schema=schema)
+    per_key = pl.concat(
+        [uniq, pl.DataFrame(recs, schema=cost_cols, orient="row")], how="horizontal"
+    )
+    costs = table.join(
+        per_key, on=["op", *keys], how="left", nulls_equal=True, maintain_order="left"
+    )
+    costs = fill_conv_from_sequence(events, args, costs)
+    if tree is not None:
+        costs = fill_wgrad_from_parent(tree, args, costs)
+    return costs.select("op_id", "op", *cost_cols)
 
 
 def _tensor_shapes(dims_json: str | None) -> str:

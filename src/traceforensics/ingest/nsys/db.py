@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -113,10 +114,9 @@ class ExportDb:
             raise InputError(f"{path}: no such file")
         self.path = path
         self.conn = connect(path)
-        with sql_errors(path):
-            rows = self.conn.execute(
-                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
-            ).fetchall()
+        # The table mappers run on threads (see ``loader``); they share this connection.
+        self._lock = threading.Lock()
+        rows = self._all("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
         self.tables: frozenset[str] = frozenset(str(r[0]) for r in rows)
         self._columns: dict[str, tuple[str, ...]] = {}
 
@@ -126,6 +126,12 @@ class ExportDb:
     def __exit__(self, *exc: object) -> None:
         self.conn.close()
 
+    def _all(self, sql: str) -> list[tuple[object, ...]]:
+        """``fetchall`` on the shared connection, one thread at a time."""
+        with sql_errors(self.path), self._lock:
+            rows: list[tuple[object, ...]] = self.conn.execute(sql).fetchall()
+        return rows
+
     def has(self, table: str) -> bool:
         return table in self.tables
 
@@ -134,15 +140,13 @@ class ExportDb:
         if table not in self.tables:
             return ()
         if table not in self._columns:
-            with sql_errors(self.path):
-                info = self.conn.execute(f'PRAGMA table_info("{table}")').fetchall()
+            info = self._all(f'PRAGMA table_info("{table}")')
             self._columns[table] = tuple(str(r[1]) for r in info)
         return self._columns[table]
 
     def fetch(self, sql: str, names: list[str]) -> pl.DataFrame:
         """Small reads (text columns): plain ``fetchall`` into a frame with ``names``."""
-        with sql_errors(self.path):
-            rows = self.conn.execute(sql).fetchall()
+        rows = self._all(sql)
         return pl.DataFrame(rows, schema=names, orient="row", infer_schema_length=None)
 
     def read_ints(self, table: str, exprs: Mapping[str, str], where: str = "") -> pl.DataFrame:
@@ -151,8 +155,11 @@ class ExportDb:
         ``where`` is an extra SQL condition (without ``WHERE``).
         """
         names = list(exprs)
-        with sql_errors(self.path):
-            lo, hi = self.conn.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
+        # Two sub-selects, not ``min(rowid), max(rowid)``: SQLite answers a lone min/max of the
+        # rowid with one b-tree seek, but scans the whole table for the pair.
+        ((lo, hi),) = self._all(
+            f'SELECT (SELECT min(rowid) FROM "{table}"), (SELECT max(rowid) FROM "{table}")'
+        )
         if lo is None:
             return pl.DataFrame(schema=dict.fromkeys(names, pl.Int64()))
         span = int(hi) - int(lo) + 1
