@@ -183,7 +183,8 @@ def _gaps(ev: pl.DataFrame) -> pl.DataFrame:
             "start_ns",
             (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
         )
-        .sort(["rank", "device", "start_ns"])
+        # stable: kernels starting together keep the table order (deterministic prev_end)
+        .sort(["rank", "device", "start_ns"], maintain_order=True)
         .with_columns(
             pl.col("end_ns").cum_max().shift(1).over(["rank", "device"]).alias("prev_end_ns")
         )
@@ -254,7 +255,11 @@ def _short_rows(
             pl.col("context").drop_nulls().first().alias("context"),
         )
         .join(busy_union, on=["rank", "device"], how="left")
-        .sort(["recoverable_ns", "total_ns"], descending=True)
+        # full key: group_by order is arbitrary, ties must not reorder rows between runs
+        .sort(
+            ["recoverable_ns", "total_ns", "rank", "device", "norm_name", "launching_op"],
+            descending=[True, True, False, False, False, False],
+        )
     )
     rows: list[ShortKernelRow] = []
     for g in groups.iter_rows(named=True):
@@ -322,7 +327,7 @@ def _unknown(kern: pl.DataFrame) -> UnknownFlops:
     top = (
         unk.group_by(["launching_op", "norm_name"])
         .agg(pl.len().alias("count"), pl.col("dur_ns").sum().alias("kernel_ns"))
-        .sort("kernel_ns", descending=True)
+        .sort(["kernel_ns", "launching_op", "norm_name"], descending=[True, False, False])
         .head(10)
         .rename({"norm_name": "name"})
     )

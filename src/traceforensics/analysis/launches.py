@@ -72,22 +72,64 @@ def host_tree(events: pl.DataFrame) -> pl.DataFrame:
 
 
 def _parents(group: I64, start: I64, end: I64, can_parent: npt.NDArray[np.bool_], ids: I64) -> I64:
-    """Stack sweep over rows sorted by (group, start, -end): parent event id or -1 -> null."""
+    """Parent event id (or -1) of rows sorted by (group, start, -end), as the stack sweep
+    ``_parents_sweep`` assigns it, computed columnar.
+
+    When a thread's ranges nest properly (any two are nested or disjoint), the sweep's stack
+    holds exactly the ranges still open, so the parent of row k is the *latest* earlier
+    can-parent row j of the same group with ``end_j > start_k``::
+
+        j0 [.........................]      open at s_k, earlier
+        j1      [........]                   closed before s_k: skipped
+        j2                [..........]       open at s_k, latest -> parent of k
+        k                     [....]
+
+    That "nearest earlier row with end > s" is found for all rows at once by binary lifting
+    over a sparse table of range maxima. Proper nesting is then checked (each range ends no
+    later than its parent; a partial overlap always breaks this on some range of the chain);
+    groups that fail it (overlapping, not nested, ranges) are redone with the sweep, whose
+    stack order then decides."""
     n = len(ids)
-    out = [-1] * n
+    out = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return out
+    floor = np.iinfo(np.int64).min
+    # level l holds max(end over can-parent rows in [i, i + 2**l)); non-parents never match
+    table = [np.where(can_parent, end, floor)]
+    while (1 << len(table)) <= n:
+        prev, half = table[-1], 1 << (len(table) - 1)
+        table.append(np.maximum(prev[:-half], prev[half:]))
+    pos = np.arange(n, dtype=np.int64)  # exclusive right edge of the rows left to search
+    for lvl in range(len(table) - 1, -1, -1):
+        width = 1 << lvl
+        lo = pos - width
+        ok = lo >= 0
+        cand = np.where(ok, lo, 0)
+        block = table[lvl][np.minimum(cand, len(table[lvl]) - 1)]
+        skip = ok & (block <= start)
+        pos = np.where(skip, lo, pos)
+    j = pos - 1
+    found = (j >= 0) & (group[np.maximum(j, 0)] == group)
+    out = np.where(found, ids[np.maximum(j, 0)], -1)
+    bad = can_parent & found & (end > end[np.maximum(j, 0)])
+    if bad.any():
+        for g in np.unique(group[bad]).tolist():
+            # rows are sorted by group: each group is one contiguous slice
+            sl = slice(
+                int(np.searchsorted(group, g, "left")), int(np.searchsorted(group, g, "right"))
+            )
+            out[sl] = _parents_sweep(start[sl], end[sl], can_parent[sl], ids[sl])
+    return out
+
+
+def _parents_sweep(start: I64, end: I64, can_parent: npt.NDArray[np.bool_], ids: I64) -> I64:
+    """Stack sweep over one thread's rows sorted by (start, -end): parent event id or -1."""
+    out = [-1] * len(ids)
     stack_end: list[int] = []
     stack_id: list[int] = []
     # plain Python ints and lists: per-row numpy scalar access costs more than the sweep itself
-    g_l, s_l, e_l = group.tolist(), start.tolist(), end.tolist()
-    p_l, i_l = can_parent.tolist(), ids.tolist()
-    last_group = None
-    for k in range(n):
-        g = g_l[k]
-        if g != last_group:
-            stack_end.clear()
-            stack_id.clear()
-            last_group = g
-        s = s_l[k]
+    s_l, e_l, p_l, i_l = start.tolist(), end.tolist(), can_parent.tolist(), ids.tolist()
+    for k, s in enumerate(s_l):
         while stack_end and stack_end[-1] <= s:
             stack_end.pop()
             stack_id.pop()

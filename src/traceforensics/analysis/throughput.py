@@ -59,8 +59,7 @@ def op_costs(
     keys = [ARG_INPUT_DIMS, ARG_INPUT_TYPE, ARG_CONCRETE_INPUTS]
     wide = (
         args.filter(
-            pl.col("key").is_in(keys)
-            & pl.col("event_id").is_in(ops.get_column("op_id").implode())
+            pl.col("key").is_in(keys) & pl.col("event_id").is_in(ops.get_column("op_id").implode())
         )
         .with_columns(pl.col("key").cast(pl.String))
         .pivot(on="key", index="event_id", values="value", aggregate_function="first")

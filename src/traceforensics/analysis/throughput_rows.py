@@ -53,7 +53,11 @@ def op_rows(kern: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]) -> lis
             pl.col("kernel_ns").sum(),
             pl.col("kernel_count").sum(),
         )
-        .sort(["kernel_ns", "op"], descending=[True, False])
+        # full key: instance order is arbitrary (group_by), ties must not reorder rows
+        .sort(
+            ["kernel_ns", "op", "shapes", "dtype", "peak_dtype", "rank", "device"],
+            descending=[True, False, False, False, False, False, False],
+        )
     )
     out: list[OpRow] = []
     for g in groups.iter_rows(named=True):
@@ -97,7 +101,7 @@ def family_rows(kern: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]) ->
             pl.len().alias("op_count"),
             pl.col("peak_dtype").sort_by("flops", descending=True).first().alias("dtype"),
         )
-        .sort(["kernel_ns", "family"], descending=[True, False])
+        .sort(["kernel_ns", "family", "rank", "device"], descending=[True, False, False, False])
     )
     out: list[FamilyRow] = []
     for g in groups.iter_rows(named=True):

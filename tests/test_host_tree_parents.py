@@ -1,0 +1,72 @@
+"""The columnar parent assignment of the host op tree against a plain stack sweep.
+
+``launches._parents`` computes each range's parent with numpy (nearest earlier range still
+open) and falls back to the sweep on threads whose ranges overlap without nesting. The
+reference here is an independent plain-Python walk written from the rule: for every row, keep
+a stack of earlier can-parent ranges of the same thread, drop the top while it has ended, the
+top is the parent.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from traceforensics.analysis.launches import _parents, host_tree
+
+
+def _reference(
+    group: list[int], start: list[int], end: list[int], can: list[bool], ids: list[int]
+) -> list[int]:
+    out: list[int] = []
+    stack: list[tuple[int, int]] = []  # (end, id)
+    last = None
+    for g, s, e, c, i in zip(group, start, end, can, ids, strict=True):
+        if g != last:
+            stack, last = [], g
+        while stack and stack[-1][0] <= s:
+            stack.pop()
+        out.append(stack[-1][1] if stack else -1)
+        if c:
+            stack.append((e, i))
+    return out
+
+
+def _check(rng: np.random.Generator, n: int, max_len: int) -> None:
+    group = np.sort(rng.integers(0, 3, n)).astype(np.int64)
+    start = rng.integers(0, 40, n).astype(np.int64)
+    end = start + rng.integers(0, max_len, n).astype(np.int64)
+    can = rng.random(n) < 0.7
+    order = np.lexsort((-end, start, group))
+    group, start, end, can = group[order], start[order], end[order], can[order]
+    ids = rng.permutation(10 * n + 1)[:n].astype(np.int64)
+    got = _parents(group, start, end, can, ids).tolist()
+    want = _reference(group.tolist(), start.tolist(), end.tolist(), can.tolist(), ids.tolist())
+    assert got == want
+
+
+def test_parents_match_stack_sweep_nested_and_overlapping() -> None:
+    rng = np.random.default_rng(7)
+    for trial in range(600):
+        # short ranges: mostly nested or disjoint; long ones: many partial overlaps (fallback)
+        _check(rng, int(rng.integers(0, 50)), 4 if trial % 2 else 20)
+
+
+def test_host_tree_nested_ranges() -> None:
+    # thread 1: linear [0,100) > addmm [10,60) > launch [20,25); launch [70,72) under linear;
+    # thread 2: a range partially overlapping its predecessor keeps the sweep's answer
+    ev = pl.DataFrame(
+        {
+            "event_id": [1, 2, 3, 4, 5, 6, 7],
+            "kind": ["cpu_op", "cpu_op", "cuda_api", "cuda_api", "cpu_op", "cpu_op", "cuda_api"],
+            "name": ["aten::linear", "aten::addmm", "L", "L", "a", "b", "L"],
+            "rank": [0] * 7,
+            "pid": [1] * 7,
+            "tid": [1, 1, 1, 1, 2, 2, 2],
+            "start_ns": [0, 10, 20, 70, 0, 5, 12],
+            "dur_ns": [100, 50, 5, 2, 10, 20, 1],
+        }
+    )
+    tree = host_tree(ev)
+    parent = dict(zip(tree["event_id"].to_list(), tree["parent_id"].to_list(), strict=True))
+    assert parent == {1: None, 2: 1, 3: 2, 4: 1, 5: None, 6: 5, 7: 6}
