@@ -1,6 +1,6 @@
 """Benchmark: Nsight Systems SQLite ingest vs a plain ``sqlite3`` ``SELECT *`` of the same tables.
 
-Usage: python bench/bench_nsys.py [--kernels N] [--json] [--keep PATH]
+Usage: python bench/bench_nsys.py [--kernels N] [--repeat R] [--json] [--keep PATH]
 
 Generates (into a temporary folder, deleted afterwards; ``--keep PATH`` writes it there instead
 and reuses it on later runs) an export with N kernel rows (default 2,000,000), one
@@ -14,6 +14,9 @@ process so peak memory is not shared:
 Reports wall and CPU seconds, kernel rows/s, total rows/s, peak RSS (MB), the ratio plain/load
 (> 1 means the ingester is faster than merely fetching the rows with ``sqlite3``), which bulk
 reader was used and the 1-minute load average (wall times on a shared machine vary with it).
+``load`` runs ``--repeat`` times (default 3), each in a fresh process: ``load_seconds`` and the
+rates are the best run (like ``timeit``: other processes only ever add time), ``*_median`` the
+median run; ``plain`` runs once.
 """
 
 from __future__ import annotations
@@ -146,6 +149,7 @@ def _run_child(mode: str, path: Path) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernels", type=int, default=2_000_000)
+    parser.add_argument("--repeat", type=int, default=3, help="load runs (best and median)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--keep", type=Path, help="write the generated export here and keep it")
     parser.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
@@ -159,16 +163,23 @@ def main() -> int:
             t0 = time.perf_counter()
             generate(path, args.kernels)
             print(f"generated {path} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
-        load = _run_child("load", path)
+        loads = sorted(
+            (_run_child("load", path) for _ in range(max(1, args.repeat))),
+            key=lambda r: float(r["seconds"]),
+        )
         plain = _run_child("plain", path)
+    load, median = loads[0], loads[len(loads) // 2]
     result = {
         "kernel_rows": args.kernels,
         "runtime_rows": args.kernels,
+        "load_runs": len(loads),
         "load_seconds": round(load["seconds"], 3),
+        "load_seconds_median": round(median["seconds"], 3),
         "kernel_rows_per_s": round(args.kernels / load["seconds"]),
+        "kernel_rows_per_s_median": round(args.kernels / median["seconds"]),
         "total_rows_per_s": round(load["rows"] / load["seconds"]),
         "load_cpu_seconds": round(load["cpu"], 3),
-        "load_peak_mb": round(load["peak_mb"], 1),
+        "load_peak_mb": round(max(r["peak_mb"] for r in loads), 1),
         "plain_select_seconds": round(plain["seconds"], 3),
         "plain_cpu_seconds": round(plain["cpu"], 3),
         "plain_peak_mb": round(plain["peak_mb"], 1),

@@ -24,7 +24,14 @@ _MAX_PER_CAUSE = 2
 
 
 def _us(ns: int) -> str:
-    return f"{ns / 1000:.1f} µs"
+    """A readable duration for evidence text: ns, µs, ms or s, whichever fits."""
+    if abs(ns) < 1_000:
+        return f"{ns} ns"
+    if abs(ns) < 1_000_000:
+        return f"{ns / 1e3:.1f} µs"
+    if abs(ns) < 1_000_000_000:
+        return f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1e9:.3f} s"
 
 
 def gap_evidence(

@@ -10,6 +10,13 @@ import orjson
 
 from traceforensics.analysis.causes import DEFAULT_DATA_PATTERNS
 from traceforensics.analysis.pipeline import AnalysisOptions, analyze
+from traceforensics.cli.options import (
+    PLOT_SUFFIXES,
+    check_output,
+    non_negative_int,
+    positive_float,
+    regex,
+)
 from traceforensics.ingest import load_path
 from traceforensics.report.json_out import build_json
 from traceforensics.report.terminal import render_text
@@ -19,11 +26,25 @@ from traceforensics.report.terminal import render_text
 @click.argument("path", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Write the JSON analysis object to stdout.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the session cache.")
-@click.option("--top", default=10, show_default=True, help="Top kernels/ops listed per device.")
-@click.option("--gaps", "top_gaps", default=10, show_default=True, help="Largest gaps kept.")
+@click.option(
+    "--top",
+    default=10,
+    show_default=True,
+    callback=non_negative_int,
+    help="Top kernels/ops listed per device.",
+)
+@click.option(
+    "--gaps",
+    "top_gaps",
+    default=10,
+    show_default=True,
+    callback=non_negative_int,
+    help="Largest gaps kept.",
+)
 @click.option(
     "--step-pattern",
     default=None,
+    callback=regex,
     help="Regex naming step ranges (default: ProfilerStep#N, then step/iteration ranges).",
 )
 @click.option(
@@ -36,10 +57,17 @@ from traceforensics.report.terminal import render_text
 @click.option(
     "--short-kernel-us",
     default=10.0,
+    callback=positive_float(),
     show_default=True,
     help="Kernels shorter than this (µs) count as short.",
 )
-@click.option("--peak-tflops", type=float, default=None, help="Override the chip's peak TFLOPS.")
+@click.option(
+    "--peak-tflops",
+    type=float,
+    default=None,
+    callback=positive_float(),
+    help="Override the chip's peak TFLOPS.",
+)
 @click.option(
     "--window",
     type=click.Choice(["device", "trace"]),
@@ -55,7 +83,13 @@ from traceforensics.report.terminal import render_text
     help="Step window: tiled (idle before a step's first GPU work is charged to it) or the "
     "step annotation's own device-side span.",
 )
-@click.option("--bin-ms", default=100.0, show_default=True, help="Utilization bin size (ms).")
+@click.option(
+    "--bin-ms",
+    default=100.0,
+    show_default=True,
+    callback=positive_float(),
+    help="Utilization bin size (ms).",
+)
 @click.option(
     "--monitor",
     "monitor_path",
@@ -98,6 +132,11 @@ def analyze_command(
 ) -> None:
     """Analyze a trace: PyTorch Profiler .json/.json.gz, a directory of rank files,
     an Nsight Systems .sqlite export or a .nsys-rep report."""
+    inputs = [path] + ([monitor_path] if monitor_path else [])
+    if markdown_path is not None:
+        check_output(markdown_path, inputs, "--markdown")
+    if plot_path is not None:
+        check_output(plot_path, inputs, "--plot", PLOT_SUFFIXES)
     session = load_path(path, use_cache=not no_cache)
     monitor_log = None
     if monitor_path is not None:

@@ -41,8 +41,12 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("tf: aborted", err=True)
         sys.exit(130)
+    except click.UsageError as exc:
+        # one line, like every other input error (click's own form adds Usage/Try lines)
+        click.echo(f"tf: error: {exc.format_message()} (see tf --help)", err=True)
+        sys.exit(EXIT_INPUT)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"tf: error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
     except InputError as exc:
         click.echo(f"tf: error: {exc}", err=True)

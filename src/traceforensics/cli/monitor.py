@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 
 from traceforensics.analysis.monitor import analyze_monitor
+from traceforensics.cli.options import PLOT_SUFFIXES, check_output, positive_float
 from traceforensics.ingest.monitor import load_monitor_log
 from traceforensics.report.monitor_text import render_monitor_text
 
@@ -30,6 +32,7 @@ from traceforensics.report.monitor_text import render_monitor_text
     "interval_s",
     type=float,
     default=None,
+    callback=positive_float(),
     help="Sample interval when the log has no timestamps (default 1 s).",
 )
 def monitor_command(
@@ -37,6 +40,8 @@ def monitor_command(
 ) -> None:
     """Classify each GPU's utilization curve, and tell clock throttling under load from idle
     down-clocking, in an nvidia-smi / dcgmi / plain-table monitoring log."""
+    if plot_path:
+        check_output(Path(plot_path), [log], "--plot", PLOT_SUFFIXES)
     parsed = load_monitor_log(log, columns=columns, interval_s=interval_s)
     report = analyze_monitor(parsed)
     if plot_path:

@@ -52,6 +52,9 @@ def gap_lines(res: GapAnalysis, limit: int | None = None) -> list[str]:
         for e in g.evidence:
             where = f"tid {e.tid}" if e.tid is not None else "GPU"
             tag = e.cause or "-"
+            if e.kind == "none":  # no recorded event: the claim is the absence itself
+                out.append(f"    [{tag}] nothing recorded ({where}): {e.detail}")
+                continue
             name = truncate(e.name, _NAME_WIDTH) if e.name else "(none)"
             out.append(
                 f"    [{tag}] {e.kind} {name} @{_signed(e.start_ns - g.start_ns)}"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import orjson
 import polars as pl
 
@@ -67,11 +68,25 @@ def packed3_sql(x: str, y: str, z: str) -> str:
     return f"(({x} << 32) | ({y} << 16) | {z})"
 
 
-def unpack3(packed: str) -> pl.Expr:
-    """``[x, y, z]`` as ``List(Int32)`` from ``x << 32 | y << 16 | z``."""
-    p = pl.col(packed)
-    parts = [p // (1 << 32), (p // (1 << 16)) % (1 << 16), p % (1 << 16)]
-    return pl.concat_arr([c.cast(pl.Int32) for c in parts]).arr.to_list()
+def unpack3(packed: pl.Series) -> pl.Series:
+    """``[x, y, z]`` as ``List(Int32)`` from ``x << 32 | y << 16 | z``.
+
+    Built as one ``(n, 3)`` int32 block in numpy, then viewed as lists: about 3x cheaper than
+    ``concat_arr`` of three polars expressions (this runs on every kernel row, twice). A NULL
+    packed value (some dimension NULL in the export) gives ``[null, null, null]``, done by the
+    expression path since it is rare.
+    """
+    if packed.null_count():
+        p = pl.col(packed.name)
+        parts = [p // (1 << 32), (p // (1 << 16)) % (1 << 16), p % (1 << 16)]
+        lists = pl.concat_arr([c.cast(pl.Int32) for c in parts]).arr.to_list()
+        return packed.to_frame().select(lists).to_series()
+    values = packed.to_numpy()
+    xyz = np.empty((len(values), 3), dtype=np.int32)
+    xyz[:, 0] = values >> 32
+    xyz[:, 1] = (values >> 16) & 0xFFFF
+    xyz[:, 2] = values & 0xFFFF
+    return pl.Series(packed.name, xyz).arr.to_list()
 
 
 def pid_sql(db: ExportDb, table: str, col: str) -> str:

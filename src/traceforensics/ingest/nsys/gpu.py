@@ -40,16 +40,20 @@ GRAPH = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
 NCCL_KERNEL_RE = r"(?i)(?:^|[\s:*&])nccl"
 
 
-def _base(db: ExportDb, table: str, extra: dict[str, str]) -> pl.DataFrame:
-    """Shared GPU columns, read packed (see ``common``) and unpacked here."""
+def _base_exprs(db: ExportDb, table: str, extra: dict[str, str]) -> dict[str, str]:
     device, stream = col_sql(db, table, "deviceId"), col_sql(db, table, "streamId")
-    exprs = {
+    return {
         "start_ns": "start",
         "end_ns": "end",
         "_dev_stream": f"(({stream} << 16) | {device})",
         "_pid_corr": packed_pid_corr_sql(db, table, "globalPid"),
         **extra,
     }
+
+
+def _base(db: ExportDb, table: str, extra: dict[str, str]) -> pl.DataFrame:
+    """Shared GPU columns, read packed (see ``common``) and unpacked here."""
+    exprs = _base_exprs(db, table, extra)
     frame = db.read_ints(table, exprs).filter(pl.col("start_ns").is_not_null())
     dur = (pl.col("end_ns") - pl.col("start_ns")).clip(lower_bound=0).fill_null(0)
     return frame.with_columns(
@@ -61,18 +65,27 @@ def _base(db: ExportDb, table: str, extra: dict[str, str]) -> pl.DataFrame:
     ).drop("end_ns", "_dev_stream", "_pid_corr")
 
 
+def _kernel_extra(db: ExportDb) -> dict[str, str]:
+    demangled = col_sql(db, KERNEL, "demangledName")
+    short = col_sql(db, KERNEL, "shortName")
+    extra = {"_names": f"((ifnull({demangled}, 0) << 32) | ifnull({short}, 0))"}
+    if {"gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"} <= set(db.columns(KERNEL)):
+        extra["_grid"] = packed3_sql("gridX", "gridY", "gridZ")
+        extra["_block"] = packed3_sql("blockX", "blockY", "blockZ")
+    return extra
+
+
+def prefetch_kernels(db: ExportDb) -> None:
+    """Start the bulk read that ``kernels`` will use (see ``ExportDb.prefetch``)."""
+    db.prefetch(KERNEL, _base_exprs(db, KERNEL, _kernel_extra(db)))
+
+
 def kernels(db: ExportDb, strings: Strings) -> Part | None:
     """Name = demangled name (Kineto's spelling) else short name; the short name goes to args."""
     if not db.has(KERNEL):
         return None
-    demangled = col_sql(db, KERNEL, "demangledName")
-    short = col_sql(db, KERNEL, "shortName")
-    extra = {"_names": f"((ifnull({demangled}, 0) << 32) | ifnull({short}, 0))"}
-    cols = db.columns(KERNEL)
-    has_launch = {"gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"} <= set(cols)
-    if has_launch:
-        extra["_grid"] = packed3_sql("gridX", "gridY", "gridZ")
-        extra["_block"] = packed3_sql("blockX", "blockY", "blockZ")
+    extra = _kernel_extra(db)
+    has_launch = "_grid" in extra
     frame = _base(db, KERNEL, extra)
     # Resolve the few distinct name pairs once, then join them onto every kernel row.
     ids = (
@@ -103,7 +116,9 @@ def kernels(db: ExportDb, strings: Strings) -> Part | None:
     )
     args = [arg_rows(frame, ARG_SHORT_NAME, "_sarg")]
     launch = (
-        [unpack3("_grid").alias("grid"), unpack3("_block").alias("block")] if has_launch else []
+        [unpack3(frame["_grid"]).alias("grid"), unpack3(frame["_block"]).alias("block")]
+        if has_launch
+        else []
     )
     events = frame.with_columns(pl.lit("kernel", dtype=KIND_DTYPE).alias("kind"), *launch)
     return Part(_drop_private(events), args)

@@ -33,23 +33,54 @@ CUPTI_OVERHEAD = "CUPTI_ACTIVITY_KIND_OVERHEAD"
 #: ``cuMemAlloc_v2``/``cudaGetDeviceProperties_v2`` are real API names and are kept.
 VERSION_SUFFIX_RE = r"_v\d{4,}$"
 
+#: Stands for a NULL ``nameId`` inside a packed column (string ids are below 2**31).
+NULL_ID = 0xFFFFFFFF
 
-def _host(db: ExportDb, table: str, extra: dict[str, str]) -> pl.DataFrame:
-    """Shared host columns; ``pid << 24 | tid`` is read packed and unpacked here."""
+
+def _host_exprs(db: ExportDb, table: str, *, with_corr: bool) -> dict[str, str]:
+    name = col_sql(db, table, "nameId")
     exprs = {
         "start_ns": "start",
         "end_ns": "end",
         "_ptid": packed_ptid_sql(db, table, "globalTid"),
-        "_name": col_sql(db, table, "nameId"),
-        **extra,
     }
+    if with_corr:
+        corr = col_sql(db, table, "correlationId")
+        exprs["_name_corr"] = f"((ifnull({name}, {NULL_ID}) << 32) | ifnull({corr}, 0))"
+    else:
+        exprs["_name"] = name
+    return exprs
+
+
+def prefetch_runtime(db: ExportDb) -> None:
+    """Start the bulk read that ``runtime_calls`` will use (see ``ExportDb.prefetch``)."""
+    db.prefetch(RUNTIME, _host_exprs(db, RUNTIME, with_corr=True))
+
+
+def _host(db: ExportDb, table: str, *, with_corr: bool = False) -> pl.DataFrame:
+    """Shared host columns; ``pid << 24 | tid`` is read packed and unpacked here.
+
+    ``with_corr`` also reads ``correlationId`` packed with the name id as
+    ``nameId << 32 | correlationId`` (a NULL name id travels as ``0xFFFFFFFF``, a NULL
+    correlation as 0): one bulk column instead of two, which costs less than the arithmetic.
+    """
+    exprs = _host_exprs(db, table, with_corr=with_corr)
     frame = db.read_ints(table, exprs).filter(pl.col("start_ns").is_not_null())
     dur = (pl.col("end_ns") - pl.col("start_ns")).clip(lower_bound=0).fill_null(0)
+    unpacked = []
+    if with_corr:
+        name_id = pl.col("_name_corr") // (1 << 32)
+        corr_id = pl.col("_name_corr") % (1 << 32)
+        unpacked = [
+            pl.when(name_id != NULL_ID).then(name_id).alias("_name"),
+            pl.when(corr_id != 0).then(corr_id).alias("correlation"),
+        ]
     return frame.with_columns(
         dur.alias("dur_ns"),
         *unpack_ptid("_ptid"),
+        *unpacked,
         pl.lit(table, dtype=pl.Categorical()).alias("category"),
-    ).drop("end_ns", "_ptid")
+    ).drop("end_ns", "_ptid", *(["_name_corr"] if with_corr else []))
 
 
 def _named(frame: pl.DataFrame, strings: Strings, fallback: str) -> pl.DataFrame:
@@ -66,11 +97,7 @@ def _named(frame: pl.DataFrame, strings: Strings, fallback: str) -> pl.DataFrame
 def runtime_calls(db: ExportDb, strings: Strings) -> Part | None:
     if not db.has(RUNTIME):
         return None
-    corr = col_sql(db, RUNTIME, "correlationId")
-    frame = _host(db, RUNTIME, {"_corr": f"ifnull({corr}, 0)"})
-    frame = frame.with_columns(
-        pl.when(pl.col("_corr") != 0).then(pl.col("_corr")).alias("correlation")
-    )
+    frame = _host(db, RUNTIME, with_corr=True)
     ids = strings.attach(frame.select("_name").unique(), "_name", "_orig")
     ids = ids.with_columns(
         pl.col("_orig")
@@ -97,7 +124,7 @@ def runtime_calls(db: ExportDb, strings: Strings) -> Part | None:
 def os_calls(db: ExportDb, strings: Strings) -> Part | None:
     if not db.has(OSRT):
         return None
-    frame = _named(_host(db, OSRT, {}), strings, "<unknown OS call>")
+    frame = _named(_host(db, OSRT), strings, "<unknown OS call>")
     return Part(_private(frame.with_columns(pl.lit("os_call").alias("kind"))))
 
 
@@ -109,7 +136,7 @@ def overheads(db: ExportDb, strings: Strings) -> list[Part]:
         (CUPTI_OVERHEAD, "CUPTI overhead"),
     ):
         if db.has(table):
-            frame = _named(_host(db, table, {}), strings, fallback)
+            frame = _named(_host(db, table), strings, fallback)
             parts.append(Part(_private(frame.with_columns(pl.lit("overhead").alias("kind")))))
     return parts
 

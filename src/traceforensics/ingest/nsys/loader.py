@@ -15,7 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from traceforensics.ingest.nsys import gpu, host, meta
-from traceforensics.ingest.nsys.common import Part, Strings, with_row
+from traceforensics.ingest.nsys.common import Part, Strings
 from traceforensics.ingest.nsys.db import ExportDb, sql_errors
 from traceforensics.ingest.nsys.nvtx import nvtx_events
 from traceforensics.model.errors import UnsupportedFormatError
@@ -101,6 +101,10 @@ def _map_tables(db: ExportDb, strings: Strings) -> tuple[list[Part], int]:
     The mappers are independent (each reads its own tables), so they run concurrently; the
     order of the returned parts, hence ``event_id``, does not depend on which finishes first.
     """
+    # The two big tables, biggest first: the kernel mapper then runs while the runtime table
+    # is still being read, and only the cheaper runtime mapper is left after the last read.
+    gpu.prefetch_kernels(db)
+    host.prefetch_runtime(db)
     with ThreadPoolExecutor(MAPPER_THREADS) as pool:
         singles = [
             pool.submit(gpu.kernels, db, strings),
@@ -123,29 +127,34 @@ def _map_tables(db: ExportDb, strings: Strings) -> tuple[list[Part], int]:
 
 
 def _assemble(parts: list[Part]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Concatenate parts; ``event_id = offset + _row``; args follow their rows' ids."""
-    events: list[pl.DataFrame] = []
-    args: list[pl.DataFrame] = []
+    """Concatenate parts; ``event_id = offset + _row``; args follow their rows' ids.
+
+    One lazy plan for each table, collected together: the per-part id shift, the name cast and
+    the concatenation then run in one parallel pass instead of one eager copy per step.
+    """
+    events: list[pl.LazyFrame] = []
+    args: list[pl.LazyFrame] = []
     offset = 0
     for part in parts:
-        frame = part.events if "_row" in part.events.columns else with_row(part.events)
-        shift = pl.col("_row") + offset
-        events.append(frame.with_columns(shift.alias("event_id")).drop("_row"))
-        args.extend(a.with_columns(shift.alias("event_id")).drop("_row") for a in part.args)
-        offset += frame.height
-    if events:
-        event_frame = pl.concat(
-            [e.with_columns(pl.col("name").cast(pl.Categorical())) for e in events],
-            how="diagonal_relaxed",
-        )
-    else:
-        event_frame = pl.DataFrame(schema={"event_id": pl.Int64()})
-    if "is_comm" in event_frame.columns:
-        event_frame = event_frame.with_columns(pl.col("is_comm").fill_null(False))
-    if "rank" not in event_frame.columns:
-        event_frame = event_frame.with_columns(pl.lit(0, dtype=pl.Int32()).alias("rank"))
+        frame = part.events.lazy()
+        if "_row" not in part.events.columns:
+            frame = frame.with_row_index("_row")
+        shift = (pl.col("_row").cast(pl.Int64) + offset).alias("event_id")
+        events.append(frame.with_columns(shift, pl.col("name").cast(pl.Categorical())).drop("_row"))
+        args.extend(a.lazy().with_columns(shift).drop("_row") for a in part.args)
+        offset += part.events.height
+    if not events:
+        return pl.DataFrame(schema={"event_id": pl.Int64()}), pl.DataFrame(schema=ARGS_SCHEMA)
+    event_plan = pl.concat(events, how="diagonal_relaxed")
+    columns = event_plan.collect_schema().names()
+    if "is_comm" in columns:
+        event_plan = event_plan.with_columns(pl.col("is_comm").fill_null(False))
+    if "rank" not in columns:
+        event_plan = event_plan.with_columns(pl.lit(0, dtype=pl.Int32()).alias("rank"))
     cast = [pl.col(c).cast(t) for c, t in ARGS_SCHEMA.items()]
-    arg_frame = (
-        pl.concat([a.select(cast) for a in args]) if args else pl.DataFrame(schema=ARGS_SCHEMA)
-    )
+    arg_plan = pl.concat([a.select(cast) for a in args]) if args else ARGS_EMPTY.lazy()
+    event_frame, arg_frame = pl.collect_all([event_plan, arg_plan], engine="in-memory")
     return event_frame, arg_frame
+
+
+ARGS_EMPTY = pl.DataFrame(schema=ARGS_SCHEMA)

@@ -1,0 +1,81 @@
+"""Option checks shared by the commands: a bad option is an input error (exit 2, one line).
+
+Numbers must be finite and in range, regexes must compile, and output files must be writable
+and must never be one of the inputs (a report written over the trace would destroy it).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import click
+
+from traceforensics.model.errors import InputError
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+#: Files a directory input would load as rank files (so an output there would become an input).
+RANK_SUFFIXES = (".json", ".json.gz")
+
+
+def positive_float(
+    allow_zero: bool = False,
+) -> Callable[[click.Context, click.Parameter, float | None], float | None]:
+    """A click callback accepting finite numbers > 0 (>= 0 with ``allow_zero``) or None."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+        if value is None:
+            return None
+        ok = math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
+        if not ok:
+            bound = ">= 0" if allow_zero else "> 0"
+            raise InputError(f"{_flag(param)} {value!r}: must be a finite number {bound}")
+        return value
+
+    return check
+
+
+def non_negative_int(ctx: click.Context, param: click.Parameter, value: int) -> int:
+    """A click callback accepting integers >= 0."""
+    if value < 0:
+        raise InputError(f"{_flag(param)} {value}: must be 0 or more")
+    return value
+
+
+def regex(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A click callback accepting a regular expression that compiles."""
+    if value is None:
+        return None
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise InputError(f"{_flag(param)} {value!r}: invalid regular expression ({exc})") from exc
+    return value
+
+
+def check_output(
+    path: Path, inputs: Iterable[str | Path], what: str, suffixes: tuple[str, ...] = ()
+) -> None:
+    """Refuse an output path that is an input, is a directory, lies in a missing directory or
+    (for plots) has a suffix matplotlib cannot write."""
+    target = path.resolve()
+    for raw in inputs:
+        src = Path(raw).resolve()
+        in_dir = src.is_dir() and target.parent == src
+        if target == src or (in_dir and (target.exists() or target.name.endswith(RANK_SUFFIXES))):
+            raise InputError(f"{path}: {what} would overwrite an input; choose another file")
+    if target.is_dir():
+        raise InputError(f"{path}: {what} is a directory; give a file name")
+    if not target.parent.is_dir():
+        raise InputError(f"{path}: cannot write {what}: directory {path.parent} does not exist")
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise InputError(
+            f"{path}: {what} must end in one of {', '.join(suffixes)} (the image format)"
+        )
+
+
+def _flag(param: click.Parameter) -> str:
+    opts = getattr(param, "opts", None) or [param.name or "option"]
+    return str(opts[0])
