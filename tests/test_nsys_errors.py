@@ -83,6 +83,8 @@ def test_nsys_rep_exports_once_and_reuses_the_cache(
     _stand_in_nsys(tmp_path / "bin", log)
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     report = _report(tmp_path)
+    # progress is for a person at a terminal (piped stderr keeps one line per error)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     session = load_path(report)
     assert "exporting run1.nsys-rep" in capsys.readouterr().err
     direct = load_path(MODERN)

@@ -3,7 +3,7 @@
 Rules (all times integer ns):
 
 - window  = [first GPU op start, last GPU op end) over the device's kernel, memcpy and memset rows
-  (syncs and annotations do not open or close the window);
+  (syncs, annotations and zero-length ops do not open or close the window);
 - busy    = length of the union of kernel, memcpy and memset intervals over all streams of the
   device (overlapping streams count once; sync records are waits, not work);
 - idle    = window - busy.
@@ -118,8 +118,9 @@ def summarize(session: TraceSession, top_kernels: int = 10) -> Summary:
         ends = starts + part.get_column("dur_ns").to_numpy()
         us, ue = union(starts, ends)
         busy = total(us, ue)
-        w_start = int(starts.min())
-        window = int(ends.max()) - w_start
+        # zero-length ops cover no time and do not open the window (the gap pass agrees)
+        w_start = int(us[0]) if us.size else int(starts.min())
+        window = int(ue[-1]) - w_start if us.size else 0
         counts = dict(
             part.group_by("kind").len().select(pl.col("kind").cast(pl.String), "len").iter_rows()
         )

@@ -15,7 +15,6 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from traceforensics.model.errors import SchemaError
 from traceforensics.model.session import TraceSession
 
 CACHE_FORMAT = "1"
@@ -51,8 +50,8 @@ def cached_load(path: Path, loader: Callable[[Path], TraceSession]) -> TraceSess
     if (entry / "meta.json").exists():
         try:
             return TraceSession.load(entry)
-        except (SchemaError, OSError, ValueError):
-            shutil.rmtree(entry, ignore_errors=True)  # a broken entry is rebuilt, not trusted
+        except Exception:
+            shutil.rmtree(entry, ignore_errors=True)
     session = loader(path)
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)

@@ -75,6 +75,11 @@ def _load(paths: Sequence[Path]) -> TraceSession:
         warnings.extend(raw.notes)
         base = kmeta.base_time_ns(raw.top)
         part = _extract(raw, rank, offset, base)
+        if part.events.height == 0:
+            raise CorruptTraceError(
+                f"{raw.path}: none of the {len(raw.events)} events is a usable trace event "
+                "(phase X/i with a known category, ts and dur); is this a PyTorch Profiler trace?"
+            )
         offset += part.ids_used  # dropped rows leave gaps; ids stay unique across files
         frames.append(part.events)
         arg_frames.append(part.args)

@@ -37,6 +37,7 @@ from traceforensics.ingest.kineto.payload import (
 )
 from traceforensics.ingest.kineto.reader import RawTrace
 from traceforensics.ingest.kineto.timeconv import us_to_ns
+from traceforensics.model.errors import CorruptTraceError
 from traceforensics.model.schema import (
     COPY_KIND_DTYPE,
     KIND_DTYPE,
@@ -214,6 +215,12 @@ def extract(raw: RawTrace, rank: int, id_offset: int, base_ns: int | None) -> Ex
 
     # GPU work rows need a device (schema rule); one we cannot place is dropped, not guessed
     lost = [i for i in gpu_idx if device[i] is None and kind[i] in cats.WORK_KINDS]
+    if lost and len(lost) == sum(1 for i in gpu_idx if kind[i] in cats.WORK_KINDS):
+        # every GPU op is unplaceable: dropping them all would report a "CPU-only" trace
+        raise CorruptTraceError(
+            f"{src}: none of the {len(lost)} GPU ops has a device index (no args.device and "
+            "a pid that is not a GPU index); re-export the trace with a current PyTorch"
+        )
     if lost:
         warnings.append(f"{src}: {len(lost)} GPU rows without a device index were dropped")
         lost_ids = pl.Series([id_offset + i for i in lost], dtype=pl.Int64).implode()

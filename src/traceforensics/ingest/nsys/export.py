@@ -84,7 +84,7 @@ def ensure_sqlite(report: Path) -> Path:
     partial = target.with_name(target.name.removesuffix(".sqlite") + ".partial.sqlite")
     partial.unlink(missing_ok=True)
     argv = [nsys, *export_command(report, partial)[1:]]
-    print(f"traceforensics: exporting {report.name} with nsys to {target} ...", file=sys.stderr)
+    _progress(f"traceforensics: exporting {report.name} with nsys to {target} ...")
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     except OSError as exc:
@@ -97,10 +97,30 @@ def ensure_sqlite(report: Path) -> Path:
             f"{report}: `nsys export` failed ({reason}); check that the report opens in "
             "Nsight Systems"
         )
+    if not _is_sqlite(partial):
+        partial.unlink(missing_ok=True)
+        raise CorruptTraceError(
+            f"{report}: `nsys export` wrote no SQLite database; check that the report opens in "
+            "Nsight Systems and that nsys is recent enough to export it"
+        )
     os.replace(partial, target)
     try:
         key_file.write_text(json.dumps(key), encoding="utf-8")
     except OSError as exc:  # pragma: no cover - folder writable a moment ago
         raise InputError(f"{report}: cannot write the export cache key ({exc})") from exc
-    print(f"traceforensics: export done ({target.stat().st_size} bytes)", file=sys.stderr)
+    _progress(f"traceforensics: export done ({target.stat().st_size} bytes)")
     return target
+
+
+def _progress(message: str) -> None:
+    """Progress goes to a terminal only: piped or captured stderr keeps one line per error."""
+    if sys.stderr.isatty():
+        print(message, file=sys.stderr)
+
+
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False

@@ -51,6 +51,11 @@ def load_sqlite(
                 f"{shown}: export schema {version} is newer than the tested 3.x; tables were "
                 "read by feature detection and some data may be missing"
             )
+        if not db.has("StringIds") and events.height:
+            warnings.append(
+                f"{shown}: the export has no StringIds table, so kernel, API and range names "
+                "are unknown; re-export it with `nsys export --type sqlite`"
+            )
         if open_ranges:
             warnings.append(f"{shown}: {open_ranges} NVTX ranges never ended and were dropped")
         trace_meta = TraceMeta(
