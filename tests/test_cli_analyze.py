@@ -8,50 +8,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TRACES, kineto_trace_files, nsys_trace_files, shared_trace
+from tests.json_contract import (
+    DEVICE_FIELDS,
+    GAP_FIELDS,
+    OP_FIELDS,
+    SHORT_KERNEL_FIELDS,
+    STEP_FIELDS,
+)
 from traceforensics.analysis.causes import CAUSES
 from traceforensics.cli.main import main
-
-DEVICE_FIELDS = {
-    "rank",
-    "device",
-    "name",
-    "window_ns",
-    "busy_ns",
-    "idle_ns",
-    "kernel_count",
-    "memcpy_count",
-    "memset_count",
-    "idle_by_cause",
-    "exposed_comm_ns",
-    "comm_ns",
-    "utilization",
-    "mfu",
-}
-STEP_FIELDS = {
-    "rank",
-    "device",
-    "name",
-    "start_ns",
-    "dur_ns",
-    "busy_ns",
-    "idle_ns",
-    "idle_by_cause",
-    "exposed_comm_ns",
-}
-GAP_FIELDS = {"rank", "device", "start_ns", "dur_ns", "causes", "evidence"}
-SHORT_FIELDS = {"name", "launching_op", "count", "total_ns", "mean_ns", "recoverable_ns", "remedy"}
-OP_FIELDS = {
-    "op",
-    "shapes",
-    "dtype",
-    "flops",
-    "bytes",
-    "kernel_ns",
-    "tflops",
-    "peak_tflops",
-    "mfu",
-    "bound",
-}
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -94,7 +59,7 @@ def _check_contract(obj: dict[str, object]) -> None:
         assert set(g) >= GAP_FIELDS
         assert sum(g["causes"].values()) == g["dur_ns"]
     for r in obj["short_kernels"]:  # type: ignore[attr-defined]
-        assert set(r) >= SHORT_FIELDS
+        assert set(r) >= SHORT_KERNEL_FIELDS
     for r in obj["ops"]:  # type: ignore[attr-defined]
         assert set(r) >= OP_FIELDS
     assert {"devices", "steps"} <= set(obj["mfu"])  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, shared_trace
+from tests.json_contract import OP_FIELDS, SHORT_KERNEL_FIELDS
 from traceforensics.analysis.kernels import (
     KernelOptions,
     analyze_kernels,
@@ -161,21 +162,8 @@ def test_json_shape(loaded: Any) -> None:
     j = analyze_kernels(session).to_json()
     assert {"short_kernels", "ops", "mfu"} <= set(j)
     assert set(j["mfu"]) == {"devices", "steps"}
-    need_sk = {"name", "launching_op", "count", "total_ns", "mean_ns", "recoverable_ns", "remedy"}
-    need_op = {
-        "op",
-        "shapes",
-        "dtype",
-        "flops",
-        "bytes",
-        "kernel_ns",
-        "tflops",
-        "peak_tflops",
-        "mfu",
-        "bound",
-    }
-    assert all(need_sk <= set(r) for r in j["short_kernels"])
-    assert j["ops"] and all(need_op <= set(r) for r in j["ops"])
+    assert all(set(r) >= SHORT_KERNEL_FIELDS for r in j["short_kernels"])
+    assert j["ops"] and all(set(r) >= OP_FIELDS for r in j["ops"])
     json.dumps(j)  # serialisable as is
     # the big GEMM's op has FLOPs (mm 2*512^3); every kernel is charged or counted unknown
     unknown = j["unknown_flops_kernels"]["count"]

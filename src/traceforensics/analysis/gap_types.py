@@ -120,6 +120,7 @@ class StepStats:
             "idle_ns": self.idle_ns,
             "idle_by_cause": dict(self.idle_by_cause),
             "exposed_comm_ns": self.exposed_comm_ns,
+            "comm_ns": self.comm_ns,
         }
 
 

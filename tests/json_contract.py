@@ -1,0 +1,54 @@
+"""Field names the issues fixed as JSON contracts (docs/json-output.md); tests share them."""
+
+from __future__ import annotations
+
+DEVICE_FIELDS = frozenset(
+    {
+        "rank",
+        "device",
+        "name",
+        "window_ns",
+        "busy_ns",
+        "idle_ns",
+        "kernel_count",
+        "memcpy_count",
+        "memset_count",
+        "idle_by_cause",
+        "exposed_comm_ns",
+        "comm_ns",
+        "utilization",
+        "mfu",
+    }
+)
+STEP_FIELDS = frozenset(
+    {
+        "rank",
+        "device",
+        "name",
+        "start_ns",
+        "dur_ns",
+        "busy_ns",
+        "idle_ns",
+        "idle_by_cause",
+        "exposed_comm_ns",
+    }
+)
+GAP_FIELDS = frozenset({"rank", "device", "start_ns", "dur_ns", "causes", "evidence"})
+EVIDENCE_FIELDS = frozenset({"cause", "kind", "name", "start_ns", "dur_ns", "tid", "detail"})
+SHORT_KERNEL_FIELDS = frozenset(
+    {"name", "launching_op", "count", "total_ns", "mean_ns", "recoverable_ns", "remedy"}
+)
+OP_FIELDS = frozenset(
+    {
+        "op",
+        "shapes",
+        "dtype",
+        "flops",
+        "bytes",
+        "kernel_ns",
+        "tflops",
+        "peak_tflops",
+        "mfu",
+        "bound",
+    }
+)
