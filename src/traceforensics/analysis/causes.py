@@ -239,11 +239,6 @@ def launch_part_cause(api_names: pl.Series, call_ns: npt.NDArray[np.int64]) -> n
     ).astype(np.int64)
 
 
-def is_sync_class(cause: pl.Series) -> pl.Series:
-    """True for rows whose class is ``host_sync`` (they start the sync-drain rule)."""
-    return cause == CAUSE_INDEX[HOST_SYNC]
-
-
 #: Number of causes (columns of attribution matrices).
 N_CAUSES: Final = len(CAUSES)
 

@@ -164,9 +164,10 @@ class StepSummary:
             "device": self.device,
             "source": self.source,
             "n_steps": self.n_steps,
-            "mean_ns": self.mean_ns,
-            "p50_ns": self.p50_ns,
-            "p95_ns": self.p95_ns,
+            # integer ns like every *_ns field (the statistics are computed in float)
+            "mean_ns": round(self.mean_ns),
+            "p50_ns": round(self.p50_ns),
+            "p95_ns": round(self.p95_ns),
             "cv": self.cv,
             "outliers": [o.to_json() for o in self.outliers],
         }

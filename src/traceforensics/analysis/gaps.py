@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import polars as pl
 
 from traceforensics.analysis.attribution import Parts, attribute
 from traceforensics.analysis.causes import CAUSES, STEP_MARKER_RE
@@ -137,6 +136,8 @@ def gap_begin(ctx: GapContext, dev: I64, s: I64) -> I64:
     for g in np.unique(dev):
         m = dev == g
         _us, ue = ctx.dev_union(int(g))
+        if ue.size == 0:  # only zero-length work: no GPU work ever ended before s
+            continue
         i = np.searchsorted(ue, s[m], side="right") - 1
         out[m] = np.where(i >= 0, ue[np.maximum(i, 0)], s[m])
     return out
@@ -189,7 +190,10 @@ def analyze_gaps(session: TraceSession, options: GapOptions | None = None) -> Ga
     for g, (rank, _device) in enumerate(ctx.devices):
         us, ue = ctx.dev_union(g)
         if opts.window == "trace":
-            lo[g], hi[g] = ctx.rank_span.get(rank, (int(us[0]), int(ue[-1])))
+            span = ctx.rank_span.get(rank)
+            if span is None:  # no recorded interval: fall back to the device's own work
+                span = (int(us[0]), int(ue[-1])) if us.size else (0, 0)
+            lo[g], hi[g] = span
         else:
             lo[g], hi[g] = (us[0], ue[-1]) if us.size else (0, 0)
     devs = np.arange(n_dev, dtype=np.int64)
@@ -239,14 +243,6 @@ def top_gaps(ctx: GapContext, wg: WindowGaps, n: int) -> list[Gap]:
         )
         out.append(Gap(rank, device, int(wg.start[i]), int(dur[i]), causes, ev))
     return out
-
-
-def gaps_frame(wg: WindowGaps) -> pl.DataFrame:
-    """All attributed gaps as a table (one column per cause, ns) — for notebooks and tests."""
-    data: dict[str, Any] = {"dev": wg.dev, "start_ns": wg.start, "dur_ns": wg.end - wg.start}
-    for j, c in enumerate(CAUSES):
-        data[c] = wg.matrix[:, j]
-    return pl.DataFrame(data)
 
 
 __all__ = [

@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from traceforensics.analysis.causes import CAUSE_INDEX, N_CAUSES, PRIORITY
+from traceforensics.model.errors import CorruptTraceError
 
 I64 = npt.NDArray[np.int64]
 
@@ -31,7 +32,12 @@ def pack_shift(span_ns: int, n_groups: int) -> int:
     """Bits for the time part of a packed key; raises when (group, time) cannot fit in int64."""
     shift = max(int(span_ns).bit_length(), 1)
     if shift + max(int(n_groups).bit_length(), 1) > 62:
-        raise ValueError(f"trace span {span_ns} ns with {n_groups} threads/streams is too long")
+        years = span_ns / 3.156e16
+        raise CorruptTraceError(
+            f"the trace's timestamps span {span_ns} ns (~{years:.0f} years) across {n_groups} "
+            "threads/streams: it mixes clocks (e.g. events at time 0 beside epoch times); "
+            "re-export the trace"
+        )
     return shift
 
 

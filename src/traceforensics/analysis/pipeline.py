@@ -11,6 +11,7 @@ wall-clock window when both clocks are known).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -28,9 +29,12 @@ from traceforensics.analysis.utilization import (
     trace_window,
     utilization_timelines,
 )
+from traceforensics.model.errors import InputError
 from traceforensics.model.monitor import MonitorLog
 from traceforensics.model.session import TraceSession
 
+#: Most utilization bins per device (a 1 ms bin covers ~17 minutes of trace).
+MAX_UTILIZATION_BINS = 1_000_000
 #: Samples of a monitoring log kept on each side of the trace's wall-clock window.
 ALIGN_PAD_SAMPLES = 5
 
@@ -104,12 +108,15 @@ def analyze(
             step_window=opts.step_window,
         ),
     )
+    if opts.window == "trace":
+        _use_gap_windows(summary, gaps)
     kernels = analyze_kernels(
         session,
         KernelOptions(
             short_kernel_us=opts.short_kernel_us,
             peak_tflops=opts.peak_tflops,
             top=max(opts.top_kernels, 20),
+            steps=_step_windows(gaps) or None,
         ),
     )
     patterns = _patterns(session, gaps, opts.bin_ms)
@@ -126,6 +133,13 @@ def _patterns(session: TraceSession, gaps: GapAnalysis, bin_ms: float) -> list[D
     the trace's length (``utilization.pattern_bin_ms``), checked against idle causes."""
     if not gaps.devices:
         return []
+    lo, hi = trace_window(session)
+    n_bins = (hi - lo) / (bin_ms * 1e6)
+    if n_bins > MAX_UTILIZATION_BINS:
+        raise InputError(
+            f"--bin-ms {bin_ms:g} gives {n_bins:.3g} bins for a {(hi - lo) / 1e9:.3g} s trace "
+            f"(at most {MAX_UTILIZATION_BINS:,}); use a larger --bin-ms"
+        )
     timelines = {(t.rank, t.device): t for t in utilization_timelines(session, bin_ms)}
     out: list[DevicePattern] = []
     for dev in gaps.devices:
@@ -174,3 +188,26 @@ def _sample_interval_ns(log: MonitorLog) -> int:
     steps = times.diff().drop_nulls()
     median = steps.median() if steps.len() else None
     return int(median) if isinstance(median, (int, float)) and median > 0 else 1_000_000_000
+
+
+def _use_gap_windows(summary: Summary, gaps: GapAnalysis) -> None:
+    """With the whole-trace window, the summary reports the same window and idle as the gap
+    pass (busy is the same union either way), so every renderer shows one set of numbers."""
+    by_dev = {(g.rank, g.device): g for g in gaps.devices}
+    for d in summary.devices:
+        g = by_dev.get((d.rank, d.device))
+        if g is not None:
+            d.window_start_ns, d.window_ns, d.idle_ns = g.window_start_ns, g.window_ns, g.idle_ns
+
+
+def _step_windows(gaps: GapAnalysis) -> tuple[tuple[int, int, int, int], ...]:
+    """The gap pass's step windows as ``(rank, step, start_ns, end_ns)`` for the MFU pass, so
+    ``mfu.steps`` and ``steps[]`` describe the same windows (and honour ``--step-pattern``).
+    The step number is the name's last integer (``ProfilerStep#7`` -> 7), else its ordinal."""
+    out: dict[tuple[int, str], tuple[int, int, int, int]] = {}
+    for k, s in enumerate(gaps.steps):
+        digits = re.findall(r"\d+", s.name)
+        number = int(digits[-1]) if digits else k
+        # one window per (rank, step): the first device's span when a rank drives several GPUs
+        out.setdefault((s.rank, s.name), (s.rank, number, s.start_ns, s.start_ns + s.dur_ns))
+    return tuple(out.values())

@@ -15,6 +15,7 @@ import numpy as np
 from traceforensics.analysis.gap_context import GapContext
 from traceforensics.analysis.gap_types import StreamIdle
 from traceforensics.analysis.host_timeline import grouped_union
+from traceforensics.model.errors import CorruptTraceError
 
 
 def stream_idle(ctx: GapContext) -> list[StreamIdle]:
@@ -28,7 +29,11 @@ def stream_idle(ctx: GapContext) -> list[StreamIdle]:
     group = group.astype(np.int64)
     shift = ctx.shift
     if shift + int(keys.size).bit_length() > 62:
-        return []
+        # (stream, time) keys cannot fit int64: mixed clocks; an error, never a silent []
+        raise CorruptTraceError(
+            f"the trace's timestamps span 2^{shift} ns across {keys.size} streams: it mixes "
+            "clocks (e.g. events at time 0 beside epoch times); re-export the trace"
+        )
     ug, us, ue = grouped_union(group, o.start, o.end, ctx.t0_ns, shift)
     if ug.size == 0:
         return []
@@ -45,11 +50,15 @@ def stream_idle(ctx: GapContext) -> list[StreamIdle]:
     last = np.zeros(n_g, dtype=np.int64)
     np.minimum.at(first, ug, us)
     np.maximum.at(last, ug, ue)
-    busy = np.bincount(ug, weights=(ue - us).astype(np.float64), minlength=n_g)
+    # integer ns sums (np.add.at), never float weights
+    busy = np.zeros(n_g, dtype=np.int64)
+    np.add.at(busy, ug, ue - us)
     dur = gap_e - gap_s
-    idle = np.bincount(gap_g, weights=dur.astype(np.float64), minlength=n_g)
+    idle = np.zeros(n_g, dtype=np.int64)
+    np.add.at(idle, gap_g, dur)
     n_gaps = np.bincount(gap_g, minlength=n_g)
-    hw = np.bincount(gap_g, weights=np.where(host_late, dur, 0).astype(np.float64), minlength=n_g)
+    hw = np.zeros(n_g, dtype=np.int64)
+    np.add.at(hw, gap_g, np.where(host_late, dur, 0))
     out: list[StreamIdle] = []
     for k in range(n_g):
         rank, device = ctx.devices[int(keys[k] >> 32)]

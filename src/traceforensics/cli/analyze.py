@@ -18,6 +18,7 @@ from traceforensics.cli.options import (
     regex,
 )
 from traceforensics.ingest import load_path
+from traceforensics.model.errors import InputError
 from traceforensics.report.json_out import build_json
 from traceforensics.report.terminal import render_text
 
@@ -154,7 +155,12 @@ def analyze_command(
         window="trace" if window == "trace" else "device",
         step_window="annotation" if step_window == "annotation" else "tiled",
     )
-    result = analyze(session, options, monitor_log)
+    try:
+        result = analyze(session, options, monitor_log)
+    except InputError as exc:  # found while analysing: still name the file
+        if path in str(exc):
+            raise
+        raise type(exc)(f"{path}: {exc}") from exc
     if markdown_path is not None:
         from traceforensics.report.markdown import render_markdown
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import click
+import polars as pl
 
 from traceforensics.model.errors import InputError
 
@@ -50,8 +51,13 @@ def regex(ctx: click.Context, param: click.Parameter, value: str | None) -> str 
         return None
     try:
         re.compile(value)
-    except re.error as exc:
-        raise InputError(f"{_flag(param)} {value!r}: invalid regular expression ({exc})") from exc
+        # the pattern runs in polars (Rust regex: no look-around or back-references)
+        pl.Series([""]).str.contains(value)
+    except (re.error, pl.exceptions.PolarsError) as exc:
+        detail = " ".join(str(exc).split())[:160]
+        raise InputError(
+            f"{_flag(param)} {value!r}: invalid regular expression ({detail})"
+        ) from exc
     return value
 
 

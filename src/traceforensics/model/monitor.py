@@ -88,11 +88,6 @@ THROTTLE_BITS: Final[dict[int, str]] = {
 }
 
 
-def empty_monitor() -> pl.DataFrame:
-    """A monitor table with no rows and the full schema."""
-    return pl.DataFrame(schema=MONITOR_SCHEMA)
-
-
 def conform_monitor(frame: pl.DataFrame, sort: bool = True) -> pl.DataFrame:
     """Add missing columns as nulls, cast to the declared dtypes, order columns, sort rows.
 

@@ -86,19 +86,5 @@ def step_lines(res: GapAnalysis) -> list[str]:
     return out
 
 
-def gaps_report(res: GapAnalysis, top: int | None = None) -> list[str]:
-    """All three sections with headers."""
-    return [
-        "Idle time by cause",
-        *idle_lines(res),
-        "",
-        "Largest idle gaps",
-        *gap_lines(res, top),
-        "",
-        "Steps",
-        *step_lines(res),
-    ]
-
-
 def _signed(ns: int) -> str:
     return ("+" if ns >= 0 else "-") + fmt_ns(abs(ns))

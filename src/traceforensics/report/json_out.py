@@ -28,12 +28,6 @@ def build_json(analysis: Analysis) -> dict[str, Any]:
         obj = d.to_json()
         obj["window_kind"] = window_kind
         g = gap_dev.get((d.rank, d.device))
-        if window_kind == "trace" and g is not None:
-            # the whole-trace window: same busy, wider window, so idle_by_cause still sums
-            obj["window_start_ns"] = g.window_start_ns
-            obj["window_ns"] = g.window_ns
-            obj["idle_ns"] = g.idle_ns
-            obj["busy_fraction"] = round(g.busy_ns / g.window_ns, 6) if g.window_ns else 0.0
         obj["n_gaps"] = g.n_gaps if g is not None else 0
         ext = extra.get(f"{d.rank}:{d.device}", {})
         obj["idle_by_cause"] = ext.get("idle_by_cause", {})

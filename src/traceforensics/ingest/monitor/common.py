@@ -190,15 +190,6 @@ def time_expr(col: str, rule: tuple[str, object]) -> tuple[pl.Expr, str]:
     return tod + wraps * _DAY_NS - tod.drop_nulls().first(), "relative"
 
 
-def parse_times(values: pl.Series) -> tuple[pl.Series, str] | None:
-    """Timestamps as text -> (Int64 ns, kind), or None when no rule fits (see ``time_rule``)."""
-    rule = time_rule(values.head(SNIFF_ROWS))
-    if rule is None:
-        return None
-    expr, kind = time_expr("t", rule)
-    return pl.DataFrame({"t": values.cast(pl.String)}).select(expr).to_series(), kind
-
-
 _GPU_DIGITS: Final = r"^(?:[Gg][Pp][Uu]\s*)?(\d+)$"
 
 
