@@ -50,6 +50,10 @@ def _check_contract(obj: dict[str, object]) -> None:
         assert set(d["idle_by_cause"]) == set(CAUSES)
         # the attribution sums exactly to the idle time: no double counting, no remainder
         assert sum(d["idle_by_cause"].values()) == d["idle_ns"]
+        most = max(d["idle_by_cause"].values())
+        assert (d["top_cause"] is None) == (most == 0)
+        if most:
+            assert d["idle_by_cause"][d["top_cause"]] == most
         assert 0 <= d["exposed_comm_ns"] <= d["comm_ns"]
         assert {"bin_ms", "start_ns", "values"} <= set(d["utilization"])
     for s in obj["steps"]:  # type: ignore[attr-defined]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
+
+from traceforensics.analysis.causes import CAUSES
 
 CAUSE_ADVICE: Final[dict[str, str]] = {
     "data_loading": "feed the GPU faster: DataLoader(num_workers>0, pin_memory=True, "
@@ -30,3 +33,10 @@ CAUSE_ADVICE: Final[dict[str, str]] = {
     "untraced": "nothing recorded explains this idle: profile with more host detail (nsys "
     "--trace=cuda,nvtx,osrt, or record_shapes/with_stack) to see what the host did",
 }
+
+
+def ranked_causes(idle_by_cause: Mapping[str, int]) -> list[tuple[str, int]]:
+    """Causes with idle time, largest first; ties in the stable ``CAUSES`` order."""
+    order = {c: i for i, c in enumerate(CAUSES)}
+    nonzero = [(c, int(ns)) for c, ns in idle_by_cause.items() if ns > 0]
+    return sorted(nonzero, key=lambda cn: (-cn[1], order.get(cn[0], len(order))))

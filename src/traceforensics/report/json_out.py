@@ -10,6 +10,7 @@ from typing import Any
 
 from traceforensics import __version__
 from traceforensics.analysis.pipeline import Analysis
+from traceforensics.report.advice import ranked_causes
 
 SCHEMA_ID = "traceforensics.analysis/1"
 
@@ -31,6 +32,8 @@ def build_json(analysis: Analysis) -> dict[str, Any]:
         obj["n_gaps"] = g.n_gaps if g is not None else 0
         ext = extra.get(f"{d.rank}:{d.device}", {})
         obj["idle_by_cause"] = ext.get("idle_by_cause", {})
+        ranked = ranked_causes(obj["idle_by_cause"])
+        obj["top_cause"] = ranked[0][0] if ranked else None
         obj["comm_ns"] = ext.get("comm_ns", 0)
         obj["exposed_comm_ns"] = ext.get("exposed_comm_ns", 0)
         mfu = mfu_by_dev.get((d.rank, d.device))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from traceforensics.analysis.pipeline import Analysis
-from traceforensics.report.advice import CAUSE_ADVICE
+from traceforensics.report.advice import CAUSE_ADVICE, ranked_causes
 from traceforensics.report.format import fmt_ns, fmt_pct, truncate
 
 
@@ -24,7 +24,7 @@ def render_markdown(analysis: Analysis, top: int = 5) -> str:
         return "\n".join(lines) + "\n"
     lines += ["", "## Verdict", ""]
     for d in analysis.gaps.devices:
-        ranked = sorted(((v, c) for c, v in d.idle_by_cause.items() if v > 0), reverse=True)
+        ranked = [(v, c) for c, v in ranked_causes(d.idle_by_cause)]
         idle_share = d.idle_ns / max(d.window_ns, 1)
         if not ranked:
             lines.append(f"- **rank {d.rank} GPU {d.device}**: no idle time.")

@@ -8,7 +8,7 @@ pattern, kernel forensics and, when given, the monitoring log.
 from __future__ import annotations
 
 from traceforensics.analysis.pipeline import Analysis
-from traceforensics.report.advice import CAUSE_ADVICE
+from traceforensics.report.advice import CAUSE_ADVICE, ranked_causes
 from traceforensics.report.format import fmt_ns, fmt_pct, truncate
 from traceforensics.report.gaps_text import gap_lines, idle_lines, step_lines
 from traceforensics.report.kernels_text import kernel_report_lines
@@ -20,7 +20,7 @@ def headline_lines(analysis: Analysis) -> list[str]:
     out: list[str] = []
     for d in analysis.gaps.devices:
         window = max(d.window_ns, 1)
-        ranked = sorted(((ns, c) for c, ns in d.idle_by_cause.items() if ns > 0), reverse=True)
+        ranked = [(ns, c) for c, ns in ranked_causes(d.idle_by_cause)]
         head = (
             f"rank {d.rank} GPU {d.device}: idle {fmt_pct(d.idle_ns / window)} of a "
             f"{fmt_ns(d.window_ns)} window"
