@@ -58,8 +58,8 @@ from traceforensics.analysis.causes import (
     UNTRACED,
 )
 from traceforensics.analysis.host_timeline import HostTimeline
+from traceforensics.analysis.intervals import I64
 
-I64 = npt.NDArray[np.int64]
 BoolArr = npt.NDArray[np.bool_]
 
 _CPU = CAUSE_INDEX[CPU_COMPUTE]
@@ -116,7 +116,7 @@ class Parts:
 def last_sync(
     sync: SyncIndex, tline: HostTimeline, thr: I64, before_ns: I64
 ) -> tuple[I64, I64, I64]:
-    """Latest sync call on thread ``thr`` ending at or before ``before_ns``:
+    """Latest sync call on thread ``thr`` ending at or before ``before_ns`` (ns):
     ``(start, end, row)``; ``row`` -1 when none."""
     if sync.keys.size == 0:
         z = np.zeros(thr.size, np.int64)
@@ -128,55 +128,79 @@ def last_sync(
     return sync.start[safe], sync.end[safe], np.where(same, sync.row[safe], -1)
 
 
-def attribute(
-    s: I64,
-    e: I64,
-    op: I64,
-    *,
-    prev_op: I64,
-    prev_comm: BoolArr,
-    ops: OpTable,
-    tline: HostTimeline,
-    sync: SyncIndex,
-    s0: I64 | None = None,
-) -> tuple[I64, Parts]:
-    """Split gaps ``[s, e)`` (``op``: index of the op ending each gap in ``ops``, -1 none;
-    ``prev_comm``: the op that ended just before the gap is communication).
+def gap_thread(op: I64, prev_op: I64, ops: OpTable) -> I64:
+    """Launching thread the GPU waited on in each gap (-1: none known).
 
-    ``prev_op``: the last op starting before the gap (-1 none); when no op ends a gap (the
-    trailing gap of a window), the thread that launched ``prev_op`` is the one the GPU waited
-    on and the whole gap is host-late.
+    Normally the thread of the launch of ``op``, the op ending the gap. A gap with no ending op
+    (``op`` -1: the trailing gap of the trace or window) uses the thread that launched
+    ``prev_op``, the last GPU work before it, and is host-late as a whole (``tl = t2 = e``)::
 
-    ``s0``: where each gap really began when ``[s, e)`` is a gap clipped to a window (the
-    sync-drain test uses it, so clipping never changes what a part is attributed to).
-
-    Returns ``(matrix, parts)``: ``matrix[i, c]`` = ns of gap i attributed to cause c; every
-    row sums to ``e - s``.
+        GPU   ==last op==|.......... trailing gap ..........|  (no op after it)
+        host  [L last]      python ... DataLoader ...          (same thread)
+                         s                                  e
+              [s, e) host-late: that thread's class at each instant (ns)
     """
-    n = s.size
     has = op >= 0
-    safe = np.maximum(op, 0)
     prev_thr = np.where(prev_op >= 0, ops.thr[np.maximum(prev_op, 0)], -1)
-    thr = np.where(has, ops.thr[safe], prev_thr)
-    launched = thr >= 0
-    ended = has & launched
-    tl = np.where(ended, np.clip(ops.ls[safe], s, e), e)
-    t2 = np.where(ended, np.clip(ops.le[safe], tl, e), e)
+    out: I64 = np.where(has, ops.thr[np.maximum(op, 0)], prev_thr)
+    return out
 
-    begin = s if s0 is None else s0
-    # the drain: a sync call that was already blocking when the GPU ran dry and returned
-    # within SYNC_DRAIN_SLACK_NS of that moment (a sync issued later, on an idle GPU, drained
-    # nothing: its own duration is host_sync through the thread class)
+
+def sync_drain(
+    sync: SyncIndex, tline: HostTimeline, thr: I64, begin: I64, s: I64, tl: I64
+) -> tuple[BoolArr, I64, I64]:
+    """Sync-drain rule: ``(drain, d_end, sync_row)`` per gap; all times in ns.
+
+    A synchronizing call on the launching thread that was already blocking when the GPU ran dry
+    (started at or before ``begin``, where the gap really began) and returned at ``se`` with
+    ``|se - begin| <= SYNC_DRAIN_SLACK_NS`` (20 µs) drained the queue: ``[s, d_end)`` with
+    ``d_end = clamp(se, s, tl)`` is ``host_sync``. A sync issued later, on an idle GPU, drained
+    nothing (its own duration is ``host_sync`` through the thread class)::
+
+        GPU   ==k1==|=D2H=|................ gap .................|==k2==
+        host  [item][cudaStreamSynchronize] python ..........[L]
+                          s                se                tl  e
+              [s, se) host_sync: the sync began <= s, |se - s| <= 20 000 ns, se <= tl
+    """
     ss, se, srow = last_sync(sync, tline, thr, np.minimum(tl, begin + SYNC_DRAIN_SLACK_NS))
-    drain = launched & (srow >= 0) & (se >= begin - SYNC_DRAIN_SLACK_NS) & (ss <= begin)
+    drain = (thr >= 0) & (srow >= 0) & (se >= begin - SYNC_DRAIN_SLACK_NS) & (ss <= begin)
     d_end = np.where(drain, np.clip(se, s, tl), s)
-    dsp = np.where(ended, np.clip(np.maximum(ops.ds[safe], tl - DISPATCH_MAX_NS), d_end, tl), tl)
+    return drain, d_end, srow
 
+
+def dispatch_start(ds: I64, d_end: I64, tl: I64) -> I64:
+    """Start (ns) of the dispatch window ``[dsp, tl)``: ``dsp = clamp(max(ds, tl -
+    DISPATCH_MAX_NS), d_end, tl)``. ``ds`` is the start of the outermost generic operator
+    enclosing the launch; ``cpu_compute`` in the window is ``launch_overhead`` (that operator
+    was dispatching this very launch); earlier time in it stays ``cpu_compute``::
+
+        GPU   ==k1==|.................... gap ....................|==k2==
+        host  aten::empty ][ aten::add .......................[L]
+                           ds            tl - 1 000 000 ns    tl  e
+              [ds, tl - 1 ms) cpu_compute   [tl - 1 ms, tl) launch_overhead (dispatch)
+    """
+    out: I64 = np.clip(np.maximum(ds, tl - DISPATCH_MAX_NS), d_end, tl)
+    return out
+
+
+def host_late(tline: HostTimeline, thr: I64, drain: BoolArr, d_end: I64, dsp: I64, tl: I64) -> I64:
+    """Host-late part ``[d_end, tl)`` (ns per cause, one row per gap): each instant takes the
+    class of the launching thread's highest-``PRIORITY`` classified range covering it
+    (``host_timeline``).
+
+    Cut at the dispatch start ``dsp`` (``cpu_compute`` after it is ``launch_overhead``) and,
+    after a drain, at ``cap_end = min(d_end + SYNC_CATCHUP_MAX_NS, tl)``: before the cap, the
+    host catching up (``cpu_compute``, ``launch_overhead`` or nothing) is ``host_sync``; time in a
+    specific cause (data_loading, memcpy, io, ...) keeps it. Unclassified time is ``untraced``::
+
+        GPU   ==k1==|......................... gap ..........................|==k2==
+        host  [sync]| python | DataLoader __next__ | aten::to .........[L]
+                    d_end               cap_end      dsp               tl    e
+              [d_end, cap_end) catch-up: python -> host_sync, DataLoader stays data_loading
+              [cap_end, dsp) thread class   [dsp, tl) cpu_compute -> launch_overhead
+    """
+    n = thr.size
     mat = np.zeros((n, N_CAUSES), dtype=np.int64)
-    rows = np.arange(n)
-    # part 1a: sync drain wait
-    mat[:, _SYNC] += d_end - s
-    # part 1b: host-late time by thread class, cut at the dispatch start and the catch-up end
     cap_end = np.where(drain, np.clip(d_end + SYNC_CATCHUP_MAX_NS, d_end, tl), d_end)
     p1, p2 = np.minimum(dsp, cap_end), np.maximum(dsp, cap_end)
     for lo, hi in ((d_end, p1), (p1, p2), (p2, tl)):
@@ -192,14 +216,76 @@ def attribute(
         m[:, _CPU] = np.where(catch, 0, m[:, _CPU])
         m[:, _LAUNCH] = np.where(catch, 0, m[:, _LAUNCH])
         mat += m
-    # part 2: inside the launch call
-    mat[rows, np.where(ended, ops.launch_cause[safe], _LAUNCH)] += t2 - tl
-    # part 3: queued
-    queued = e - t2
-    qcause = np.full(n, _UNTRACED, dtype=np.int64)
-    qcause[queued <= QUEUED_LAUNCH_LATENCY_MAX_NS] = _LAUNCH
+    return mat
+
+
+def queued_cause(op: I64, ended: BoolArr, queued_ns: I64, prev_comm: BoolArr, ops: OpTable) -> I64:
+    """Cause index of the queued part ``[t2, e)`` (``queued_ns`` long) of each gap. In order:
+    ``cross_stream_wait`` (a stream-wait record on op's stream, ``OpTable.wait_ok``);
+    ``communication`` (op, or the op that ended just before the gap, is a collective);
+    ``launch_overhead`` when ``queued_ns <= QUEUED_LAUNCH_LATENCY_MAX_NS`` (50 000 ns, GPU
+    pickup latency); else ``untraced``. A gap with no launched ending op is ``untraced``::
+
+        host      [L k3]                               (L returned before s: t2 = s)
+        stream 7  ==k1==|
+        stream 9        |...... queued ......|==k3==
+        gpu_sync        ^ Stream Wait Event on stream 9 (wait_ok)
+                        s = t2               e   [t2, e) cross_stream_wait
+    """
+    has = op >= 0
+    safe = np.maximum(op, 0)
+    qcause = np.full(op.size, _UNTRACED, dtype=np.int64)
+    qcause[queued_ns <= QUEUED_LAUNCH_LATENCY_MAX_NS] = _LAUNCH
     qcause[has & (ops.is_comm[safe] | prev_comm)] = CAUSE_INDEX[COMMUNICATION]
     qcause[has & ops.wait_ok[safe]] = CAUSE_INDEX[CROSS_STREAM_WAIT]
     qcause[~ended] = _UNTRACED
-    mat[rows, qcause] += queued
+    return qcause
+
+
+def attribute(
+    s: I64,
+    e: I64,
+    op: I64,
+    *,
+    prev_op: I64,
+    prev_comm: BoolArr,
+    ops: OpTable,
+    tline: HostTimeline,
+    sync: SyncIndex,
+    s0: I64 | None = None,
+) -> tuple[I64, Parts]:
+    """Split gaps ``[s, e)`` (ns; ``op``: index of the op ending each gap in ``ops``, -1 none;
+    ``prev_comm``: the op that ended just before the gap is communication).
+
+    ``prev_op``: the last op starting before the gap (-1 none); when no op ends a gap (the
+    trailing gap of a window), the thread that launched ``prev_op`` is the one the GPU waited
+    on and the whole gap is host-late (``gap_thread``).
+
+    ``s0``: where each gap really began when ``[s, e)`` is a gap clipped to a window (the
+    sync-drain test uses it, so clipping never changes what a part is attributed to).
+
+    Returns ``(matrix, parts)``: ``matrix[i, c]`` = ns of gap i attributed to cause c; every
+    row sums to ``e - s``.
+    """
+    n = s.size
+    has = op >= 0
+    safe = np.maximum(op, 0)
+    thr = gap_thread(op, prev_op, ops)
+    ended = has & (thr >= 0)
+    tl = np.where(ended, np.clip(ops.ls[safe], s, e), e)
+    t2 = np.where(ended, np.clip(ops.le[safe], tl, e), e)
+
+    begin = s if s0 is None else s0
+    drain, d_end, srow = sync_drain(sync, tline, thr, begin, s, tl)
+    dsp = np.where(ended, dispatch_start(ops.ds[safe], d_end, tl), tl)
+
+    rows = np.arange(n)
+    # part 1a: sync drain wait; part 1b: host-late time by thread class
+    mat = host_late(tline, thr, drain, d_end, dsp, tl)
+    mat[:, _SYNC] += d_end - s
+    # part 2: inside the launch call (causes.launch_part_cause)
+    mat[rows, np.where(ended, ops.launch_cause[safe], _LAUNCH)] += t2 - tl
+    # part 3: queued
+    qcause = queued_cause(op, ended, e - t2, prev_comm, ops)
+    mat[rows, qcause] += e - t2
     return mat, Parts(d_end, dsp, tl, t2, drain, srow, thr, qcause)

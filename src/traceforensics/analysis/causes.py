@@ -66,23 +66,28 @@ PRIORITY: Final[tuple[str, ...]] = (
 # ---------------------------------------------------------------- thresholds (units in names)
 #: A synchronizing call that returned at most this long before a gap began still drained the
 #: queue that ran dry at the gap start (the sync returns a few µs after the GPU finishes).
+#: Sync-drain rule and its timeline: ``attribution.sync_drain``.
 SYNC_DRAIN_SLACK_NS: Final = 20_000
 #: After a drain, generic host work (CPU ops, dispatch, untraced time) counts as the host
 #: catching up (``host_sync``) for at most this long after the sync returned; later time is
-#: attributed by what the thread was doing, as in any other gap.
+#: attributed by what the thread was doing, as in any other gap (timeline:
+#: ``attribution.host_late``).
 SYNC_CATCHUP_MAX_NS: Final = 1_000_000
 #: Work already queued that starts at most this long after the GPU went idle, with no
 #: dependency recorded, is GPU-side launch latency (``launch_overhead``); longer is ``untraced``.
 #: HTA's launch-delay cutoff is 100 µs; a GPU picks queued work up within a few µs.
+#: Queued-part outcomes and their timeline: ``attribution.queued_cause``.
 QUEUED_LAUNCH_LATENCY_MAX_NS: Final = 50_000
 #: Host time inside the operator that dispatches a launch counts as ``launch_overhead`` for at
 #: most this long before the launch call; earlier time in that operator is CPU work
 #: (``cpu_compute``). Framework dispatch of one op takes µs to a few hundred µs; a ``.to()``
-#: that spends 30 s initialising CUDA is not dispatch overhead.
+#: that spends 30 s initialising CUDA is not dispatch overhead (timeline:
+#: ``attribution.dispatch_start``).
 DISPATCH_MAX_NS: Final = 1_000_000
 #: A kernel launch call (not a copy) longer than this while the GPU idles is loading the kernel's
 #: module (CUDA lazy loading) or JIT-compiling PTX: ``compilation``. A full launch queue cannot
-#: be the reason, since the GPU is idle; plain launches take 2-50 µs.
+#: be the reason, since the GPU is idle; plain launches take 2-50 µs (timeline:
+#: ``launch_part_cause``).
 SLOW_LAUNCH_CALL_MIN_NS: Final = 1_000_000
 #: A step is an outlier when it is this much longer than the median step (fraction) ...
 OUTLIER_MIN_EXCESS_FRACTION: Final = 0.2
@@ -226,10 +231,18 @@ def classify_host(
 
 
 def launch_part_cause(api_names: pl.Series, call_ns: npt.NDArray[np.int64]) -> np.ndarray:
-    """Cause of ``[launch call start, GPU op start)`` by the launch call: a copy call
-    (``cudaMemcpy*``: pageable copies stage on the host inside the call) is ``memcpy``; another
-    launch lasting over ``SLOW_LAUNCH_CALL_MIN_NS`` is ``compilation`` (module loading); any
-    other launch (kernel, memset, graph) is ``launch_overhead``."""
+    """Cause of the launch part ``[tl, t2)`` of a gap (the host inside launch call L), by L's
+    name and ``call_ns`` (its duration, ns): a copy call (``cudaMemcpy*``: pageable copies
+    stage on the host inside the call) is ``memcpy``; another launch lasting over
+    ``SLOW_LAUNCH_CALL_MIN_NS`` (1 000 000 ns) is ``compilation`` (lazy module loading / JIT:
+    a launch cannot block on a full queue while the GPU idles); any other launch (kernel,
+    memset, graph) is ``launch_overhead``::
+
+        GPU   ==k1==|.............. gap ...............|==k2==
+        host  [cudaLaunchKernel ........ 4 ms ........]
+              tl                                      t2
+              [tl, t2) compilation (call > 1 000 000 ns; a 5 µs call: launch_overhead)
+    """
     is_copy = api_names.cast(pl.String).fill_null("").str.contains(_MEMCPY_API_RE).to_numpy()
     slow = call_ns > SLOW_LAUNCH_CALL_MIN_NS
     return np.where(
@@ -246,9 +259,15 @@ N_CAUSES: Final = len(CAUSES)
 def slow_api_is_compilation(
     cause: pl.Series, kind: npt.NDArray[np.object_], dur_ns: npt.NDArray[np.int64]
 ) -> pl.Series:
-    """Generic CUDA API calls (class ``launch_overhead``) longer than
-    ``SLOW_LAUNCH_CALL_MIN_NS`` become ``compilation``: such a call is the first CUDA call
-    initialising the context and loading modules (or JIT-compiling PTX), not dispatch."""
+    """Host class of each row, with generic CUDA API calls (class ``launch_overhead``) longer
+    than ``SLOW_LAUNCH_CALL_MIN_NS`` (1 000 000 ns; ``dur_ns`` in ns) turned into
+    ``compilation``: such a call is the first CUDA call initialising the context and loading
+    modules (or JIT-compiling PTX), not dispatch::
+
+        GPU   |................ gap ..................|==k1==
+        host  [cudaDeviceGetStreamPriorityRange 30 ms] [L]
+              class compilation (> 1 000 000 ns)       launch_overhead
+    """
     c = cause.to_numpy().copy()
     slow = (
         (c == CAUSE_INDEX[LAUNCH_OVERHEAD])

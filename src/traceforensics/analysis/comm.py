@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from traceforensics.analysis.host_timeline import I64
-from traceforensics.analysis.intervals import clip, total, union
+from traceforensics.analysis.intervals import I64, clip, total, union
 
 
 def comm_in_window(

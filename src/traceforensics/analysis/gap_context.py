@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from traceforensics.analysis.attribution import I64, OpTable, SyncIndex
+from traceforensics.analysis.attribution import OpTable, SyncIndex
 from traceforensics.analysis.causes import (
     CAUSE_INDEX,
     CPU_COMPUTE,
@@ -29,6 +29,7 @@ from traceforensics.analysis.host_timeline import (
     grouped_union,
     pack_shift,
 )
+from traceforensics.analysis.intervals import I64
 from traceforensics.model.schema import BUSY_KINDS
 
 HOST_KINDS = ("cpu_op", "annotation", "python", "os_call", "cuda_api", "overhead")
@@ -287,7 +288,15 @@ def _components(ks: I64, ke: I64) -> tuple[I64, I64]:
 
 def _with_wait_ok(ops: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
     """``wait_ok``: a GPU stream-wait record (gpu_sync named like ``*Wait*``) on the op's
-    stream was issued after the previous launch on that stream and at or before this launch."""
+    stream was issued (``w_start``, ns) after the previous launch on that stream (``prev_ls``)
+    and at or before this launch (``ls``): ``prev_ls < w_start <= ls``. The queued part of a gap
+    ended by such an op is ``cross_stream_wait`` (``attribution.queued_cause``)::
+
+        host      [L k1]            [L k2]
+        gpu_sync             ^ Stream Wait Event on the stream of k2
+                  prev_ls    w_start  ls
+                  prev_ls < w_start <= ls -> wait_ok (k2's queued part: cross_stream_wait)
+    """
     waits = (
         ev.filter(
             (pl.col("kind") == "gpu_sync")

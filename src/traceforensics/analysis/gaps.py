@@ -10,8 +10,8 @@ idle gaps are the holes of that union inside the analysis window::
     gaps:                        (none)|==|      (window ends at the last work: default)
 
 Every gap is attributed by ``attribution.attribute`` (the rule is documented there and in
-docs/causes.md); per-step breakdowns come from ``steps``; HTA's per-stream view from
-``stream_idle``.
+docs/causes.md) through ``windows.window_gaps``; per-step breakdowns come from ``steps``; HTA's
+per-stream view from ``stream_idle``. ``window_gaps`` and its helpers are re-exported here.
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from traceforensics.analysis.attribution import Parts, attribute
 from traceforensics.analysis.causes import CAUSES, STEP_MARKER_RE
 from traceforensics.analysis.comm import comm_in_window
 from traceforensics.analysis.evidence import gap_evidence
@@ -37,23 +35,18 @@ from traceforensics.analysis.gap_types import (
     StepSummary,
     StreamIdle,
 )
-from traceforensics.analysis.host_timeline import I64
-from traceforensics.analysis.intervals import gaps as interval_gaps
-from traceforensics.analysis.intervals import union
+from traceforensics.analysis.intervals import I64, union
+from traceforensics.analysis.steps import step_breakdown
+from traceforensics.analysis.streams import stream_idle
+from traceforensics.analysis.windows import (
+    WindowGaps,
+    causes_dict,
+    ending_ops,
+    full_causes,
+    gap_begin,
+    window_gaps,
+)
 from traceforensics.model.session import TraceSession
-
-
-@dataclass
-class WindowGaps:
-    """Gaps of several windows, attributed: row i of ``matrix`` is gap i."""
-
-    win: I64
-    dev: I64
-    start: I64
-    end: I64
-    op: I64
-    matrix: I64
-    parts: Parts
 
 
 @dataclass
@@ -86,80 +79,6 @@ class GapAnalysis:
         }
 
 
-def causes_dict(row: npt.NDArray[np.int64]) -> dict[str, int]:
-    """Cause id -> ns for every cause with time (report order)."""
-    return {c: int(v) for c, v in zip(CAUSES, row, strict=True) if v > 0}
-
-
-def full_causes(row: npt.NDArray[np.int64]) -> dict[str, int]:
-    """Cause id -> ns for every cause (zeros included), so consumers see a fixed key set."""
-    return {c: int(v) for c, v in zip(CAUSES, row, strict=True)}
-
-
-def window_gaps(ctx: GapContext, dev: I64, lo: I64, hi: I64) -> WindowGaps:
-    """Find and attribute the idle gaps of device ``dev[k]`` inside ``[lo[k], hi[k])``."""
-    parts_s: list[I64] = []
-    parts_e: list[I64] = []
-    parts_w: list[I64] = []
-    for k in range(dev.size):
-        us, ue = ctx.dev_union(int(dev[k]))
-        a, b = np.searchsorted(ue, lo[k], side="right"), np.searchsorted(us, hi[k], side="left")
-        gs, ge = interval_gaps(us[a:b], ue[a:b], int(lo[k]), int(hi[k]))
-        parts_s.append(gs)
-        parts_e.append(ge)
-        parts_w.append(np.full(gs.size, k, dtype=np.int64))
-    s = np.concatenate(parts_s) if parts_s else np.zeros(0, np.int64)
-    e = np.concatenate(parts_e) if parts_e else np.zeros(0, np.int64)
-    w = np.concatenate(parts_w) if parts_w else np.zeros(0, np.int64)
-    g = dev[w] if w.size else np.zeros(0, np.int64)
-    op = ending_ops(ctx, g, e)
-    prev = ending_ops(ctx, g, s, before=True)
-    s0 = gap_begin(ctx, g, s)
-    mat, parts = attribute(
-        s,
-        e,
-        op,
-        prev_op=prev,
-        prev_comm=ctx.prev_comm(g, s0),
-        ops=ctx.ops,
-        tline=ctx.tline,
-        sync=ctx.sync,
-        s0=s0,
-    )
-    return WindowGaps(w, g, s, e, op, mat, parts)
-
-
-def gap_begin(ctx: GapContext, dev: I64, s: I64) -> I64:
-    """Where the unclipped device gap containing ``s`` began (``s`` itself when no GPU work
-    of the device ended before it)."""
-    out = s.copy()
-    for g in np.unique(dev):
-        m = dev == g
-        _us, ue = ctx.dev_union(int(g))
-        if ue.size == 0:  # only zero-length work: no GPU work ever ended before s
-            continue
-        i = np.searchsorted(ue, s[m], side="right") - 1
-        out[m] = np.where(i >= 0, ue[np.maximum(i, 0)], s[m])
-    return out
-
-
-def ending_ops(ctx: GapContext, dev: I64, t: I64, *, before: bool = False) -> I64:
-    """Row of the first GPU op of device ``dev`` starting at or after ``t`` (-1: none); with
-    ``before``, the last op starting before ``t`` that has a known launching thread."""
-    out = np.full(dev.size, -1, dtype=np.int64)
-    for g in np.unique(dev):
-        m = dev == g
-        lo, hi = int(ctx.dev_lo[g]), int(ctx.dev_hi[g])
-        i = lo + np.searchsorted(ctx.ops.start[lo:hi], t[m], side="left")
-        if before:
-            linked = np.maximum.accumulate(np.where(ctx.ops.thr[lo:hi] >= 0, np.arange(lo, hi), -1))
-            j = linked[np.maximum(i - 1 - lo, 0)] if hi > lo else np.full(i.size, -1)
-            out[m] = np.where(i - 1 >= lo, j, -1)
-        else:
-            out[m] = np.where(i < hi, i, -1)
-    return out
-
-
 def _comm_arrays(ctx: GapContext, g: int) -> tuple[I64, I64, I64, I64]:
     lo, hi = int(ctx.dev_lo[g]), int(ctx.dev_hi[g])
     s, e = ctx.ops.start[lo:hi], ctx.ops.end[lo:hi]
@@ -178,9 +97,6 @@ def analyze_gaps(session: TraceSession, options: GapOptions | None = None) -> Ga
     evidence; steps and stream views are filled by ``steps.step_breakdown`` and
     ``stream_idle``.
     """
-    from traceforensics.analysis.steps import step_breakdown
-    from traceforensics.analysis.streams import stream_idle
-
     opts = options or GapOptions()
     marker_re = STEP_MARKER_RE if not opts.step_pattern else f"{STEP_MARKER_RE}|{opts.step_pattern}"
     ctx = build_context(session.events, opts.data_patterns, marker_re)
@@ -255,5 +171,12 @@ __all__ = [
     "StepStats",
     "StepSummary",
     "StreamIdle",
+    "WindowGaps",
     "analyze_gaps",
+    "causes_dict",
+    "ending_ops",
+    "full_causes",
+    "gap_begin",
+    "top_gaps",
+    "window_gaps",
 ]

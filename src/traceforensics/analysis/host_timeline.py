@@ -23,9 +23,8 @@ import numpy as np
 import numpy.typing as npt
 
 from traceforensics.analysis.causes import CAUSE_INDEX, N_CAUSES, PRIORITY
+from traceforensics.analysis.intervals import I64
 from traceforensics.model.errors import CorruptTraceError
-
-I64 = npt.NDArray[np.int64]
 
 
 def pack_shift(span_ns: int, n_groups: int) -> int:

@@ -32,8 +32,8 @@ from traceforensics.analysis.causes import (
 from traceforensics.analysis.comm import comm_in_window
 from traceforensics.analysis.gap_context import GapContext
 from traceforensics.analysis.gap_types import GapOptions, StepOutlier, StepStats, StepSummary
-from traceforensics.analysis.host_timeline import I64
-from traceforensics.analysis.intervals import clip, total
+from traceforensics.analysis.intervals import I64, clip, total
+from traceforensics.analysis.windows import full_causes, window_gaps
 
 PROFILER_STEP_RE = r"^ProfilerStep#\d+$"
 #: NVTX/user ranges named like a step or iteration: "step 3", "train_step", "Warm-up Step 1",
@@ -141,8 +141,6 @@ def step_breakdown(
     comm_cache: list[tuple[I64, I64, I64, I64]],
 ) -> tuple[list[StepStats], list[StepSummary]]:
     """Per-step busy/idle-by-cause and per-device step statistics."""
-    from traceforensics.analysis.gaps import full_causes, window_gaps
-
     spans = detect_steps(ctx, opts.step_pattern)
     if spans.height == 0:
         return [], []
