@@ -438,7 +438,7 @@ def test_json_texts_sentinel_fallback() -> None:
     [
         (b"this is not json", CorruptTraceError, "not valid JSON"),
         (
-            gzip.compress(b'{"traceEvents": [' + b"1," * 5000 + b"1]}")[:60],
+            gzip.compress(b'{"traceEvents": [' + b"1," * 5000 + b"1]}", mtime=0)[:60],
             CorruptTraceError,
             "gzip",
         ),
