@@ -67,3 +67,51 @@ def test_log_outside_the_trace_is_shown_whole_with_a_warning(
     assert gpu["samples"] == 30
     warnings = obj["warnings"]
     assert isinstance(warnings, list) and any("not aligned" in w for w in warnings)
+
+
+def test_local_time_log_aligns_with_its_utc_offset(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session = load(str(EXAMPLE))
+    lo, hi = trace_window(session)
+    eight_hours = 8 * 3600 * 1_000_000_000
+    # nvidia-smi on a UTC+8 machine: the same instants, printed 8 h ahead
+    times = _write_smi_csv(tmp_path / "smi.csv", lo - 1_000_000_000 + eight_hours, 200, 10)
+    log = str(tmp_path / "smi.csv")
+    aligned = _analyze(["--monitor", log, "--log-utc-offset", "+08:00", str(EXAMPLE)], capsys)
+    (gpu,) = aligned["monitor"]["gpus"]  # type: ignore[index]
+    utc = [t - eight_hours for t in times]
+    assert gpu["samples"] == sum(1 for t in utc if lo - 50_000_000 <= t < hi + 50_000_000)
+    assert aligned["warnings"] == []
+    naive = _analyze(["--monitor", log, str(EXAMPLE)], capsys)
+    assert any("not aligned" in w for w in naive["warnings"])  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("text", "hours"),
+    [("+08:00", 8.0), ("-05:00", -5.0), ("+0530", 5.5), ("UTC", 0.0), ("UTC+8", 8.0), ("-5", -5.0)],
+)
+def test_utc_offset_parsing(text: str, hours: float) -> None:
+    from traceforensics.ingest.monitor import parse_utc_offset
+
+    assert parse_utc_offset(text) == round(hours * 3600 * 1e9)
+
+
+@pytest.mark.parametrize("text", ["+25:00", "tomorrow", "+08:75"])
+def test_bad_utc_offset_is_one_line(text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        main(
+            [
+                "analyze",
+                "--no-cache",
+                "--monitor",
+                str(EXAMPLE),
+                "--log-utc-offset",
+                text,
+                str(EXAMPLE),
+            ]
+        )
+    except SystemExit as exc:
+        assert exc.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--log-utc-offset" in err

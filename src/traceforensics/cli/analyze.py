@@ -100,6 +100,12 @@ from traceforensics.report.terminal import render_text
 )
 @click.option("--columns", default=None, help="Column mapping for --monitor (util=Col,...).")
 @click.option(
+    "--log-utc-offset",
+    default="UTC",
+    show_default=True,
+    help="Time zone of the --monitor log's timestamps (nvidia-smi prints local time), e.g. +08:00.",
+)
+@click.option(
     "--markdown",
     "markdown_path",
     type=click.Path(path_type=Path),
@@ -128,6 +134,7 @@ def analyze_command(
     bin_ms: float,
     monitor_path: str | None,
     columns: str | None,
+    log_utc_offset: str,
     markdown_path: Path | None,
     plot_path: Path | None,
 ) -> None:
@@ -141,9 +148,10 @@ def analyze_command(
     session = load_path(path, use_cache=not no_cache)
     monitor_log = None
     if monitor_path is not None:
-        from traceforensics.ingest.monitor import load_monitor_log
+        from traceforensics.ingest.monitor import load_monitor_log, parse_utc_offset, shift_to_utc
 
-        monitor_log = load_monitor_log(monitor_path, columns=columns)
+        offset = parse_utc_offset(log_utc_offset)
+        monitor_log = shift_to_utc(load_monitor_log(monitor_path, columns=columns), offset)
     options = AnalysisOptions(
         top_kernels=top,
         top_gaps=top_gaps,

@@ -6,7 +6,11 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from pathlib import Path
+
+import polars as pl
 
 from traceforensics.ingest.monitor.common import parse_column_map
 from traceforensics.ingest.monitor.dmon import (
@@ -85,4 +89,35 @@ def load_monitor_log(
     return parse_table(p, text, overrides, interval_s)
 
 
-__all__ = ["MONITOR_SCHEMA", "MonitorLog", "load_monitor_log", "sniff_monitor_format"]
+def parse_utc_offset(text: str) -> int:
+    """``+08:00``, ``-5``, ``+0530`` or ``UTC`` -> offset of local time from UTC in ns."""
+    m = re.fullmatch(r"(?:UTC)?\s*([+-])?(\d{1,2})(?::?(\d{2}))?", text.strip(), re.IGNORECASE)
+    if text.strip().upper() in ("UTC", "Z", "0"):
+        return 0
+    if m is None or int(m.group(2)) > 14 or int(m.group(3) or 0) >= 60:
+        raise InputError(
+            f"--log-utc-offset {text!r}: not a UTC offset; write it like +08:00, -05:00 or UTC"
+        )
+    sign = -1 if m.group(1) == "-" else 1
+    return sign * (int(m.group(2)) * 3600 + int(m.group(3) or 0) * 60) * 1_000_000_000
+
+
+def shift_to_utc(log: MonitorLog, utc_offset_ns: int) -> MonitorLog:
+    """A log whose timestamps were local time (``utc_offset_ns`` ahead of UTC), moved to UTC.
+
+    nvidia-smi prints the machine's local time without a zone; the trace's clock is UTC epoch.
+    Logs without absolute timestamps are returned unchanged."""
+    if log.time_kind != "absolute" or utc_offset_ns == 0:
+        return log
+    frame = log.frame.with_columns(pl.col("time_ns") - utc_offset_ns)
+    return replace(log, frame=frame)
+
+
+__all__ = [
+    "MONITOR_SCHEMA",
+    "MonitorLog",
+    "load_monitor_log",
+    "parse_utc_offset",
+    "shift_to_utc",
+    "sniff_monitor_format",
+]
