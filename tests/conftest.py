@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+TOOLS = ROOT / "tools"
+# the project's scripts (synthetic trace builders) are importable from every test
+if str(TOOLS) not in sys.path:
+    sys.path.insert(0, str(TOOLS))
 SHARED = ROOT.parent / "shared"
 TRACES = SHARED / "traces"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -39,3 +44,30 @@ def traces_dir() -> Path:
     if not TRACES.exists():
         pytest.skip("../shared/traces not present (tests on real traces need ../shared)")
     return TRACES
+
+
+def plain_union(spans: list[tuple[int, int]]) -> list[list[int]]:
+    """Merge intervals with a plain sorted loop: the tests' reference, independent of the tool's
+    vectorised ``analysis.intervals``. Zero-length spans cover nothing and are dropped."""
+    merged: list[list[int]] = []
+    for s, e in sorted(spans):
+        if e <= s:
+            continue
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    return merged
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run ``tf`` in-process; return (exit code, stdout, stderr)."""
+    from traceforensics.cli.main import main
+
+    code = 0
+    try:
+        main(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TRACES, kineto_trace_files, nsys_trace_files, shared_trace
+from tests.conftest import TRACES, kineto_trace_files, nsys_trace_files, run_cli, shared_trace
 from tests.json_contract import (
     DEVICE_FIELDS,
     GAP_FIELDS,
@@ -16,21 +16,10 @@ from tests.json_contract import (
     STEP_FIELDS,
 )
 from traceforensics.analysis.causes import CAUSES
-from traceforensics.cli.main import main
-
-
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _json(path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, object]:
-    code, out, err = _run(["analyze", "--json", "--no-cache", *extra, str(path)], capsys)
+    code, out, err = run_cli(["analyze", "--json", "--no-cache", *extra, str(path)], capsys)
     assert code == 0, err
     obj = json.loads(out)
     assert isinstance(obj, dict)
@@ -99,7 +88,7 @@ def test_trace_window_still_sums_exactly(capsys: pytest.CaptureFixture[str]) -> 
 
 def test_text_report_answers_first(capsys: pytest.CaptureFixture[str]) -> None:
     path = shared_trace("kineto/resnet50_v100_workers0.pt.trace.json.gz")
-    code, out, _ = _run(["analyze", "--no-cache", str(path)], capsys)
+    code, out, _ = run_cli(["analyze", "--no-cache", str(path)], capsys)
     assert code == 0
     sections = [line for line in out.splitlines() if line.startswith("== ")]
     assert sections[0] == "== Verdict =="
@@ -111,7 +100,7 @@ def test_markdown_and_plot_outputs(tmp_path: Path, capsys: pytest.CaptureFixture
     example = Path(__file__).resolve().parents[1] / "examples"
     trace = next(example.glob("*.json.gz"))
     md, png = tmp_path / "r.md", tmp_path / "r.png"
-    code, _, err = _run(
+    code, _, err = run_cli(
         ["analyze", "--no-cache", "--markdown", str(md), "--plot", str(png), str(trace)], capsys
     )
     assert code == 0, err
@@ -122,6 +111,6 @@ def test_markdown_and_plot_outputs(tmp_path: Path, capsys: pytest.CaptureFixture
 
 def test_cpu_only_trace_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     path = shared_trace("hta/cpu_only_rank34.json.gz")
-    code, out, _ = _run(["analyze", "--no-cache", str(path)], capsys)
+    code, out, _ = run_cli(["analyze", "--no-cache", str(path)], capsys)
     assert code == 0 and "CPU-only" in out
     assert TRACES.exists()

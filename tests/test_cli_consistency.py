@@ -8,19 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from traceforensics.cli.main import main
+from tests.conftest import run_cli
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "synthetic_training.pt.trace.json.gz"
-
-
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _write(path: Path, events: list[dict[str, object]]) -> Path:
@@ -51,7 +41,7 @@ def test_trace_window_with_only_zero_length_gpu_ops(
             _kernel(120, 0, 1),
         ],
     )
-    code, out, err = _run(
+    code, out, err = run_cli(
         ["analyze", "--json", "--no-cache", "--window", "trace", str(path)], capsys
     )
     assert code == 0, err
@@ -72,7 +62,7 @@ def test_mixed_clocks_are_one_line_naming_the_file(
             _kernel(epoch + 20, 5, 1),
         ],
     )
-    code, out, err = _run(["analyze", "--no-cache", str(path)], capsys)
+    code, out, err = run_cli(["analyze", "--no-cache", str(path)], capsys)
     assert code == 2 and out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "mixed.json" in lines[0] and "clocks" in lines[0]
@@ -82,12 +72,12 @@ def test_mixed_clocks_are_one_line_naming_the_file(
 def test_options_rejected_before_a_traceback(
     argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = _run(["analyze", "--no-cache", *argv, str(EXAMPLE)], capsys)
+    code, _, err = run_cli(["analyze", "--no-cache", *argv, str(EXAMPLE)], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and argv[0] in err
 
 
 def test_trace_window_terminal_shows_one_window(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(["analyze", "--no-cache", "--window", "trace", str(EXAMPLE)], capsys)
+    code, out, _ = run_cli(["analyze", "--no-cache", "--window", "trace", str(EXAMPLE)], capsys)
     assert code == 0
     verdict = re.search(r"idle ([\d.]+)% of a ([\d.]+ \w+) window", out)
     devices = re.search(r"window ([\d.]+ \w+)\s+busy .*idle [\d.]+ \w+ \(([\d.]+)%\)", out)
@@ -97,7 +87,7 @@ def test_trace_window_terminal_shows_one_window(capsys: pytest.CaptureFixture[st
 
 
 def test_mfu_steps_use_the_step_table_windows(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(["analyze", "--json", "--no-cache", str(EXAMPLE)], capsys)
+    code, out, _ = run_cli(["analyze", "--json", "--no-cache", str(EXAMPLE)], capsys)
     assert code == 0
     obj = json.loads(out)
     steps = {(s["start_ns"], s["dur_ns"]) for s in obj["steps"]}

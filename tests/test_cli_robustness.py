@@ -22,8 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FIXTURES, shared_trace
-from traceforensics.cli.main import main
+from tests.conftest import FIXTURES, run_cli, shared_trace
 
 MODERN_SQLITE = FIXTURES / "nsys" / "modern.sqlite"
 MONITOR_LOG = FIXTURES / "monitor" / "runbook_zh_1hz.txt"
@@ -37,17 +36,6 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test gets its own cache directory and no debug tracebacks."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     monkeypatch.delenv("TF_DEBUG", raising=False)
-
-
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run the CLI in-process; return (exit code, stdout, stderr)."""
-    code: int = 0
-    try:
-        main(argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _assert_one_line_error(code: int, err: str, must_name: str, expected_code: int = 2) -> str:
@@ -140,7 +128,7 @@ def _snapshot(root: Path) -> dict[str, str]:
 
 
 def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run(["analyze", str(tmp_path / "nope.json")], capsys)
+    code, out, err = run_cli(["analyze", str(tmp_path / "nope.json")], capsys)
     _assert_one_line_error(code, err, "nope.json")
     assert out == ""
 
@@ -149,7 +137,7 @@ def test_directory_without_traces(tmp_path: Path, capsys: pytest.CaptureFixture[
     d = tmp_path / "runs"
     d.mkdir()
     (d / "notes.txt").write_text("no traces here")
-    code, out, err = _run(["analyze", str(d)], capsys)
+    code, out, err = run_cli(["analyze", str(d)], capsys)
     _assert_one_line_error(code, err, "runs")
     assert out == ""
 
@@ -165,7 +153,7 @@ def test_directory_with_junk_and_a_trace(
     (d / "junk.json").write_text("{broken")
     _good_trace(d, "rank0.pt.trace.json")
     before = _snapshot(d)
-    code, out, err = _run(["analyze", "--json", str(d)], capsys)
+    code, out, err = run_cli(["analyze", "--json", str(d)], capsys)
     if code == 0:
         assert "junk.json" in " ".join(_json_out(out)["warnings"])
     else:
@@ -176,7 +164,7 @@ def test_directory_with_junk_and_a_trace(
 def test_old_chrome_list_format_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     events = _good_events()
     path = _write_json(tmp_path / "list.json", events)
-    code, out, err = _run(["analyze", "--json", "--no-cache", str(path)], capsys)
+    code, out, err = run_cli(["analyze", "--json", "--no-cache", str(path)], capsys)
     assert code == 0, err
     doc = _json_out(out)
     (dev,) = doc["devices"]
@@ -193,7 +181,7 @@ def test_old_chrome_list_format_is_read(tmp_path: Path, capsys: pytest.CaptureFi
 def test_events_without_ts_or_dur(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ev = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "args": {"device": 0}}
     path = _write_json(tmp_path / "nots.json", {"traceEvents": [ev] * 5})
-    code, out, err = _run(["analyze", "--no-cache", str(path)], capsys)
+    code, out, err = run_cli(["analyze", "--no-cache", str(path)], capsys)
     _assert_one_line_error(code, err, "nots.json")
     assert out == ""
 
@@ -202,7 +190,7 @@ def test_events_without_ts_or_dur(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_huge_timestamps(ts: float, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     events = [*_good_events(), _kernel("gemm", ts, 100)]
     path = _write_json(tmp_path / "huge.json", {"traceEvents": events})
-    code, _out, err = _run(["analyze", "--no-cache", str(path)], capsys)
+    code, _out, err = run_cli(["analyze", "--no-cache", str(path)], capsys)
     _assert_one_line_error(code, err, "huge.json")
 
 
@@ -212,7 +200,7 @@ def test_nan_and_infinity_literals(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "NaN" in body and "Infinity" in body
     path = tmp_path / "nan.json"
     path.write_text(body)
-    code, _out, err = _run(["analyze", "--no-cache", str(path)], capsys)
+    code, _out, err = run_cli(["analyze", "--no-cache", str(path)], capsys)
     _assert_one_line_error(code, err, "nan.json")
 
 
@@ -223,7 +211,7 @@ def test_zero_duration_kernel_keeps_invariants(
     (currently: devices[].window_ns counts it, idle_by_cause does not, so they disagree)."""
     events = [_kernel("gemm", 10, 0), _kernel("gemm", 200, 100), _kernel("gemm", 400, 100)]
     path = _write_json(tmp_path / "zerodur.json", {"traceEvents": events})
-    code, out, err = _run(["analyze", "--json", "--no-cache", str(path)], capsys)
+    code, out, err = run_cli(["analyze", "--json", "--no-cache", str(path)], capsys)
     assert code == 0, err
     _assert_device_invariants(_json_out(out))
 
@@ -232,7 +220,7 @@ def test_negative_duration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     """Either refused (one line) or analyzed with a warning AND consistent numbers."""
     events = [_cpu("a", 0, 50), _kernel("gemm", 10, -100), _kernel("gemm", 200, 100)]
     path = _write_json(tmp_path / "negdur.json", {"traceEvents": events})
-    code, out, err = _run(["analyze", "--json", "--no-cache", str(path)], capsys)
+    code, out, err = run_cli(["analyze", "--json", "--no-cache", str(path)], capsys)
     if code == 0:
         doc = _json_out(out)
         assert any("negative" in w for w in doc["warnings"]), doc["warnings"]
@@ -245,10 +233,10 @@ def test_cpu_only_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     path = _write_json(
         tmp_path / "cpu.json", {"traceEvents": [_cpu("aten::add", 0, 50), _cpu("b", 100, 5)]}
     )
-    code, out, err = _run(["analyze", "--no-cache", str(path)], capsys)
+    code, out, err = run_cli(["analyze", "--no-cache", str(path)], capsys)
     assert code == 0, err
     assert "no gpu activity" in out.lower()
-    code, out, err = _run(["analyze", "--json", "--no-cache", str(path)], capsys)
+    code, out, err = run_cli(["analyze", "--json", "--no-cache", str(path)], capsys)
     assert code == 0, err
     doc = _json_out(out)
     assert doc["devices"] == []
@@ -263,7 +251,7 @@ def test_kernels_with_string_pid_gpu_n(tmp_path: Path, capsys: pytest.CaptureFix
         for i in range(3)
     ]
     path = _write_json(tmp_path / "strpid.json", {"traceEvents": [_cpu("a", 0, 5), *kernels]})
-    code, out, err = _run(["analyze", "--json", "--no-cache", str(path)], capsys)
+    code, out, err = run_cli(["analyze", "--json", "--no-cache", str(path)], capsys)
     assert code == 0, err
     (dev,) = _json_out(out)["devices"]
     assert dev["device"] == 0 and dev["kernel_count"] == 3
@@ -282,7 +270,7 @@ def test_kernels_without_any_device_are_not_reported_as_cpu_only(
         for i in range(3)
     ]
     path = _write_json(tmp_path / "nodevice.json", {"traceEvents": kernels})
-    code, out, err = _run(["analyze", "--json", "--no-cache", str(path)], capsys)
+    code, out, err = run_cli(["analyze", "--json", "--no-cache", str(path)], capsys)
     if code == 0:
         assert _json_out(out)["devices"], "3 kernels silently dropped; reported as CPU-only"
     else:
@@ -293,21 +281,21 @@ def test_no_usable_events_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixt
     """Every event lacks ph/cat: today '0 events ... CPU-only', exit 0 (silently empty)."""
     events = [dict(e, ph=None, cat=5) for e in _good_events()]
     path = _write_json(tmp_path / "unusable.json", {"traceEvents": events})
-    code, _out, err = _run(["analyze", "--no-cache", str(path)], capsys)
+    code, _out, err = run_cli(["analyze", "--no-cache", str(path)], capsys)
     _assert_one_line_error(code, err, "unusable.json")
 
 
 def test_gzip_of_non_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "t.json.gz"
     path.write_bytes(gzip.compress(b"hello world, definitely not json"))
-    code, _out, err = _run(["analyze", "--no-cache", str(path)], capsys)
+    code, _out, err = run_cli(["analyze", "--no-cache", str(path)], capsys)
     _assert_one_line_error(code, err, "t.json.gz")
 
 
 def test_zero_byte_gz(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "zero.json.gz"
     path.write_bytes(b"")
-    code, _out, err = _run(["analyze", "--no-cache", str(path)], capsys)
+    code, _out, err = run_cli(["analyze", "--no-cache", str(path)], capsys)
     _assert_one_line_error(code, err, "zero.json.gz")
 
 
@@ -316,7 +304,7 @@ def test_truncated_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     path = tmp_path / "half.sqlite"
     path.write_bytes(data[: len(data) // 2])
     before = _snapshot(path)
-    code, _out, err = _run(["analyze", str(path)], capsys)
+    code, _out, err = run_cli(["analyze", str(path)], capsys)
     _assert_one_line_error(code, err, "half.sqlite")
     assert _snapshot(path) == before
 
@@ -330,7 +318,7 @@ def test_sqlite_missing_stringids(tmp_path: Path, capsys: pytest.CaptureFixture[
     con.execute("DROP TABLE StringIds")
     con.commit()
     con.close()
-    code, out, err = _run(["analyze", "--json", "--no-cache", str(path)], capsys)
+    code, out, err = run_cli(["analyze", "--json", "--no-cache", str(path)], capsys)
     if code == 0:
         warnings = " ".join(_json_out(out)["warnings"])
         assert "StringIds" in warnings, f"names silently lost; warnings: {warnings!r}"
@@ -353,7 +341,7 @@ def test_nsys_rep_without_nsys(
     monkeypatch.setenv("PATH", str(empty_bin))
     path = tmp_path / "report.nsys-rep"
     path.write_bytes(b"\x00" * 1000)
-    code, _out, err = _run(["analyze", str(path)], capsys)
+    code, _out, err = run_cli(["analyze", str(path)], capsys)
     line = _assert_one_line_error(code, err, "report.nsys-rep")
     assert "nsys" in line
     beside = {p.name for p in tmp_path.iterdir()} - {"xdg-cache"}
@@ -368,7 +356,7 @@ def test_nsys_rep_failing_export_is_one_line(
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin")
     path = tmp_path / "report.nsys-rep"
     path.write_bytes(b"\x00" * 1000)
-    code, _out, err = _run(["analyze", str(path)], capsys)
+    code, _out, err = run_cli(["analyze", str(path)], capsys)
     _assert_one_line_error(code, err, "report.nsys-rep")
 
 
@@ -389,7 +377,7 @@ def test_nsys_rep_broken_export_is_not_reused(
     path = tmp_path / "report.nsys-rep"
     path.write_bytes(b"\x00" * 1000)
     for _ in range(2):
-        code, _out, err = _run(["analyze", str(path)], capsys)
+        code, _out, err = run_cli(["analyze", str(path)], capsys)
         assert code == 2, err
         assert "Traceback" not in err
     assert counter.read_text().count("x") == 2, "second run reused the broken export"
@@ -405,8 +393,8 @@ def test_cache_never_writes_beside_input(
     mode = d.stat().st_mode
     d.chmod(0o555)  # read-only (root ignores it; the snapshot check below still holds)
     try:
-        first = _run(["analyze", str(d)], capsys)
-        second = _run(["analyze", str(d)], capsys)
+        first = run_cli(["analyze", str(d)], capsys)
+        second = run_cli(["analyze", str(d)], capsys)
     finally:
         d.chmod(mode)
     assert first[0] == 0 and second[0] == 0, (first[2], second[2])
@@ -424,7 +412,7 @@ def test_unwritable_cache_dir_still_analyzes(
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the cache directory should be")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))  # mkdir fails even for root
-    code, out, err = _run(["analyze", "--json", str(path)], capsys)
+    code, out, err = run_cli(["analyze", "--json", str(path)], capsys)
     assert code == 0, err
     assert _json_out(out)["devices"][0]["busy_ns"] == 205_000
     assert blocker.read_text().startswith("a file")
@@ -434,14 +422,14 @@ def test_corrupt_cache_entry_is_rebuilt(tmp_path: Path, capsys: pytest.CaptureFi
     """A truncated Parquet file in the cache: today every later run dies with exit 3
     (polars ComputeError is not caught in ingest/cache.py cached_load)."""
     path = _good_trace(tmp_path)
-    code, reference, err = _run(["analyze", str(path)], capsys)
+    code, reference, err = run_cli(["analyze", str(path)], capsys)
     assert code == 0, err
     sessions = tmp_path / "xdg-cache" / "traceforensics" / "sessions"
     parquets = list(sessions.rglob("*.parquet"))
     assert parquets
     for p in parquets:
         p.write_bytes(p.read_bytes()[:50])
-    code, out, err = _run(["analyze", str(path)], capsys)
+    code, out, err = run_cli(["analyze", str(path)], capsys)
     assert code == 0, err
     assert out == reference
 
@@ -455,7 +443,7 @@ def test_output_into_missing_directory(
 ) -> None:
     path = _good_trace(tmp_path)
     target = tmp_path / "no" / "such" / "dir" / "out.png"
-    code, _out, err = _run(["analyze", str(path), flag, str(target)], capsys)
+    code, _out, err = run_cli(["analyze", str(path), flag, str(target)], capsys)
     _assert_one_line_error(code, err, "out.png")
 
 
@@ -463,7 +451,7 @@ def test_markdown_onto_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture
     path = _good_trace(tmp_path)
     target = tmp_path / "somedir"
     target.mkdir()
-    code, _out, err = _run(["analyze", str(path), "--markdown", str(target)], capsys)
+    code, _out, err = run_cli(["analyze", str(path), "--markdown", str(target)], capsys)
     _assert_one_line_error(code, err, "somedir")
 
 
@@ -474,7 +462,7 @@ def test_output_never_overwrites_the_input(
     """`--markdown trace.json` today replaces the user's trace with the Markdown report."""
     path = _good_trace(tmp_path, "trace.json")
     before = _snapshot(path)
-    code, _out, err = _run(["analyze", str(path), flag, str(path)], capsys)
+    code, _out, err = run_cli(["analyze", str(path), flag, str(path)], capsys)
     assert _snapshot(path) == before, f"{flag} overwrote the input trace"
     _assert_one_line_error(code, err, "trace.json")
 
@@ -486,7 +474,7 @@ def test_markdown_never_overwrites_the_monitor_log(
     log = tmp_path / "smi.txt"
     shutil.copy(MONITOR_LOG, log)
     before = _snapshot(log)
-    code, _out, err = _run(
+    code, _out, err = run_cli(
         ["analyze", str(path), "--monitor", str(log), "--markdown", str(log)], capsys
     )
     assert _snapshot(log) == before, "--markdown overwrote the monitoring log"
@@ -497,7 +485,7 @@ def test_plot_with_unsupported_extension(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = _good_trace(tmp_path)
-    code, _out, err = _run(["analyze", str(path), "--plot", str(tmp_path / "plot.txt")], capsys)
+    code, _out, err = run_cli(["analyze", str(path), "--plot", str(tmp_path / "plot.txt")], capsys)
     _assert_one_line_error(code, err, "plot.txt")
 
 
@@ -505,7 +493,7 @@ def test_monitor_plot_into_missing_directory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     target = tmp_path / "no" / "dir" / "m.png"
-    code, _out, err = _run(["monitor", str(MONITOR_LOG), "--plot", str(target)], capsys)
+    code, _out, err = run_cli(["monitor", str(MONITOR_LOG), "--plot", str(target)], capsys)
     _assert_one_line_error(code, err, "m.png")
 
 
@@ -517,7 +505,7 @@ def test_invalid_step_pattern(
     pattern: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = _good_trace(tmp_path)
-    code, _out, err = _run(["analyze", str(path), "--step-pattern", pattern], capsys)
+    code, _out, err = run_cli(["analyze", str(path), "--step-pattern", pattern], capsys)
     _assert_one_line_error(code, err, "--step-pattern")
 
 
@@ -543,14 +531,14 @@ def test_out_of_range_numeric_option(
     """Today: 0/negative values run and print nonsense (MFU inf%, -40000%, `--top -1` drops
     the last kernel, `--bin-ms -5` makes 1 ns bins: 15.7 M utilization values), nan/inf exit 3."""
     path = _good_trace(tmp_path)
-    code, out, err = _run(["analyze", str(path), option, value], capsys)
+    code, out, err = run_cli(["analyze", str(path), option, value], capsys)
     _assert_one_line_error(code, err, option)
     assert out == ""
 
 
 def test_gaps_zero_lists_no_gaps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _good_trace(tmp_path)
-    code, out, err = _run(["analyze", "--json", str(path), "--gaps", "0"], capsys)
+    code, out, err = run_cli(["analyze", "--json", str(path), "--gaps", "0"], capsys)
     assert code == 0, err
     doc = _json_out(out)
     assert doc["gaps"] == []
@@ -560,7 +548,7 @@ def test_gaps_zero_lists_no_gaps(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def test_top_zero_lists_no_kernels(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _good_trace(tmp_path)
-    code, out, err = _run(["analyze", "--json", str(path), "--top", "0"], capsys)
+    code, out, err = run_cli(["analyze", "--json", str(path), "--top", "0"], capsys)
     assert code == 0, err
     assert _json_out(out)["devices"][0]["top_kernels"] == []
 
@@ -568,7 +556,7 @@ def test_top_zero_lists_no_kernels(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_click_usage_error_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`--top abc`: today click prints Usage + blank line + Error (4 lines)."""
     path = _good_trace(tmp_path)
-    code, _out, err = _run(["analyze", str(path), "--top", "abc"], capsys)
+    code, _out, err = run_cli(["analyze", str(path), "--top", "abc"], capsys)
     _assert_one_line_error(code, err, "--top")
 
 
@@ -603,7 +591,7 @@ def test_bad_monitor_log(
         argv = ["monitor", str(log)]
     else:
         argv = ["analyze", str(_good_trace(tmp_path)), "--monitor", str(log)]
-    code, out, err = _run(argv, capsys)
+    code, out, err = run_cli(argv, capsys)
     _assert_one_line_error(code, err, name)
     assert out == ""
     if before is not None:
@@ -615,13 +603,13 @@ def test_monitor_log_that_is_a_directory(
 ) -> None:
     d = tmp_path / "logs"
     d.mkdir()
-    code, _out, err = _run(["monitor", str(d)], capsys)
+    code, _out, err = run_cli(["monitor", str(d)], capsys)
     _assert_one_line_error(code, err, "logs")
 
 
 @pytest.mark.parametrize("columns", ["garbage", "util", "util=", "=x", "foo=bar", "util=Nope"])
 def test_malformed_columns(columns: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _out, err = _run(["monitor", str(MONITOR_LOG), "--columns", columns], capsys)
+    code, _out, err = run_cli(["monitor", str(MONITOR_LOG), "--columns", columns], capsys)
     line = _assert_one_line_error(code, err, MONITOR_LOG.name)
     assert "--columns" in line
 
@@ -630,14 +618,14 @@ def test_malformed_columns(columns: str, capsys: pytest.CaptureFixture[str]) -> 
 def test_bad_interval(value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "idx.txt"
     log.write_text("a b\n" + "".join(f"{i} {i * 37 % 100}\n" for i in range(30)))
-    code, _out, err = _run(
+    code, _out, err = run_cli(
         ["monitor", str(log), "--columns", "util=b", "--interval-s", value], capsys
     )
     _assert_one_line_error(code, err, "--interval-s")
 
 
 def test_monitor_good_log_still_works(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run(["monitor", "--json", str(MONITOR_LOG)], capsys)
+    code, out, err = run_cli(["monitor", "--json", str(MONITOR_LOG)], capsys)
     assert code == 0, err
     doc = _json_out(out)
     assert doc["gpus"] and doc["gpus"][0]["samples"] > 0
@@ -668,7 +656,7 @@ def _walk_numbers(obj: Any, path: str = "") -> list[tuple[str, float]]:
 @pytest.mark.parametrize("rel", REAL)
 def test_real_trace_json_and_text_are_clean(rel: str, capsys: pytest.CaptureFixture[str]) -> None:
     path = shared_trace(rel)
-    code, out, err = _run(["analyze", "--json", "--no-cache", str(path)], capsys)
+    code, out, err = run_cli(["analyze", "--json", "--no-cache", str(path)], capsys)
     assert code == 0, err
     doc = _json_out(out)
     assert doc["schema"] == "traceforensics.analysis/1"
@@ -680,7 +668,7 @@ def test_real_trace_json_and_text_are_clean(rel: str, capsys: pytest.CaptureFixt
         assert math.isfinite(value), where
         if where.endswith(("_ns", "count")) and not where.endswith("start_ns"):
             assert value >= 0, f"{where} = {value}"
-    code, text, err = _run(["analyze", "--no-cache", str(path)], capsys)
+    code, text, err = run_cli(["analyze", "--no-cache", str(path)], capsys)
     assert code == 0, err
     assert not _BAD_NUMBER.search(text), _BAD_NUMBER.search(text)
     assert not _NEG_DURATION.search(text), _NEG_DURATION.search(text)

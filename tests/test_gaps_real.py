@@ -13,7 +13,7 @@ from functools import lru_cache
 import polars as pl
 import pytest
 
-from tests.conftest import kineto_trace_files, nsys_trace_files, shared_trace
+from tests.conftest import kineto_trace_files, nsys_trace_files, plain_union, shared_trace
 from tests.json_contract import EVIDENCE_FIELDS, GAP_FIELDS, STEP_FIELDS
 from traceforensics.analysis.gaps import GapAnalysis, GapOptions, analyze_gaps
 from traceforensics.ingest import load_path
@@ -33,14 +33,7 @@ class PlainUnion:
     """Busy intervals of one device merged with a plain loop (independent of intervals.py)."""
 
     def __init__(self, spans: list[tuple[int, int]]) -> None:
-        merged: list[list[int]] = []
-        for s, e in sorted(spans):
-            if e <= s:
-                continue
-            if merged and s <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], e)
-            else:
-                merged.append([s, e])
+        merged = plain_union(spans)
         self.starts = [m[0] for m in merged]
         self.merged = merged
 

@@ -6,13 +6,13 @@ inside an injected interval is computed independently by ``SynthTrace.idle_in``.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+import synth
 from traceforensics.analysis.causes import CAUSES, DEFAULT_DATA_PATTERNS, STEP_MARKER_RE
 from traceforensics.analysis.gap_context import build_context
 from traceforensics.analysis.gaps import GapOptions, analyze_gaps, window_gaps
@@ -20,8 +20,6 @@ from traceforensics.ingest import load_path
 from traceforensics.model.session import TraceSession
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import synth  # noqa: E402
 
 STALL_CAUSES = [
     "data_loading",

@@ -3,17 +3,13 @@ expected TFLOPS exactly, in Kineto and nsys formats."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+import make_gemm_traces as mg
 from traceforensics.analysis.kernels import KernelOptions, analyze_kernels
 from traceforensics.ingest import load_path
-
-sys.path.insert(0, str(ROOT / "tools"))
-import make_gemm_traces as mg
 
 PEAK = 800.0
 

@@ -6,17 +6,12 @@ import random
 
 import numpy as np
 
+from tests.conftest import plain_union
 from traceforensics.analysis.intervals import gaps, total, union
 
 
 def _plain_union(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[list[int]] = []
-    for s, e in sorted(p for p in pairs if p[1] > p[0]):
-        if merged and s <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], e)
-        else:
-            merged.append([s, e])
-    return [(a, b) for a, b in merged]
+    return [(a, b) for a, b in plain_union(pairs)]
 
 
 def test_union_matches_plain_python_on_random_intervals() -> None:

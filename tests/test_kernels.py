@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, shared_trace
+from synth import SynthTrace
+from tests.conftest import shared_trace
 from tests.json_contract import OP_FIELDS, SHORT_KERNEL_FIELDS
 from traceforensics.analysis.kernels import (
     KernelOptions,
@@ -18,9 +18,6 @@ from traceforensics.analysis.kernels import (
     normalize_kernel_name,
 )
 from traceforensics.ingest import load_path
-
-sys.path.insert(0, str(ROOT / "tools"))
-from synth import SynthTrace
 
 MUL = (
     "void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>, "

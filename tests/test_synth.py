@@ -9,17 +9,16 @@ from __future__ import annotations
 import gzip
 import json
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
+import synth
+from synth_nsys import global_tid, short_kernel_name
 
-import synth  # noqa: E402
-from synth_nsys import global_tid, short_kernel_name  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+
 
 BASE = 1_700_000_000_000_000_000
 STALL_CAUSES = (

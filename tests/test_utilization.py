@@ -6,6 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from tests.conftest import plain_union
 from traceforensics.analysis.utilization import (
     busy_fraction_bins,
     pattern_bin_ms,
@@ -33,14 +34,7 @@ def _session(rows: list[tuple[str, int, int, int, int]]) -> TraceSession:
 
 def _plain(intervals: list[tuple[int, int]], lo: int, hi: int, bin_ns: int) -> list[float]:
     """Per bin, per nanosecond-free: union by sweeping sorted intervals, then overlap each bin."""
-    merged: list[list[int]] = []
-    for s, e in sorted(intervals):
-        if e <= s:
-            continue
-        if merged and s <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], e)
-        else:
-            merged.append([s, e])
+    merged = plain_union(intervals)
     out = []
     b = lo
     while b < hi:
