@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 import pytest
 
+from tests.conftest import plain_union
 from traceforensics.analysis.causes import (
     DISPATCH_MAX_NS,
     QUEUED_LAUNCH_LATENCY_MAX_NS,
@@ -210,17 +211,8 @@ def test_unlinked_op_is_untraced_and_trailing_gap_uses_last_thread() -> None:
 
 def _union_total(spans: list[tuple[int, int]], lo: int, hi: int) -> int:
     """Plain-Python busy time of ``spans`` inside [lo, hi)."""
-    total, cur_s, cur_e = 0, None, None
-    for s, e in sorted((max(s, lo), min(e, hi)) for s, e in spans if min(e, hi) > max(s, lo)):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None and cur_s is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None and cur_s is not None:
-        total += cur_e - cur_s
-    return total
+    clipped = [(max(s, lo), min(e, hi)) for s, e in spans]
+    return sum(e - s for s, e in plain_union(clipped))
 
 
 @pytest.mark.parametrize("seed", range(12))

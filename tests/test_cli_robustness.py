@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FIXTURES, run_cli, shared_trace
+from tests.conftest import FIXTURES, plain_union, run_cli, shared_trace
 
 MODERN_SQLITE = FIXTURES / "nsys" / "modern.sqlite"
 MONITOR_LOG = FIXTURES / "monitor" / "runbook_zh_1hz.txt"
@@ -94,17 +94,7 @@ def _json_out(out: str) -> dict[str, Any]:
 
 def _union_ns(intervals: list[tuple[int, int]]) -> int:
     """Independent union length (plain Python) of half-open [s, e) intervals."""
-    total, cur_s, cur_e = 0, None, None
-    for s, e in sorted(i for i in intervals if i[1] > i[0]):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None and cur_s is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None and cur_s is not None:
-        total += cur_e - cur_s
-    return total
+    return sum(e - s for s, e in plain_union(list(intervals)))
 
 
 def _assert_device_invariants(doc: dict[str, Any]) -> None:

@@ -21,17 +21,7 @@ from traceforensics.model.session import TraceSession
 
 ROOT = Path(__file__).resolve().parents[1]
 
-STALL_CAUSES = [
-    "data_loading",
-    "host_sync",
-    "memcpy",
-    "io",
-    "memory_management",
-    "compilation",
-    "communication",
-    "cpu_compute",
-    "untraced",
-]
+STALL_CAUSES = synth.STALL_CAUSES
 FORMATS = ["kineto", "nsys"]
 
 

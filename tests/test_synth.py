@@ -21,17 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 BASE = 1_700_000_000_000_000_000
-STALL_CAUSES = (
-    "data_loading",
-    "host_sync",
-    "memcpy",
-    "io",
-    "memory_management",
-    "compilation",
-    "communication",
-    "cpu_compute",
-    "untraced",
-)
+STALL_CAUSES = synth.STALL_CAUSES
 
 
 def _loader(fmt: str) -> Any:

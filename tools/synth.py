@@ -357,6 +357,20 @@ def training_loop(steps: int = 6, **kwargs: Any) -> SynthTrace:
     return build(steps=steps, **kwargs)
 
 
+#: Causes ``stall_scenario`` can inject (one host stall each).
+STALL_CAUSES: tuple[str, ...] = (
+    "data_loading",
+    "host_sync",
+    "memcpy",
+    "io",
+    "memory_management",
+    "compilation",
+    "communication",
+    "cpu_compute",
+    "untraced",
+)
+
+
 def stall_scenario(cause: str, stall_ns: int = 2_000_000, **kwargs: Any) -> SynthTrace:
     """A minimal trace with one injected stall of ``stall_ns`` for ``cause``."""
     from synth_scenarios import stall_scenario as build
@@ -365,6 +379,7 @@ def stall_scenario(cause: str, stall_ns: int = 2_000_000, **kwargs: Any) -> Synt
 
 
 __all__ = [
+    "STALL_CAUSES",
     "Injected",
     "SynthEvent",
     "SynthTrace",
