@@ -57,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{path}: not found (the default needs ../shared/traces)", file=sys.stderr)
         return 2
 
-    from traceforensics.analysis.gaps import analyze_gaps
-    from traceforensics.analysis.kernels import analyze_kernels
+    from traceforensics.analysis.idle.gaps import analyze_gaps
+    from traceforensics.analysis.kernels.forensics import analyze_kernels
     from traceforensics.analysis.pipeline import analyze
     from traceforensics.ingest import load_path
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from traceforensics import load
-from traceforensics.analysis.utilization import trace_window
+from traceforensics.analysis.utilization.timeline import trace_window
 from traceforensics.cli.main import main
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "synthetic_training.pt.trace.json.gz"

@@ -13,14 +13,14 @@ import polars as pl
 import pytest
 
 from tests.conftest import plain_union
-from traceforensics.analysis.causes import (
+from traceforensics.analysis.idle.causes import (
     DISPATCH_MAX_NS,
     QUEUED_LAUNCH_LATENCY_MAX_NS,
     SLOW_LAUNCH_CALL_MIN_NS,
     SYNC_CATCHUP_MAX_NS,
     SYNC_DRAIN_SLACK_NS,
 )
-from traceforensics.analysis.gaps import GapOptions, analyze_gaps
+from traceforensics.analysis.idle.gaps import GapOptions, analyze_gaps
 from traceforensics.model.session import TraceMeta, TraceSession
 
 US = 1_000  # all scenario times are in µs-sized ns steps to stay readable

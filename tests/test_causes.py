@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from traceforensics.analysis.causes import (
+from traceforensics.analysis.idle.causes import (
     CAUSE_INDEX,
     CAUSES,
     OUTLIER_MAD_SIGMAS,
@@ -13,8 +13,8 @@ from traceforensics.analysis.causes import (
     PRIORITY,
     classify_host,
 )
-from traceforensics.analysis.gap_types import StepStats
-from traceforensics.analysis.steps import GENERIC_STEP_RE, summarize
+from traceforensics.analysis.idle.results import StepStats
+from traceforensics.analysis.idle.step_idle import GENERIC_STEP_RE, summarize
 
 CASES = [
     # (kind, name, is_comm, blocking_d2h, expected cause or None)

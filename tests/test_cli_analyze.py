@@ -15,7 +15,7 @@ from tests.json_contract import (
     SHORT_KERNEL_FIELDS,
     STEP_FIELDS,
 )
-from traceforensics.analysis.causes import CAUSES
+from traceforensics.analysis.idle.causes import CAUSES
 
 
 def _json(path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, object]:

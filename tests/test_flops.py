@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import shared_trace
-from traceforensics.analysis.flops import op_cost
-from traceforensics.analysis.kernels import KernelAnalysis, KernelOptions, analyze_kernels
+from traceforensics.analysis.kernels.flops import op_cost
+from traceforensics.analysis.kernels.forensics import KernelAnalysis, KernelOptions, analyze_kernels
 from traceforensics.ingest import load_path
 
 BF = "c10::BFloat16"

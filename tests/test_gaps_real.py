@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import kineto_trace_files, nsys_trace_files, plain_union, shared_trace
 from tests.json_contract import EVIDENCE_FIELDS, GAP_FIELDS, STEP_FIELDS
-from traceforensics.analysis.gaps import GapAnalysis, GapOptions, analyze_gaps
+from traceforensics.analysis.idle.gaps import GapAnalysis, GapOptions, analyze_gaps
 from traceforensics.ingest import load_path
 from traceforensics.model.session import TraceSession
 

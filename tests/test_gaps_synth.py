@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import synth
-from traceforensics.analysis.causes import CAUSES, DEFAULT_DATA_PATTERNS, STEP_MARKER_RE
-from traceforensics.analysis.gap_context import build_context
-from traceforensics.analysis.gaps import GapOptions, analyze_gaps, window_gaps
+from traceforensics.analysis.idle.causes import CAUSES, DEFAULT_DATA_PATTERNS, STEP_MARKER_RE
+from traceforensics.analysis.context import build_context
+from traceforensics.analysis.idle.gaps import GapOptions, analyze_gaps, window_gaps
 from traceforensics.ingest import load_path
 from traceforensics.model.session import TraceSession
 

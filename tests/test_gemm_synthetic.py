@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import make_gemm_traces as mg
-from traceforensics.analysis.kernels import KernelOptions, analyze_kernels
+from traceforensics.analysis.kernels.forensics import KernelOptions, analyze_kernels
 from traceforensics.ingest import load_path
 
 PEAK = 800.0

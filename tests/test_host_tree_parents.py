@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from traceforensics.analysis.launches import _parents, host_tree
+from traceforensics.analysis.links import _parents, host_tree
 
 
 def _reference(

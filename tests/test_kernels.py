@@ -12,7 +12,7 @@ import pytest
 from synth import SynthTrace
 from tests.conftest import shared_trace
 from tests.json_contract import OP_FIELDS, SHORT_KERNEL_FIELDS
-from traceforensics.analysis.kernels import (
+from traceforensics.analysis.kernels.forensics import (
     KernelOptions,
     analyze_kernels,
     normalize_kernel_name,
@@ -219,7 +219,7 @@ def test_host_tree_and_launch_links() -> None:
     kernel -> launch call by (rank, correlation)."""
     import polars as pl
 
-    from traceforensics.analysis.launches import ancestors_pick, host_tree, kernel_launches
+    from traceforensics.analysis.links import ancestors_pick, host_tree, kernel_launches
     from traceforensics.model.session import TraceMeta, TraceSession
 
     rows = [

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from traceforensics.analysis.monitor import (
+from traceforensics.analysis.monitoring.monitor import (
     THROTTLE_MAX_CLOCK_RATIO,
     MonitorReport,
     analyze_monitor,

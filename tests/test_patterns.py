@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from traceforensics.analysis.patterns import (
+from traceforensics.analysis.utilization.patterns import (
     LIKELY_CAUSES,
     PATTERNS,
     check_causes,

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import shared_trace
-from traceforensics.analysis.patterns import check_causes
-from traceforensics.analysis.utilization import classify_device, gpu_devices
+from traceforensics.analysis.utilization.patterns import check_causes
+from traceforensics.analysis.utilization.timeline import classify_device, gpu_devices
 from traceforensics.ingest import load_path
 
 
@@ -16,7 +16,7 @@ def _classify(rel: str) -> tuple[str, float, dict[str, str], float | None]:
     session = load_path(shared_trace(rel))
     (rank, device), *_ = gpu_devices(session)
     tl, pat = classify_device(session, rank, device)
-    from traceforensics.analysis.gaps import analyze_gaps
+    from traceforensics.analysis.idle.gaps import analyze_gaps
 
     idle = next(d for d in analyze_gaps(session).devices if (d.rank, d.device) == (rank, device))
     verdicts = {

@@ -68,10 +68,10 @@ def _overlap(gaps: list[tuple[int, int]], ranges: list[tuple[int, int]]) -> int:
 
 def _gap_analysis() -> tuple[Any, Any]:
     try:
-        from traceforensics.analysis.gap_types import GapOptions
-        from traceforensics.analysis.gaps import analyze_gaps
+        from traceforensics.analysis.idle.results import GapOptions
+        from traceforensics.analysis.idle.gaps import analyze_gaps
     except ImportError as exc:
-        pytest.skip(f"traceforensics.analysis.gaps not importable yet: {exc}")
+        pytest.skip(f"traceforensics.analysis.idle.gaps not importable yet: {exc}")
     return analyze_gaps, GapOptions
 
 

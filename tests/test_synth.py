@@ -209,10 +209,10 @@ def test_stall_scenario_attribution(tmp_path: Path, fmt: str, cause: str) -> Non
     """End to end: each injected stall is attributed to its cause (within 1% of its length)."""
     load_path = _loader(fmt)
     try:
-        from traceforensics.analysis.gap_types import GapOptions
-        from traceforensics.analysis.gaps import analyze_gaps
+        from traceforensics.analysis.idle.results import GapOptions
+        from traceforensics.analysis.idle.gaps import analyze_gaps
     except ImportError as exc:
-        pytest.skip(f"traceforensics.analysis.gaps not importable yet: {exc}")
+        pytest.skip(f"traceforensics.analysis.idle.gaps not importable yet: {exc}")
     tr = synth.stall_scenario(cause, 1_500_000)
     path = (
         tr.write_kineto(tmp_path / "s.json.gz")

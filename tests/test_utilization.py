@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from tests.conftest import plain_union
-from traceforensics.analysis.utilization import (
+from traceforensics.analysis.utilization.timeline import (
     busy_fraction_bins,
     pattern_bin_ms,
     utilization_timelines,

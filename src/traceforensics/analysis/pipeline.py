@@ -15,15 +15,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from traceforensics.analysis.causes import DEFAULT_DATA_PATTERNS
-from traceforensics.analysis.gap_types import GapOptions
-from traceforensics.analysis.gaps import GapAnalysis, analyze_gaps
-from traceforensics.analysis.kernel_results import KernelAnalysis
-from traceforensics.analysis.kernels import KernelOptions, analyze_kernels
-from traceforensics.analysis.monitor import MonitorReport, analyze_monitor, clip_monitor
-from traceforensics.analysis.patterns import CauseVerdict, PatternResult, check_causes
-from traceforensics.analysis.summary import Summary, summarize
-from traceforensics.analysis.utilization import (
+from traceforensics.analysis.idle.causes import DEFAULT_DATA_PATTERNS
+from traceforensics.analysis.idle.results import GapOptions
+from traceforensics.analysis.idle.gaps import GapAnalysis, analyze_gaps
+from traceforensics.analysis.kernels.results import KernelAnalysis
+from traceforensics.analysis.kernels.forensics import KernelOptions, analyze_kernels
+from traceforensics.analysis.monitoring.monitor import MonitorReport, analyze_monitor, clip_monitor
+from traceforensics.analysis.utilization.patterns import CauseVerdict, PatternResult, check_causes
+from traceforensics.analysis.devices import Summary, summarize
+from traceforensics.analysis.utilization.timeline import (
     UtilizationTimeline,
     classify_device,
     trace_window,

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import orjson
 
-from traceforensics.analysis.causes import DEFAULT_DATA_PATTERNS
+from traceforensics.analysis.idle.causes import DEFAULT_DATA_PATTERNS
 from traceforensics.analysis.pipeline import AnalysisOptions, analyze
 from traceforensics.cli.options import (
     PLOT_SUFFIXES,

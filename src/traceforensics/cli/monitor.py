@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from traceforensics.analysis.monitor import analyze_monitor
+from traceforensics.analysis.monitoring.monitor import analyze_monitor
 from traceforensics.cli.options import PLOT_SUFFIXES, check_output, positive_float
 from traceforensics.ingest.monitor import load_monitor_log
 from traceforensics.report.monitor_text import render_monitor_text

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from traceforensics.analysis.causes import CAUSES
+from traceforensics.analysis.idle.causes import CAUSES
 
 CAUSE_ADVICE: Final[dict[str, str]] = {
     "data_loading": "feed the GPU faster: DataLoader(num_workers>0, pin_memory=True, "

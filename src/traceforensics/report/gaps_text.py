@@ -4,7 +4,7 @@ nothing."""
 
 from __future__ import annotations
 
-from traceforensics.analysis.gaps import GapAnalysis
+from traceforensics.analysis.idle.gaps import GapAnalysis
 from traceforensics.report.format import fmt_ns, fmt_pct, truncate
 
 _NAME_WIDTH = 60

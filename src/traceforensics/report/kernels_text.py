@@ -5,7 +5,7 @@ Pure formatting of a ``KernelAnalysis``; returns lines, prints nothing.
 
 from __future__ import annotations
 
-from traceforensics.analysis.kernel_results import KernelAnalysis, MfuRow
+from traceforensics.analysis.kernels.results import KernelAnalysis, MfuRow
 from traceforensics.report.format import fmt_ns, fmt_pct, truncate
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from traceforensics.analysis.monitor import MonitorReport
+from traceforensics.analysis.monitoring.monitor import MonitorReport
 from traceforensics.model.monitor import MonitorLog, first_time_ns, gpu_ids, gpu_rows
 
 MAX_POINTS_PER_LINE: Final = 20_000

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from traceforensics.analysis.monitor import GpuMonitorReport, MonitorReport
-from traceforensics.analysis.patterns import CauseVerdict, PatternResult
+from traceforensics.analysis.monitoring.monitor import GpuMonitorReport, MonitorReport
+from traceforensics.analysis.utilization.patterns import CauseVerdict, PatternResult
 
 
 def _f(v: float | None, unit: str = "", nd: int = 1) -> str:

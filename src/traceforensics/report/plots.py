@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from traceforensics.analysis.causes import CAUSES
+from traceforensics.analysis.idle.causes import CAUSES
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.model.errors import InputError
 

@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from traceforensics.analysis.causes import CAUSES, STEP_MARKER_RE
-from traceforensics.analysis.comm import comm_in_window
-from traceforensics.analysis.evidence import gap_evidence
-from traceforensics.analysis.gap_context import GapContext, build_context
-from traceforensics.analysis.gap_types import (
+from traceforensics.analysis.idle.causes import CAUSES, STEP_MARKER_RE
+from traceforensics.analysis.idle.comm import comm_in_window
+from traceforensics.analysis.idle.evidence import gap_evidence
+from traceforensics.analysis.context import GapContext, build_context
+from traceforensics.analysis.idle.results import (
     DeviceIdle,
     Evidence,
     Gap,
@@ -36,9 +36,9 @@ from traceforensics.analysis.gap_types import (
     StreamIdle,
 )
 from traceforensics.analysis.intervals import I64, union
-from traceforensics.analysis.steps import step_breakdown
-from traceforensics.analysis.streams import stream_idle
-from traceforensics.analysis.windows import (
+from traceforensics.analysis.idle.step_idle import step_breakdown
+from traceforensics.analysis.idle.streams import stream_idle
+from traceforensics.analysis.idle.windows import (
     WindowGaps,
     causes_dict,
     ending_ops,

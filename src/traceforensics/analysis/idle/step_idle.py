@@ -24,16 +24,16 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from traceforensics.analysis.causes import (
+from traceforensics.analysis.idle.causes import (
     CAUSES,
     OUTLIER_MAD_SIGMAS,
     OUTLIER_MIN_EXCESS_FRACTION,
 )
-from traceforensics.analysis.comm import comm_in_window
-from traceforensics.analysis.gap_context import GapContext
-from traceforensics.analysis.gap_types import GapOptions, StepOutlier, StepStats, StepSummary
+from traceforensics.analysis.idle.comm import comm_in_window
+from traceforensics.analysis.context import GapContext
+from traceforensics.analysis.idle.results import GapOptions, StepOutlier, StepStats, StepSummary
 from traceforensics.analysis.intervals import I64, clip, total
-from traceforensics.analysis.windows import full_causes, window_gaps
+from traceforensics.analysis.idle.windows import full_causes, window_gaps
 
 PROFILER_STEP_RE = r"^ProfilerStep#\d+$"
 #: NVTX/user ranges named like a step or iteration: "step 3", "train_step", "Warm-up Step 1",

@@ -14,8 +14,8 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from traceforensics.analysis.attribution import OpTable, SyncIndex
-from traceforensics.analysis.causes import (
+from traceforensics.analysis.idle.attribution import OpTable, SyncIndex
+from traceforensics.analysis.idle.causes import (
     CAUSE_INDEX,
     CPU_COMPUTE,
     HOST_SYNC,
@@ -23,7 +23,7 @@ from traceforensics.analysis.causes import (
     launch_part_cause,
     slow_api_is_compilation,
 )
-from traceforensics.analysis.host_timeline import (
+from traceforensics.analysis.idle.host_timeline import (
     HostTimeline,
     build_timeline,
     grouped_union,

@@ -21,7 +21,7 @@ import numpy.typing as npt
 import polars as pl
 
 from traceforensics.analysis.intervals import I64, busy_intervals
-from traceforensics.analysis.patterns import PatternResult, classify_utilization
+from traceforensics.analysis.utilization.patterns import PatternResult, classify_utilization
 from traceforensics.model.schema import BUSY_KINDS
 from traceforensics.model.session import TraceSession
 

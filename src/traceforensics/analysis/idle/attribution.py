@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from traceforensics.analysis.causes import (
+from traceforensics.analysis.idle.causes import (
     CAUSE_INDEX,
     COMMUNICATION,
     CPU_COMPUTE,
@@ -57,7 +57,7 @@ from traceforensics.analysis.causes import (
     SYNC_DRAIN_SLACK_NS,
     UNTRACED,
 )
-from traceforensics.analysis.host_timeline import HostTimeline
+from traceforensics.analysis.idle.host_timeline import HostTimeline
 from traceforensics.analysis.intervals import I64
 
 BoolArr = npt.NDArray[np.bool_]

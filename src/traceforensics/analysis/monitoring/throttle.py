@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from traceforensics.analysis.patterns import LOW_LEVEL_PCT
+from traceforensics.analysis.utilization.patterns import LOW_LEVEL_PCT
 
 F64 = npt.NDArray[np.float64]
 THROTTLE_MIN_UTIL_PCT: Final = 80.0

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceforensics.analysis.kernel_results import FamilyRow, MfuRow, OpRow
-from traceforensics.analysis.peaks import DevicePeak
-from traceforensics.analysis.throughput import roofline
+from traceforensics.analysis.kernels.results import FamilyRow, MfuRow, OpRow
+from traceforensics.analysis.kernels.peaks import DevicePeak
+from traceforensics.analysis.kernels.throughput import roofline
 from traceforensics.model.schema import BUSY_KINDS
 
 

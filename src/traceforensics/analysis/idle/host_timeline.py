@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from traceforensics.analysis.causes import CAUSE_INDEX, N_CAUSES, PRIORITY
+from traceforensics.analysis.idle.causes import CAUSE_INDEX, N_CAUSES, PRIORITY
 from traceforensics.analysis.intervals import I64
 from traceforensics.model.errors import CorruptTraceError
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from traceforensics.analysis.causes import DEFAULT_DATA_PATTERNS
+from traceforensics.analysis.idle.causes import DEFAULT_DATA_PATTERNS
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from traceforensics.analysis.attribution import Parts
-from traceforensics.analysis.causes import (
+from traceforensics.analysis.idle.attribution import Parts
+from traceforensics.analysis.idle.causes import (
     CAUSE_INDEX,
     CAUSES,
     CPU_COMPUTE,
@@ -17,8 +17,8 @@ from traceforensics.analysis.causes import (
     LAUNCH_OVERHEAD,
     UNTRACED,
 )
-from traceforensics.analysis.gap_context import GapContext
-from traceforensics.analysis.gap_types import Evidence
+from traceforensics.analysis.context import GapContext
+from traceforensics.analysis.idle.results import Evidence
 
 _MAX_PER_CAUSE = 2
 

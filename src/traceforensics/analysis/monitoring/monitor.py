@@ -13,8 +13,8 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from traceforensics.analysis.patterns import LOW_LEVEL_PCT, PatternResult, classify_utilization
-from traceforensics.analysis.throttle import (
+from traceforensics.analysis.utilization.patterns import LOW_LEVEL_PCT, PatternResult, classify_utilization
+from traceforensics.analysis.monitoring.throttle import (
     NS_PER_S,
     THROTTLE_MAX_CLOCK_RATIO,
     ThrottleEpisode,

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from traceforensics.analysis.gap_context import GapContext
-from traceforensics.analysis.gap_types import StreamIdle
-from traceforensics.analysis.host_timeline import grouped_union
+from traceforensics.analysis.context import GapContext
+from traceforensics.analysis.idle.results import StreamIdle
+from traceforensics.analysis.idle.host_timeline import grouped_union
 from traceforensics.model.errors import CorruptTraceError
 
 

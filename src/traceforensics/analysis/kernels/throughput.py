@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from traceforensics.analysis.conv_links import fill_conv_from_sequence, fill_wgrad_from_parent
-from traceforensics.analysis.flops import family_of, op_cost_from_args
-from traceforensics.analysis.peaks import DevicePeak
+from traceforensics.analysis.kernels.conv_links import fill_conv_from_sequence, fill_wgrad_from_parent
+from traceforensics.analysis.kernels.flops import family_of, op_cost_from_args
+from traceforensics.analysis.kernels.peaks import DevicePeak
 from traceforensics.model.schema import ARG_CONCRETE_INPUTS, ARG_INPUT_DIMS, ARG_INPUT_TYPE
 
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from traceforensics.analysis.attribution import Parts, attribute
-from traceforensics.analysis.causes import CAUSES
-from traceforensics.analysis.gap_context import GapContext
+from traceforensics.analysis.idle.attribution import Parts, attribute
+from traceforensics.analysis.idle.causes import CAUSES
+from traceforensics.analysis.context import GapContext
 from traceforensics.analysis.intervals import I64
 from traceforensics.analysis.intervals import gaps as interval_gaps
 

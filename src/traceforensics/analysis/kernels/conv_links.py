@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceforensics.analysis.flops import conv_flops_from_output, parse_json_list
+from traceforensics.analysis.kernels.flops import conv_flops_from_output, parse_json_list
 from traceforensics.model.schema import ARG_INPUT_DIMS
 
 

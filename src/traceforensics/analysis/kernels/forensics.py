@@ -32,17 +32,17 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
-from traceforensics.analysis.kernel_results import KernelAnalysis, ShortKernelRow, UnknownFlops
-from traceforensics.analysis.launches import ancestors_pick, host_tree, kernel_launches
-from traceforensics.analysis.peaks import DevicePeak, resolve_peaks, unknown_peak
-from traceforensics.analysis.throughput import (
+from traceforensics.analysis.kernels.results import KernelAnalysis, ShortKernelRow, UnknownFlops
+from traceforensics.analysis.links import ancestors_pick, host_tree, kernel_launches
+from traceforensics.analysis.kernels.peaks import DevicePeak, resolve_peaks, unknown_peak
+from traceforensics.analysis.kernels.throughput import (
     attribute,
     find_steps,
     ideal_ns,
     math_dtype,
     op_costs,
 )
-from traceforensics.analysis.throughput_rows import family_rows, mfu_rows, op_rows
+from traceforensics.analysis.kernels.rows import family_rows, mfu_rows, op_rows
 from traceforensics.model.schema import BUSY_KINDS
 from traceforensics.model.session import TraceSession
 

@@ -1,0 +1,1 @@
+"""Kernel forensics: short kernels worth fusing, FLOPs per op, achieved TFLOPS and MFU."""

@@ -1,0 +1,1 @@
+"""Utilization patterns: the busy-fraction timeline of each device and the shape of its curve."""
