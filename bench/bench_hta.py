@@ -64,7 +64,7 @@ r = analyze(s)
 t3 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "parse_s": t2 - t1, "idle_s": t3 - t2,
                   "total_s": t3 - t1,
-                  "idle_ns": sum(d.idle_ns for d in r.summary.devices)}))
+                  "idle_ns": sum(d.idle_ns for d in r.devices)}))
 """
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from traceforensics import load
-from traceforensics.analysis.utilization.timeline import trace_window
+from traceforensics.analysis.context import prepare
 from traceforensics.cli.main import main
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "synthetic_training.pt.trace.json.gz"
@@ -42,7 +42,7 @@ def test_log_is_clipped_to_the_trace_window(
 ) -> None:
     session = load(str(EXAMPLE))
     assert session.meta.clock_is_wall
-    lo, hi = trace_window(session)
+    lo, hi = prepare(session).trace_span
     # 2 s of 10 ms samples starting 1 s before the trace: only those within 5 samples
     # (50 ms) of the ~16 ms trace window may remain
     times = _write_smi_csv(tmp_path / "smi.csv", lo - 1_000_000_000, 200, 10)
@@ -60,7 +60,7 @@ def test_log_outside_the_trace_is_shown_whole_with_a_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     session = load(str(EXAMPLE))
-    lo, _ = trace_window(session)
+    lo, _ = prepare(session).trace_span
     _write_smi_csv(tmp_path / "smi.csv", lo + 3_600_000_000_000, 30, 1000)
     obj = _analyze(["--monitor", str(tmp_path / "smi.csv"), str(EXAMPLE)], capsys)
     (gpu,) = obj["monitor"]["gpus"]  # type: ignore[index]
@@ -73,7 +73,7 @@ def test_local_time_log_aligns_with_its_utc_offset(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     session = load(str(EXAMPLE))
-    lo, hi = trace_window(session)
+    lo, hi = prepare(session).trace_span
     eight_hours = 8 * 3600 * 1_000_000_000
     # nvidia-smi on a UTC+8 machine: the same instants, printed 8 h ahead
     times = _write_smi_csv(tmp_path / "smi.csv", lo - 1_000_000_000 + eight_hours, 200, 10)

@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 from tests.conftest import plain_union
+from traceforensics.analysis import AnalysisOptions, analyze
 from traceforensics.analysis.idle.causes import (
     DISPATCH_MAX_NS,
     QUEUED_LAUNCH_LATENCY_MAX_NS,
@@ -20,7 +21,6 @@ from traceforensics.analysis.idle.causes import (
     SYNC_CATCHUP_MAX_NS,
     SYNC_DRAIN_SLACK_NS,
 )
-from traceforensics.analysis.idle.gaps import GapOptions, analyze_gaps
 from traceforensics.model.session import TraceMeta, TraceSession
 
 US = 1_000  # all scenario times are in µs-sized ns steps to stay readable
@@ -101,9 +101,9 @@ class Tl:
 
 
 def only_gap(tl: Tl, window: str = "device") -> dict[str, int]:
-    res = analyze_gaps(tl.session(), GapOptions(window=window))  # type: ignore[arg-type]
-    assert len(res.gaps) == 1, res.gaps
-    return res.gaps[0].causes
+    res = analyze(tl.session(), AnalysisOptions.of(window=window))
+    assert len(res.idle.gaps) == 1, res.idle.gaps
+    return res.idle.gaps[0].causes
 
 
 def base(sync_end: int) -> Tl:
@@ -190,8 +190,8 @@ def test_stale_wait_record_does_not_count() -> None:
     tl.launch((8 * US, 9 * US), (20 * US, 30 * US), stream=9)
     tl.launch((10 * US, 15 * US), (100 * US, 200 * US))
     tl.launch((50 * US, 55 * US), (300 * US, 500 * US), stream=9)
-    res = analyze_gaps(tl.session(), GapOptions(window="device"))
-    big = max(res.gaps, key=lambda g: g.dur_ns)
+    res = analyze(tl.session(), AnalysisOptions.of(window="device"))
+    big = max(res.idle.gaps, key=lambda g: g.dur_ns)
     assert big.causes == {"untraced": 100 * US}
 
 
@@ -200,8 +200,8 @@ def test_unlinked_op_is_untraced_and_trailing_gap_uses_last_thread() -> None:
     tl.launch((10 * US, 15 * US), (100 * US, 200 * US))
     tl.launch((250 * US, 255 * US), (300 * US, 400 * US), linked=False)
     tl.host("annotation", "enumerate(DataLoader)#x", 350 * US, 1000 * US)
-    res = analyze_gaps(tl.session(), GapOptions(window="trace"))
-    by_start = {g.start_ns: g.causes for g in res.gaps}
+    res = analyze(tl.session(), AnalysisOptions.of(window="trace"))
+    by_start = {g.start_ns: g.causes for g in res.idle.gaps}
     assert by_start[200 * US] == {"untraced": 100 * US}
     # trailing [400,1000): the thread that launched the last work is in the DataLoader
     assert by_start[400 * US] == {"data_loading": 600 * US}
@@ -248,15 +248,15 @@ def test_random_timelines_split_exactly(seed: int) -> None:
             linked=rng.random() > 0.1,
         )
         spans.append((gs, ge))
-    res = analyze_gaps(tl.session(), GapOptions(window="trace", top_gaps=10_000))
+    res = analyze(tl.session(), AnalysisOptions.of(window="trace", top_gaps=10_000))
     (dev,) = res.devices
     lo, hi = dev.window_start_ns, dev.window_start_ns + dev.window_ns
     assert dev.busy_ns == _union_total(spans, lo, hi)
     assert dev.idle_ns == dev.window_ns - dev.busy_ns
     assert sum(dev.idle_by_cause.values()) == dev.idle_ns
     assert min(dev.idle_by_cause.values()) >= 0
-    assert sum(g.dur_ns for g in res.gaps) == dev.idle_ns
-    for g in res.gaps:
+    assert sum(g.dur_ns for g in res.idle.gaps) == dev.idle_ns
+    for g in res.idle.gaps:
         assert sum(g.causes.values()) == g.dur_ns
         assert all(v > 0 for v in g.causes.values())
 

@@ -14,7 +14,8 @@ from traceforensics.analysis.idle.causes import (
     classify_host,
 )
 from traceforensics.analysis.idle.results import StepStats
-from traceforensics.analysis.idle.step_idle import GENERIC_STEP_RE, summarize
+from traceforensics.analysis.idle.step_idle import step_statistics
+from traceforensics.analysis.steps import GENERIC_STEP_RE
 
 CASES = [
     # (kind, name, is_comm, blocking_d2h, expected cause or None)
@@ -158,10 +159,10 @@ def test_outlier_thresholds() -> None:
     limit = med + max(OUTLIER_MIN_EXCESS_FRACTION * med, OUTLIER_MAD_SIGMAS * 1.4826 * 1_000)
     slow = _step("slow", int(limit) + 1_000, 80_000, int(limit) + 1_000 - 100_000)
     edge = _step("edge", int(limit) - 1_000, 80_000, 0)
-    (summary,) = summarize([*base, slow, edge], {0: "test"}, {(0, 0): 0})
+    (summary,) = step_statistics([*base, slow, edge], {0: "test"}, {(0, 0): 0})
     names = [o.name for o in summary.outliers]
     assert names == ["slow"]
     assert summary.outliers[0].top_cause == "data_loading"
     busy_slow = _step("busy", int(limit) + 5_000, int(limit) - 15_000, 0)
-    (summary,) = summarize([*base, busy_slow], {0: "test"}, {(0, 0): 0})
+    (summary,) = step_statistics([*base, busy_slow], {0: "test"}, {(0, 0): 0})
     assert summary.outliers[0].top_cause == "busy"

@@ -17,7 +17,9 @@ import pytest
 
 from tests.conftest import shared_trace
 from traceforensics.analysis.kernels.flops import op_cost
-from traceforensics.analysis.kernels.forensics import KernelAnalysis, KernelOptions, analyze_kernels
+from traceforensics.analysis.kernels.forensics import analyze_kernels
+from traceforensics.analysis.kernels.results import KernelAnalysis
+from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.ingest import load_path
 
 BF = "c10::BFloat16"
@@ -153,7 +155,7 @@ def _kernel_ns_of_calls(events: list[dict[str, Any]], calls: list[dict[str, Any]
 
 
 def _analysis(rel: str, peak_tflops: float | None = None) -> KernelAnalysis:
-    opts = KernelOptions(top=10_000, peak_tflops=peak_tflops)
+    opts = AnalysisOptions.of(top=10_000, peak_tflops=peak_tflops)
     return analyze_kernels(load_path(shared_trace(rel)), opts)
 
 

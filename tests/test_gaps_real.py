@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import kineto_trace_files, nsys_trace_files, plain_union, shared_trace
 from tests.json_contract import EVIDENCE_FIELDS, GAP_FIELDS, STEP_FIELDS
-from traceforensics.analysis.idle.gaps import GapAnalysis, GapOptions, analyze_gaps
+from traceforensics.analysis import Analysis, AnalysisOptions, analyze
 from traceforensics.ingest import load_path
 from traceforensics.model.session import TraceSession
 
@@ -60,7 +60,7 @@ def _unions(session: TraceSession) -> dict[tuple[int, int], PlainUnion]:
 @pytest.mark.parametrize("rel", ALL_TRACES)
 def test_busy_idle_match_independent_union(rel: str) -> None:
     session = _load(rel)
-    res = analyze_gaps(session, GapOptions(step_window="annotation"))
+    res = analyze(session, AnalysisOptions.of(window="trace", step_window="annotation"))
     unions = _unions(session)
     assert {(d.rank, d.device) for d in res.devices} == set(unions)
     for d in res.devices:
@@ -69,14 +69,14 @@ def test_busy_idle_match_independent_union(rel: str) -> None:
         assert d.idle_ns == d.window_ns - d.busy_ns
         assert sum(d.idle_by_cause.values()) == d.idle_ns
         assert min(d.idle_by_cause.values()) >= 0
-    for s in res.steps:
+    for s in res.idle.steps:
         assert s.busy_ns == unions[(s.rank, s.device)].busy(s.start_ns, s.start_ns + s.dur_ns)
         assert s.idle_ns == s.dur_ns - s.busy_ns
         assert sum(s.idle_by_cause.values()) == s.idle_ns
     _check_gpu_step_annotations(session, res)
 
 
-def _check_gpu_step_annotations(session: TraceSession, res: GapAnalysis) -> None:
+def _check_gpu_step_annotations(session: TraceSession, res: Analysis) -> None:
     """Steps taken from GPU step annotations span exactly those annotations."""
     ann = (
         session.events.filter(
@@ -87,13 +87,13 @@ def _check_gpu_step_annotations(session: TraceSession, res: GapAnalysis) -> None
         .agg(pl.col("start_ns").min(), (pl.col("start_ns") + pl.col("dur_ns")).max().alias("e"))
     )
     spans = {(r, d, n): (s, e) for r, d, n, s, e in ann.iter_rows()}
-    for s in res.steps:
+    for s in res.idle.steps:
         key = (s.rank, s.device, s.name)
         if key in spans:
             assert (s.start_ns, s.start_ns + s.dur_ns) == spans[key]
 
 
-def _share(res: GapAnalysis, cause: str) -> float:
+def _share(res: Analysis, cause: str) -> float:
     (dev,) = res.devices
     return dev.idle_by_cause[cause] / dev.idle_ns
 
@@ -109,7 +109,7 @@ def _loader_idle(session: TraceSession) -> int:
 
 def test_resnet_workers0_is_data_loading_bound() -> None:
     session = _load(W0)
-    res = analyze_gaps(session)
+    res = analyze(session, AnalysisOptions.of(window="trace"))
     (dev,) = res.devices
     top = max(dev.idle_by_cause, key=lambda c: dev.idle_by_cause[c])
     assert top == "data_loading"
@@ -122,12 +122,14 @@ def test_resnet_workers0_is_data_loading_bound() -> None:
     loader_idle = _loader_idle(session)
     assert 0.99 * loader_idle <= dev.idle_by_cause["data_loading"] <= loader_idle
     # the five largest gaps are the per-step loader stalls
-    assert all(max(g.causes, key=lambda c: g.causes[c]) == "data_loading" for g in res.gaps[:5])
+    assert all(
+        max(g.causes, key=lambda c: g.causes[c]) == "data_loading" for g in res.idle.gaps[:5]
+    )
 
 
 def test_resnet_workers4_is_not_data_loading_bound() -> None:
     session = _load(W4)
-    res = analyze_gaps(session)
+    res = analyze(session, AnalysisOptions.of(window="trace"))
     (dev,) = res.devices
     assert _share(res, "data_loading") < 0.10
     loader_idle = _loader_idle(session)
@@ -147,18 +149,18 @@ def test_resnet_workers4_is_not_data_loading_bound() -> None:
     (union,) = _unions(session).values()
     idle_in_call = (dma_start - call[0]) - union.busy(call[0], dma_start)
     assert idle_in_call > 30_000_000
-    big = res.gaps[0]
+    big = res.idle.gaps[0]
     assert big.causes["memcpy"] == idle_in_call
     assert any(e.name == "cudaMemcpyAsync" and e.cause == "memcpy" for e in big.evidence)
     assert dev.idle_by_cause["memcpy"] >= idle_in_call
 
 
 def test_json_fragment_shape() -> None:
-    res = analyze_gaps(_load(W4), GapOptions(top_gaps=3))
+    res = analyze(_load(W4), AnalysisOptions.of(window="trace", top_gaps=3))
     out = res.to_json()
-    assert set(out) >= {"devices_extra", "steps", "gaps"}
-    extra = out["devices_extra"]["0:0"]
-    assert sum(extra["idle_by_cause"].values()) == res.devices[0].idle_ns
+    assert set(out) >= {"devices", "steps", "gaps"}
+    (dev,) = out["devices"]
+    assert sum(dev["idle_by_cause"].values()) == res.devices[0].idle_ns == dev["idle_ns"]
     assert len(out["gaps"]) == 3
     g = out["gaps"][0]
     assert set(g) == GAP_FIELDS
@@ -178,16 +180,16 @@ def test_json_fragment_shape() -> None:
     ],
 )
 def test_dominant_cause(rel: str, window: str, cause: str) -> None:
-    res = analyze_gaps(_load(rel), GapOptions(window=window))  # type: ignore[arg-type]
+    res = analyze(_load(rel), AnalysisOptions.of(window=window))
     dev = res.devices[0]
     assert max(dev.idle_by_cause, key=lambda c: dev.idle_by_cause[c]) == cause
 
 
 def test_nvfuser_compile_ranges_are_compilation() -> None:
     session = _load("nsys/NVIDIA__Fuser__report1.sqlite")
-    res = analyze_gaps(session, GapOptions(window="device", top_gaps=50))
+    res = analyze(session, AnalysisOptions.of(window="device", top_gaps=50))
     # nvFuser JIT ranges before the first launch of a fused kernel
-    compile_gaps = [g for g in res.gaps if g.causes.get("compilation", 0) > 0.5 * g.dur_ns]
+    compile_gaps = [g for g in res.idle.gaps if g.causes.get("compilation", 0) > 0.5 * g.dur_ns]
     assert compile_gaps
     assert any("compileFusion" in e.name for g in compile_gaps for e in g.evidence)
 
@@ -199,5 +201,5 @@ def test_nvfuser_compile_ranges_are_compilation() -> None:
     "on purpose (docs/validation.md); never loosened.",
 )
 def test_resnet_workers0_meets_the_issue_85_percent_bar() -> None:
-    res = analyze_gaps(_load(W0))
+    res = analyze(_load(W0), AnalysisOptions.of(window="trace"))
     assert _share(res, "data_loading") >= 0.85

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import make_gemm_traces as mg
-from traceforensics.analysis.kernels.forensics import KernelOptions, analyze_kernels
+from traceforensics.analysis.kernels.forensics import analyze_kernels
+from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.ingest import load_path
 
 PEAK = 800.0
@@ -28,7 +29,7 @@ def gemm_trace(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Pat
 
 def test_tflops_exact(gemm_trace: tuple[str, Path]) -> None:
     fmt, path = gemm_trace
-    result = analyze_kernels(load_path(path), KernelOptions(peak_tflops=PEAK))
+    result = analyze_kernels(load_path(path), AnalysisOptions.of(peak_tflops=PEAK))
     rows = {r.op: r for r in result.ops}
     assert set(rows) == {g.op for g in mg.GEMMS}  # nested aten::addmm under linear not repeated
     for g in mg.GEMMS:
@@ -44,7 +45,7 @@ def test_tflops_exact(gemm_trace: tuple[str, Path]) -> None:
 
 def test_mfu_window_and_step(gemm_trace: tuple[str, Path]) -> None:
     _, path = gemm_trace
-    result = analyze_kernels(load_path(path), KernelOptions(peak_tflops=PEAK))
+    result = analyze_kernels(load_path(path), AnalysisOptions.of(peak_tflops=PEAK))
     tr = mg.build()
     total = sum(g.flops for g in mg.GEMMS)
     window = mg.window_ns(tr)
@@ -54,9 +55,9 @@ def test_mfu_window_and_step(gemm_trace: tuple[str, Path]) -> None:
     assert dev.mfu == pytest.approx(total / (PEAK * 1e3) / window, rel=1e-12)
     assert dev.kernel_ns == dev.flops_known_kernel_ns == sum(g.kernel_ns for g in mg.GEMMS)
     (step,) = result.mfu_by_step
-    (step_range,) = [e for e in tr.of_kind("annotation") if e.name == "ProfilerStep#1"]
-    assert step.step == 1 and step.window_ns == step_range.dur_ns
-    assert step.mfu == pytest.approx(total / (PEAK * 1e3) / step_range.dur_ns, rel=1e-12)
+    # the step's window is its row of the step table (steps[]): the one step's GPU work, tiled
+    assert step.step == 1 and step.window_ns == window
+    assert step.mfu == pytest.approx(total / (PEAK * 1e3) / window, rel=1e-12)
     assert result.unknown_flops_kernels.count == 0
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from traceforensics.analysis.links import _parents, host_tree
+from traceforensics.analysis.context import prepare
+from traceforensics.analysis.optree import _parents
+from traceforensics.model.session import TraceMeta, TraceSession
 
 
 def _reference(
@@ -67,6 +69,6 @@ def test_host_tree_nested_ranges() -> None:
             "dur_ns": [100, 50, 5, 2, 10, 20, 1],
         }
     )
-    tree = host_tree(ev)
+    tree = prepare(TraceSession.from_frames(ev, TraceMeta(source_format="test"))).tree
     parent = dict(zip(tree["event_id"].to_list(), tree["parent_id"].to_list(), strict=True))
     assert parent == {1: None, 2: 1, 3: 2, 4: 1, 5: None, 6: 5, 7: 6}

@@ -7,7 +7,7 @@ import random
 import numpy as np
 
 from tests.conftest import plain_union
-from traceforensics.analysis.intervals import gaps, total, union
+from traceforensics.analysis.intervals import holes, total, union
 
 
 def _plain_union(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -37,7 +37,7 @@ def test_gaps_fill_the_window_exactly() -> None:
             np.array([p[1] for p in pairs], dtype=np.int64),
         )
         lo, hi = 100, 4000
-        gs, ge = gaps(us, ue, lo, hi)
+        gs, ge = holes(us, ue, lo, hi)
         covered = sum(max(0, min(b, hi) - max(a, lo)) for a, b in _plain_union(pairs))
         assert total(gs, ge) + covered == hi - lo
         # no gap overlaps any busy interval

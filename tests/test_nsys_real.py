@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import nsys_trace_files, shared_trace
-from traceforensics.analysis.intervals import busy_intervals, total
+from traceforensics.analysis.context import prepare
+from traceforensics.analysis.intervals import total
 from traceforensics.ingest import load_path
 
 FILES = nsys_trace_files() or ["nsys/<absent>.sqlite"]
@@ -115,8 +116,9 @@ def test_real_export_counts_and_busy(rel: str) -> None:
 
     busy = _expected_busy(path)
     ours = {}
+    ctx = prepare(session)
     for dev in busy:
-        s, e = busy_intervals(session.events, 0, dev)
+        s, e = ctx.dev_union(ctx.devices.index((0, dev)))
         gpu = session.events.filter(
             session.events["kind"].is_in(["kernel", "memcpy", "memset"])
             & (session.events["device"] == dev)

@@ -6,23 +6,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import traceforensics
 from tests.conftest import shared_trace
-from traceforensics.analysis.utilization.patterns import check_causes
-from traceforensics.analysis.utilization.timeline import classify_device, gpu_devices
-from traceforensics.ingest import load_path
+from traceforensics.analysis.context import prepare
+from traceforensics.analysis.utilization.timeline import device_timeline, pattern_bin_ms
 
 
 def _classify(rel: str) -> tuple[str, float, dict[str, str], float | None]:
-    session = load_path(shared_trace(rel))
-    (rank, device), *_ = gpu_devices(session)
-    tl, pat = classify_device(session, rank, device)
-    from traceforensics.analysis.idle.gaps import analyze_gaps
-
-    idle = next(d for d in analyze_gaps(session).devices if (d.rank, d.device) == (rank, device))
-    verdicts = {
-        v.cause_id or v.text: v.verdict for v in check_causes(pat.pattern, idle.idle_by_cause)
-    }
-    # independent mean: busy ns of the timeline's bins re-weighted by bin length
+    result = traceforensics.analyze(shared_trace(rel))
+    dev = result.devices[0]
+    assert dev.pattern is not None
+    pat = dev.pattern.pattern
+    verdicts = {v.cause_id or v.text: v.verdict for v in dev.pattern_causes}
+    # independent mean: the curve re-binned at the classification bin from the busy union
+    ctx = prepare(result.session)
+    lo, hi = ctx.trace_span
+    tl = device_timeline(ctx, 0, pattern_bin_ms(hi - lo, 100.0))
     assert pat.mean_pct == pytest.approx(float(np.mean(tl.values)) * 100)
     return pat.pattern, float(pat.mean_pct or 0.0), verdicts, pat.period_s
 

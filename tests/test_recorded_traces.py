@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from traceforensics.analysis import AnalysisOptions, analyze
 from traceforensics.ingest import load_path
 
 RECORDED = Path(__file__).resolve().parent / "fixtures" / "recorded"
@@ -66,15 +67,6 @@ def _overlap(gaps: list[tuple[int, int]], ranges: list[tuple[int, int]]) -> int:
     return sum(max(0, min(b, d) - max(a, c)) for a, b in gaps for c, d in ranges)
 
 
-def _gap_analysis() -> tuple[Any, Any]:
-    try:
-        from traceforensics.analysis.idle.results import GapOptions
-        from traceforensics.analysis.idle.gaps import analyze_gaps
-    except ImportError as exc:
-        pytest.skip(f"traceforensics.analysis.idle.gaps not importable yet: {exc}")
-    return analyze_gaps, GapOptions
-
-
 @pytest.mark.parametrize("name", list(INTENDED))
 def test_loads_validates_and_matches_raw(name: str) -> None:
     path = _path(name)
@@ -113,8 +105,7 @@ def test_fixture_contains_its_stall(name: str, pattern: Any, min_share: float) -
 
 @pytest.mark.parametrize("name", list(INTENDED))
 def test_attribution_names_injected_cause(name: str) -> None:
-    analyze_gaps, gap_options = _gap_analysis()
-    res = analyze_gaps(load_path(_path(name)), gap_options(window="device"))
+    res = analyze(load_path(_path(name)), AnalysisOptions.of(window="device"))
     dev = res.devices[0]
     window, busy, gaps = _raw_gaps(_raw(name))
     # the device window, busy and idle agree with the independent interval union

@@ -208,17 +208,14 @@ def test_example_is_current_and_small() -> None:
 def test_stall_scenario_attribution(tmp_path: Path, fmt: str, cause: str) -> None:
     """End to end: each injected stall is attributed to its cause (within 1% of its length)."""
     load_path = _loader(fmt)
-    try:
-        from traceforensics.analysis.idle.results import GapOptions
-        from traceforensics.analysis.idle.gaps import analyze_gaps
-    except ImportError as exc:
-        pytest.skip(f"traceforensics.analysis.idle.gaps not importable yet: {exc}")
+    from traceforensics.analysis import AnalysisOptions, analyze
+
     tr = synth.stall_scenario(cause, 1_500_000)
     path = (
         tr.write_kineto(tmp_path / "s.json.gz")
         if fmt == "kineto"
         else tr.write_nsys(tmp_path / "s.sqlite")
     )
-    dev = analyze_gaps(load_path(path), GapOptions(window="device")).devices[0]
+    dev = analyze(load_path(path), AnalysisOptions.of(window="device")).devices[0]
     assert abs(dev.idle_by_cause.get(cause, 0) - 1_500_000) <= 15_000
     assert dev.idle_ns == sum(tr.expected_idle_by_cause.values())

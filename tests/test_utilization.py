@@ -7,12 +7,19 @@ import polars as pl
 import pytest
 
 from tests.conftest import plain_union
+from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.utilization.timeline import (
+    UtilizationTimeline,
+    analyze_utilization,
     busy_fraction_bins,
     pattern_bin_ms,
-    utilization_timelines,
 )
 from traceforensics.model.session import TraceMeta, TraceSession
+
+
+def _timelines(session: TraceSession, bin_ms: float = 100.0) -> list[UtilizationTimeline]:
+    """The utilization pass's timelines at ``bin_ms``."""
+    return [p.timeline for p in analyze_utilization(session, AnalysisOptions.of(bin_ms=bin_ms))]
 
 
 def _session(rows: list[tuple[str, int, int, int, int]]) -> TraceSession:
@@ -62,7 +69,7 @@ def test_bins_match_plain_python_on_random_events() -> None:
     rows.append(("cpu_op", 0, 12_345_678, -1, -1))  # host row: widens the window, never busy
     rows.append(("gpu_sync", 100, 9_000_000, 0, 1))  # a wait, not work
     session = _session(rows)
-    timelines = utilization_timelines(session, bin_ms=0.7)
+    timelines = _timelines(session, bin_ms=0.7)
     assert [(t.rank, t.device) for t in timelines] == [(0, 0), (0, 1)]
     lo = min(r[1] for r in rows)
     hi = max(r[1] + r[2] for r in rows)
@@ -87,7 +94,7 @@ def test_overlapping_streams_count_once_and_json_shape() -> None:
             ("memcpy", 250_000_000, 25_000_000, 0, 3),
         ]
     )
-    (tl,) = utilization_timelines(session)
+    (tl,) = _timelines(session)
     # bins [0,100) [100,200) [200,275) ms: 100, 50 and 25 busy ms
     assert list(tl.values) == [1.0, 0.5, pytest.approx(25 / 75)]
     assert tl.to_json() == {"bin_ms": 100.0, "start_ns": 0, "values": [1.0, 0.5, 0.3333]}
@@ -101,6 +108,6 @@ def test_partial_last_bin_is_divided_by_its_own_length() -> None:
 
 
 def test_pattern_bin_for_short_traces() -> None:
-    assert pattern_bin_ms(60 * 10**9) == 100.0
-    assert pattern_bin_ms(1_050_000_000) == pytest.approx(10.5)
-    assert pattern_bin_ms(10_000_000) == 1.0
+    assert pattern_bin_ms(60 * 10**9, 100.0) == 100.0
+    assert pattern_bin_ms(1_050_000_000, 100.0) == pytest.approx(10.5)
+    assert pattern_bin_ms(10_000_000, 100.0) == 1.0

@@ -1,19 +1,71 @@
 """traceforensics: when the GPU was idle, who was it waiting for?
 
-Library first: ``traceforensics.load(path)`` returns a ``TraceSession``; analyses in
-``traceforensics.analysis`` take a session and return typed results.
+Library first (the notebook façade)::
+
+    import traceforensics as tf
+
+    result = tf.analyze("trace.pt.trace.json.gz", window="trace")   # an Analysis
+    result                       # a one-line summary
+    result.frames()["gaps"]      # polars DataFrames: devices, gaps, gap_causes, steps, ...
+    result.to_json()             # the traceforensics.analysis/1 object
+    log = tf.load_monitor_log("smi.csv", utc_offset="+08:00")
+
+``tf.load(path)`` returns the ``TraceSession`` (the unified event table) without analysing it.
 """
 
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
 from traceforensics.model import TraceSession
+
+if TYPE_CHECKING:
+    from traceforensics.analysis.pipeline import Analysis
+    from traceforensics.model.monitor import MonitorLog
 
 __version__ = "0.1.0"
 
 
-def load(path: str, *, use_cache: bool = False) -> TraceSession:
+def load(path: str | os.PathLike[str], *, use_cache: bool = False) -> TraceSession:
     """Load a trace file or directory of rank files into a ``TraceSession``."""
     from traceforensics.ingest import load_path
 
-    return load_path(path, use_cache=use_cache)
+    return load_path(os.fspath(path), use_cache=use_cache)
 
 
-__all__ = ["TraceSession", "__version__", "load"]
+def load_monitor_log(
+    path: str | os.PathLike[str], *, columns: str | None = None, utc_offset: str = "UTC"
+) -> MonitorLog:
+    """Read an nvidia-smi / dmon / dcgmi / table log; ``utc_offset`` is the zone of its
+    timestamps (nvidia-smi prints local time), e.g. ``"+08:00"``; ``columns`` maps columns
+    (``"util=GPU Util,time=Timestamp"``)."""
+    from traceforensics.ingest.monitor import load_monitor_log as _load
+    from traceforensics.ingest.monitor import parse_utc_offset, shift_to_utc
+
+    return shift_to_utc(_load(os.fspath(path), columns=columns), parse_utc_offset(utc_offset))
+
+
+def analyze(
+    source: str | os.PathLike[str] | TraceSession,
+    *,
+    monitor: str | os.PathLike[str] | MonitorLog | None = None,
+    use_cache: bool = False,
+    **options: Any,
+) -> Analysis:
+    """Analyse a trace path (file or rank directory) or a loaded session.
+
+    ``options`` take the flat names of ``AnalysisOptions.of`` (``window``, ``step_pattern``,
+    ``step_window``, ``data_patterns``, ``top_gaps``, ``short_kernel_us``, ``peak_tflops``,
+    ``top``, ``bin_ms``); ``monitor`` is a log path (read as UTC) or a ``load_monitor_log``
+    result, aligned with the trace by wall clock."""
+    from traceforensics.analysis.options import AnalysisOptions
+    from traceforensics.analysis.pipeline import analyze as run
+
+    opts = AnalysisOptions.of(**options)
+    session = source if isinstance(source, TraceSession) else load(source, use_cache=use_cache)
+    log = load_monitor_log(monitor) if isinstance(monitor, (str, os.PathLike)) else monitor
+    return run(session, opts, log)
+
+
+__all__ = ["TraceSession", "__version__", "analyze", "load", "load_monitor_log"]

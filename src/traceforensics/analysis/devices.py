@@ -1,12 +1,13 @@
-"""Per-device summary: window, busy, idle, counts and top kernels.
+"""The one per-device record: window, busy (total and by kind), idle, idle by cause, MFU, top
+cause, counts, top kernels and the utilization pattern checked against the idle causes.
 
 Rules (all times integer ns):
 
-- window  = [first GPU op start, last GPU op end) over the device's kernel, memcpy and memset rows
-  (syncs, annotations and zero-length ops do not open or close the window);
-- busy    = length of the union of kernel, memcpy and memset intervals over all streams of the
-  device (overlapping streams count once; sync records are waits, not work);
-- idle    = window - busy.
+- window  = the device's analysis window (``IdleOptions.window``): ``device`` = [first GPU op
+  start, last GPU op end) over its kernel, memcpy and memset rows (zero-length ops do not open
+  or close it); ``trace`` = the rank's first to last recorded interval;
+- busy    = length of the busy union (``busy``), ``busy_by_kind`` the union of each kind;
+- idle    = window - busy = the sum of ``idle_by_cause`` (the idle pass splits it exactly).
 
       stream 7:   |==k1==|    |==k3==|
       stream 9:       |==k2==|           |=m=|
@@ -22,9 +23,12 @@ from typing import Any
 
 import polars as pl
 
-from traceforensics.analysis.intervals import total, union
-from traceforensics.model.schema import BUSY_KINDS
-from traceforensics.model.session import TraceSession
+from traceforensics.analysis.context import AnalysisContext
+from traceforensics.analysis.idle.causes import ranked_causes
+from traceforensics.analysis.idle.gaps import IdleAnalysis
+from traceforensics.analysis.kernels.results import KernelAnalysis
+from traceforensics.analysis.utilization.patterns import CauseVerdict, check_causes
+from traceforensics.analysis.utilization.timeline import DevicePattern
 
 
 @dataclass
@@ -37,129 +41,127 @@ class KernelTotal:
     mean_ns: int
     share_of_busy: float
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "count": self.count,
+            "total_ns": self.total_ns,
+            "mean_ns": self.mean_ns,
+            "share_of_busy": round(self.share_of_busy, 6),
+        }
+
 
 @dataclass
-class DeviceSummary:
-    """The first-pass numbers for one (rank, device)."""
+class DeviceRecord:
+    """Everything known about one (rank, device); see the module docstring for the rules."""
 
     rank: int
     device: int
     name: str
+    window_kind: str
     window_start_ns: int
     window_ns: int
     busy_ns: int
+    busy_by_kind: dict[str, int]
     idle_ns: int
     kernel_count: int
     memcpy_count: int
     memset_count: int
     stream_count: int
     top_kernels: list[KernelTotal] = field(default_factory=list)
+    idle_by_cause: dict[str, int] = field(default_factory=dict)
+    n_gaps: int = 0
+    comm_ns: int = 0
+    exposed_comm_ns: int = 0
+    mfu: float | None = None
+    pattern: DevicePattern | None = None
+    pattern_causes: list[CauseVerdict] = field(default_factory=list)
 
     @property
-    def utilization(self) -> float:
+    def busy_fraction(self) -> float:
         """busy / window (0.0 when the window is empty)."""
         return self.busy_ns / self.window_ns if self.window_ns else 0.0
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rank": self.rank,
-            "device": self.device,
-            "name": self.name,
-            "window_start_ns": self.window_start_ns,
-            "window_ns": self.window_ns,
-            "busy_ns": self.busy_ns,
-            "idle_ns": self.idle_ns,
-            "busy_fraction": round(self.utilization, 6),
-            "kernel_count": self.kernel_count,
-            "memcpy_count": self.memcpy_count,
-            "memset_count": self.memset_count,
-            "stream_count": self.stream_count,
-            "top_kernels": [
-                {
-                    "name": k.name,
-                    "count": k.count,
-                    "total_ns": k.total_ns,
-                    "mean_ns": k.mean_ns,
-                    "share_of_busy": round(k.share_of_busy, 6),
-                }
-                for k in self.top_kernels
+    @property
+    def top_cause(self) -> str | None:
+        """The idle cause with the most time (``ranked_causes``), None without idle."""
+        ranked = ranked_causes(self.idle_by_cause)
+        return ranked[0][0] if ranked else None
+
+
+def device_records(
+    ctx: AnalysisContext,
+    idle: IdleAnalysis | None = None,
+    kernels: KernelAnalysis | None = None,
+    patterns: list[DevicePattern] | None = None,
+) -> list[DeviceRecord]:
+    """One record per device of the context, completed with whichever pass results are given."""
+    names = {(d.rank, d.device): d.name for d in ctx.session.meta.devices}
+    counts = _counts(ctx)
+    top = _top_kernels(ctx, ctx.options.kernels.top)
+    mfu = {(m.rank, m.device): m.mfu for m in (kernels.mfu_by_device if kernels else [])}
+    pats = {(p.rank, p.device): p for p in patterns or []}
+    out: list[DeviceRecord] = []
+    for g, key in enumerate(ctx.devices):
+        lo, hi = int(ctx.window_lo[g]), int(ctx.window_hi[g])
+        busy = int(ctx.busy.busy_ns[g])
+        c = counts.get(key, {})
+        rec = DeviceRecord(
+            rank=key[0],
+            device=key[1],
+            name=names.get(key, ""),
+            window_kind=ctx.options.idle.window,
+            window_start_ns=lo,
+            window_ns=hi - lo,
+            busy_ns=busy,
+            busy_by_kind=ctx.busy.by_kind(g),
+            idle_ns=hi - lo - busy,
+            kernel_count=c.get("kernel", 0),
+            memcpy_count=c.get("memcpy", 0),
+            memset_count=c.get("memset", 0),
+            stream_count=c.get("streams", 0),
+            top_kernels=[
+                KernelTotal(n, k, t, t // k, t / busy if busy else 0.0)
+                for n, k, t in top.get(key, [])
             ],
-        }
+            mfu=mfu.get(key),
+            pattern=pats.get(key),
+        )
+        d_idle = idle.device(*key) if idle else None
+        if d_idle is not None:
+            rec.idle_by_cause = dict(d_idle.idle_by_cause)
+            rec.n_gaps, rec.comm_ns = d_idle.n_gaps, d_idle.comm_ns
+            rec.exposed_comm_ns = d_idle.exposed_comm_ns
+        if rec.pattern is not None and d_idle is not None:
+            rec.pattern_causes = check_causes(rec.pattern.pattern.pattern, rec.idle_by_cause)
+        out.append(rec)
+    return out
 
 
-@dataclass
-class Summary:
-    """Summary of every device in a session, plus host-only facts."""
-
-    devices: list[DeviceSummary]
-    event_count: int
-    host_event_count: int
-
-    def device(self, rank: int, device: int) -> DeviceSummary | None:
-        for d in self.devices:
-            if d.rank == rank and d.device == device:
-                return d
-        return None
-
-
-def summarize(session: TraceSession, top_kernels: int = 10) -> Summary:
-    """Compute the per-device summary of a session (pure; no printing)."""
-    ev = session.events
-    gpu = ev.filter(pl.col("kind").is_in(list(BUSY_KINDS))).select(
-        "rank", "device", "stream", "kind", "name", "start_ns", "dur_ns"
+def _counts(ctx: AnalysisContext) -> dict[tuple[int, int], dict[str, int]]:
+    """Rows per kind and distinct streams of each device."""
+    rows = ctx.work.group_by("rank", "device").agg(
+        (pl.col("kind") == "kernel").sum().alias("kernel"),
+        (pl.col("kind") == "memcpy").sum().alias("memcpy"),
+        (pl.col("kind") == "memset").sum().alias("memset"),
+        pl.col("stream").n_unique().alias("streams"),
     )
-    names = {(d.rank, d.device): d.name for d in session.meta.devices}
-    devices: list[DeviceSummary] = []
-    for (rank, device), part in sorted(
-        gpu.partition_by(["rank", "device"], as_dict=True).items(),
-        key=lambda kv: (int(kv[0][0]), int(kv[0][1])),  # type: ignore[arg-type]
-    ):
-        starts = part.get_column("start_ns").to_numpy()
-        ends = starts + part.get_column("dur_ns").to_numpy()
-        us, ue = union(starts, ends)
-        busy = total(us, ue)
-        # zero-length ops cover no time and do not open the window (the gap pass agrees)
-        w_start = int(us[0]) if us.size else int(starts.min())
-        window = int(ue[-1]) - w_start if us.size else 0
-        counts = dict(
-            part.group_by("kind").len().select(pl.col("kind").cast(pl.String), "len").iter_rows()
-        )
-        kernels = part.filter(pl.col("kind") == "kernel")
-        top = (
-            kernels.group_by("name")
-            .agg(pl.len().alias("count"), pl.col("dur_ns").sum().alias("total_ns"))
-            .sort(["total_ns", "count"], descending=True)
-            .head(top_kernels)
-        )
-        devices.append(
-            DeviceSummary(
-                rank=int(rank),  # type: ignore[call-overload]
-                device=int(device),  # type: ignore[call-overload]
-                name=names.get((int(rank), int(device)), ""),  # type: ignore[call-overload]
-                window_start_ns=w_start,
-                window_ns=window,
-                busy_ns=busy,
-                idle_ns=window - busy,
-                kernel_count=int(counts.get("kernel", 0)),
-                memcpy_count=int(counts.get("memcpy", 0)),
-                memset_count=int(counts.get("memset", 0)),
-                stream_count=int(part.get_column("stream").n_unique()),
-                top_kernels=[
-                    KernelTotal(
-                        name=str(n),
-                        count=int(c),
-                        total_ns=int(t),
-                        mean_ns=int(t) // int(c),
-                        share_of_busy=int(t) / busy if busy else 0.0,
-                    )
-                    for n, c, t in top.select(
-                        pl.col("name").cast(pl.String), "count", "total_ns"
-                    ).iter_rows()
-                ],
-            )
-        )
-    return Summary(
-        devices=devices,
-        event_count=ev.height,
-        host_event_count=ev.height - ev.filter(pl.col("device").is_not_null()).height,
+    return {(int(r["rank"]), int(r["device"])): r for r in rows.iter_rows(named=True)}
+
+
+def _top_kernels(ctx: AnalysisContext, n: int) -> dict[tuple[int, int], list[tuple[str, int, int]]]:
+    """``(name, count, total_ns)`` of the ``n`` kernels with most total time per device."""
+    if n <= 0:
+        return {}
+    top = (
+        ctx.work.filter(pl.col("kind") == "kernel")
+        .group_by("rank", "device", "name")
+        .agg(pl.len().alias("count"), pl.col("dur_ns").sum().alias("total_ns"))
+        .sort(["total_ns", "count", "name"], descending=[True, True, False])
+        .group_by("rank", "device", maintain_order=True)
+        .head(n)
     )
+    out: dict[tuple[int, int], list[tuple[str, int, int]]] = {}
+    for r, d, name, count, total in top.iter_rows():
+        out.setdefault((int(r), int(d)), []).append((str(name), int(count), int(total)))
+    return out

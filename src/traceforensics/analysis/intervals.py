@@ -1,45 +1,93 @@
-"""Interval arithmetic on integer-ns intervals, vectorised with numpy.
+"""Interval arithmetic on integer-ns intervals, vectorised with numpy: the one busy union.
 
 All functions take/return int64 arrays of starts and ends (end exclusive: ``[start, end)``).
+Zero-length intervals cover no time and are dropped by every union.
 
     union:   |====|   |=====|          input  [0,5) [3,8) [12,18)
              |  |======|      |=====|
     result:  |=========|  |=====|      [0,8) [12,18)
+
+Several groups (devices, streams, threads) are merged in one call by packing
+``group << shift | (time - t0)`` into one int64 key (``pack_shift`` sizes the time part).
 """
 
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
-import polars as pl
 
-from traceforensics.model.schema import BUSY_KINDS
+from traceforensics.model.errors import CorruptTraceError
+from traceforensics.model.units import I64
 
-I64 = npt.NDArray[np.int64]
+#: A (group, time) key must leave the sign bit and one spare bit of int64 free.
+_KEY_BITS = 62
+
+
+def pack_shift(span_ns: int, n_groups: int) -> int:
+    """Bits for the time part of a packed key; raises when (group, time) cannot fit in int64."""
+    shift = max(int(span_ns).bit_length(), 1)
+    if shift + max(int(n_groups).bit_length(), 1) > _KEY_BITS:
+        years = span_ns / 3.156e16
+        raise CorruptTraceError(
+            f"the trace's timestamps span {span_ns} ns (~{years:.0f} years) across {n_groups} "
+            "threads/streams: it mixes clocks (e.g. events at time 0 beside epoch times); "
+            "re-export the trace"
+        )
+    return shift
+
+
+def grouped_union(
+    group: I64, start_ns: I64, end_ns: I64, t0_ns: int, shift: int
+) -> tuple[I64, I64, I64]:
+    """Union of intervals within each group, all groups at once.
+
+    Returns ``(group, start_ns, end_ns)`` of disjoint merged intervals sorted by (group, start).
+    Touching intervals merge (they leave no idle time between them).
+    """
+    keep = end_ns > start_ns
+    g, s, e = group[keep], start_ns[keep], end_ns[keep]
+    if g.size == 0:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    ks = (g << shift) | (s - t0_ns)
+    ke = (g << shift) | (e - t0_ns)
+    order = np.argsort(ks, kind="stable")
+    ks, ke = ks[order], ke[order]
+    run = np.maximum.accumulate(ke)
+    new = np.empty(ks.size, dtype=bool)
+    new[0] = True
+    new[1:] = ks[1:] > run[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, ks.size - 1)
+    us, ue = ks[first], run[last]
+    mask = (np.int64(1) << shift) - 1
+    return us >> shift, (us & mask) + t0_ns, (ue & mask) + t0_ns
 
 
 def union(starts: I64, ends: I64) -> tuple[I64, I64]:
-    """Merge overlapping or touching intervals. Returns sorted, disjoint ``(starts, ends)``.
-
-    Zero-length intervals are dropped (they cover no time).
-    """
+    """Merge overlapping or touching intervals of one group: sorted, disjoint ``(starts,
+    ends)``."""
     s = np.asarray(starts, dtype=np.int64)
     e = np.asarray(ends, dtype=np.int64)
-    keep = e > s
-    s, e = s[keep], e[keep]
     if s.size == 0:
         return s, e
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
-    run_max_end = np.maximum.accumulate(e)
-    # a new merged interval starts where the start is beyond every earlier end
-    new = np.empty(s.size, dtype=bool)
+    lo = int(s.min())
+    span = max(int(e.max()) - lo, 0) + 1
+    _, us, ue = grouped_union(np.zeros(s.size, np.int64), s, e, lo, pack_shift(span, 1))
+    return us, ue
+
+
+def overlap_components(ks: I64, ke: I64) -> tuple[I64, I64]:
+    """Merge packed intervals sorted by start that *overlap* (touching ones stay apart): the
+    outermost range of each nest, e.g. the operator that encloses a launch."""
+    if ks.size == 0:
+        return ks, ke
+    run = np.maximum.accumulate(ke)
+    new = np.empty(ks.size, dtype=bool)
     new[0] = True
-    new[1:] = s[1:] > run_max_end[:-1]
-    idx = np.flatnonzero(new)
-    out_s = s[idx]
-    out_e = np.append(run_max_end[idx[1:] - 1], run_max_end[-1])
-    return out_s, out_e.astype(np.int64)
+    new[1:] = ks[1:] >= run[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, ks.size - 1)
+    return ks[first], run[last]
 
 
 def total(starts: I64, ends: I64) -> int:
@@ -55,12 +103,12 @@ def clip(starts: I64, ends: I64, lo: int, hi: int) -> tuple[I64, I64]:
     return s[keep], e[keep]
 
 
-def gaps(starts: I64, ends: I64, lo: int, hi: int) -> tuple[I64, I64]:
-    """The holes of disjoint sorted intervals inside ``[lo, hi)``.
+def holes(starts: I64, ends: I64, lo: int, hi: int) -> tuple[I64, I64]:
+    """The holes (idle gaps) of disjoint sorted intervals inside ``[lo, hi)``.
 
     window:  [lo ................................ hi)
     busy:        |====|      |=======|
-    gaps:    [lo)|    |======|       |===========hi)
+    holes:   [lo)|    |======|       |===========hi)
     """
     s, e = clip(starts, ends, lo, hi)
     gap_s = np.concatenate(([lo], e)).astype(np.int64)
@@ -69,14 +117,13 @@ def gaps(starts: I64, ends: I64, lo: int, hi: int) -> tuple[I64, I64]:
     return gap_s[keep], gap_e[keep]
 
 
-def busy_intervals(events: pl.DataFrame, rank: int, device: int) -> tuple[I64, I64]:
-    """Union of kernel, memcpy and memset intervals of one device (all streams)."""
-    sub = events.filter(
-        pl.col("kind").is_in(list(BUSY_KINDS))
-        & (pl.col("rank") == rank)
-        & (pl.col("device") == device)
-    ).select("start_ns", (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"))
-    return union(
-        sub.get_column("start_ns").to_numpy().astype(np.int64),
-        sub.get_column("end_ns").to_numpy().astype(np.int64),
-    )
+def cumulative(starts: I64, ends: I64, at: I64) -> I64:
+    """B(t): covered ns before each time in ``at``, for sorted disjoint ``[starts, ends)``."""
+    lengths = np.concatenate(([0], np.cumsum(ends - starts, dtype=np.int64)))
+    full = np.searchsorted(ends, at, side="right")  # intervals wholly before t
+    out = lengths[full]
+    if starts.size:
+        nxt = np.minimum(full, starts.size - 1)  # the next one may have started before t
+        partial = (full < starts.size) & (starts[nxt] < at)
+        out = out + np.where(partial, at - starts[nxt], 0)
+    return np.asarray(out, dtype=np.int64)

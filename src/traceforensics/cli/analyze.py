@@ -6,20 +6,20 @@ import sys
 from pathlib import Path
 
 import click
-import orjson
 
-from traceforensics.analysis.idle.causes import DEFAULT_DATA_PATTERNS
-from traceforensics.analysis.pipeline import AnalysisOptions, analyze
+from traceforensics.analysis.options import DEFAULTS
+from traceforensics.analysis.pipeline import analyze
 from traceforensics.cli.options import (
     PLOT_SUFFIXES,
     check_output,
+    flag_of,
     non_negative_int,
     positive_float,
     regex,
 )
 from traceforensics.ingest import load_path
-from traceforensics.model.errors import InputError
-from traceforensics.report.json_out import build_json
+from traceforensics.model.errors import InputError, OptionError
+from traceforensics.report.json_out import build_json, dumps
 from traceforensics.report.terminal import render_text
 
 
@@ -29,7 +29,7 @@ from traceforensics.report.terminal import render_text
 @click.option("--no-cache", is_flag=True, help="Do not read or write the session cache.")
 @click.option(
     "--top",
-    default=10,
+    default=DEFAULTS.kernels.top,
     show_default=True,
     callback=non_negative_int,
     help="Top kernels/ops listed per device.",
@@ -37,7 +37,7 @@ from traceforensics.report.terminal import render_text
 @click.option(
     "--gaps",
     "top_gaps",
-    default=10,
+    default=DEFAULTS.idle.top_gaps,
     show_default=True,
     callback=non_negative_int,
     help="Largest gaps kept.",
@@ -53,11 +53,11 @@ from traceforensics.report.terminal import render_text
     "data_patterns",
     multiple=True,
     help="Word marking a user data-loading range (repeatable; replaces the defaults "
-    f"{', '.join(DEFAULT_DATA_PATTERNS)}).",
+    f"{', '.join(DEFAULTS.idle.data_patterns)}).",
 )
 @click.option(
     "--short-kernel-us",
-    default=10.0,
+    default=DEFAULTS.kernels.short_kernel_us,
     callback=positive_float(),
     show_default=True,
     help="Kernels shorter than this (µs) count as short.",
@@ -72,21 +72,21 @@ from traceforensics.report.terminal import render_text
 @click.option(
     "--window",
     type=click.Choice(["device", "trace"]),
-    default="device",
+    default=DEFAULTS.idle.window,
     show_default=True,
     help="Analysis window: first to last GPU work (device) or the whole trace.",
 )
 @click.option(
     "--step-window",
     type=click.Choice(["tiled", "annotation"]),
-    default="tiled",
+    default=DEFAULTS.steps.window,
     show_default=True,
     help="Step window: tiled (idle before a step's first GPU work is charged to it) or the "
     "step annotation's own device-side span.",
 )
 @click.option(
     "--bin-ms",
-    default=100.0,
+    default=DEFAULTS.utilization.bin_ms,
     show_default=True,
     callback=positive_float(),
     help="Utilization bin size (ms).",
@@ -152,19 +152,21 @@ def analyze_command(
 
         offset = parse_utc_offset(log_utc_offset)
         monitor_log = shift_to_utc(load_monitor_log(monitor_path, columns=columns), offset)
-    options = AnalysisOptions(
-        top_kernels=top,
+    options = DEFAULTS.with_(
+        top=top,
         top_gaps=top_gaps,
         step_pattern=step_pattern,
-        data_patterns=data_patterns or DEFAULT_DATA_PATTERNS,
+        data_patterns=data_patterns,
         short_kernel_us=short_kernel_us,
         peak_tflops=peak_tflops,
         bin_ms=bin_ms,
-        window="trace" if window == "trace" else "device",
-        step_window="annotation" if step_window == "annotation" else "tiled",
+        window=window,
+        step_window=step_window,
     )
     try:
         result = analyze(session, options, monitor_log)
+    except OptionError as exc:  # the library names the option; the user typed its flag
+        raise InputError(f"{path}: {exc} ({flag_of(exc.option)})") from exc
     except InputError as exc:  # found while analysing: still name the file
         if path in str(exc):
             raise
@@ -178,9 +180,6 @@ def analyze_command(
 
         plot_analysis(result, plot_path)
     if as_json:
-        sys.stdout.buffer.write(
-            orjson.dumps(build_json(result), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
-        )
-        sys.stdout.write("\n")
+        sys.stdout.buffer.write(dumps(build_json(result)))
     else:
         sys.stdout.write(render_text(result))

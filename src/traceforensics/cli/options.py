@@ -82,6 +82,15 @@ def check_output(
         )
 
 
+#: Flags whose name is not the option's flat name with dashes.
+_FLAG_NAMES = {"top_gaps": "--gaps", "data_patterns": "--data-pattern"}
+
+
+def flag_of(option: str) -> str:
+    """The ``tf analyze`` flag of a flat analysis option name (``bin_ms`` -> ``--bin-ms``)."""
+    return _FLAG_NAMES.get(option, "--" + option.replace("_", "-"))
+
+
 def _flag(param: click.Parameter) -> str:
     opts = getattr(param, "opts", None) or [param.name or "option"]
     return str(opts[0])

@@ -3,6 +3,7 @@
 from traceforensics.model.errors import (
     CorruptTraceError,
     InputError,
+    OptionError,
     SchemaError,
     ToolMissingError,
     TraceForensicsError,
@@ -20,6 +21,7 @@ __all__ = [
     "DeviceInfo",
     "InputError",
     "InputInfo",
+    "OptionError",
     "SchemaError",
     "ToolMissingError",
     "TraceForensicsError",

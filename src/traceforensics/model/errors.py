@@ -16,6 +16,15 @@ class InputError(TraceForensicsError):
     """The input cannot be used (missing, unreadable, wrong format). CLI exit code 2."""
 
 
+class OptionError(InputError):
+    """An analysis option is out of range. ``option`` is its flat name (``bin_ms``): library
+    messages never name a CLI flag, the CLI adds its own (``--bin-ms``)."""
+
+    def __init__(self, message: str, option: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+
 class UnsupportedFormatError(InputError):
     """The file is readable but is not a trace format we know."""
 

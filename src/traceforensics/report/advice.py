@@ -1,11 +1,13 @@
-"""What to change first, per idle cause: one line of advice a reader can act on."""
+"""What to change first, per idle cause: one line of advice a reader can act on.
+
+``ranked_causes`` (the one cause ranking) lives in ``analysis.idle.causes``; re-exported here.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Final
 
-from traceforensics.analysis.idle.causes import CAUSES
+from traceforensics.analysis.idle.causes import ranked_causes
 
 CAUSE_ADVICE: Final[dict[str, str]] = {
     "data_loading": "feed the GPU faster: DataLoader(num_workers>0, pin_memory=True, "
@@ -35,8 +37,4 @@ CAUSE_ADVICE: Final[dict[str, str]] = {
 }
 
 
-def ranked_causes(idle_by_cause: Mapping[str, int]) -> list[tuple[str, int]]:
-    """Causes with idle time, largest first; ties in the stable ``CAUSES`` order."""
-    order = {c: i for i, c in enumerate(CAUSES)}
-    nonzero = [(c, int(ns)) for c, ns in idle_by_cause.items() if ns > 0]
-    return sorted(nonzero, key=lambda cn: (-cn[1], order.get(cn[0], len(order))))
+__all__ = ["CAUSE_ADVICE", "ranked_causes"]

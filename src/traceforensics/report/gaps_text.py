@@ -1,29 +1,29 @@
-"""Terminal lines for the idle-gap analysis: idle by cause per device, largest gaps with their
-evidence, and the step table. Pure formatting of a ``GapAnalysis``; returns lines, prints
-nothing."""
+"""Terminal lines for the idle analysis: idle by cause per device, largest gaps with their
+evidence, and the step table. Pure formatting; returns lines, prints nothing."""
 
 from __future__ import annotations
 
-from traceforensics.analysis.idle.gaps import GapAnalysis
+from traceforensics.analysis.devices import DeviceRecord
+from traceforensics.analysis.idle.causes import ranked_causes
+from traceforensics.analysis.idle.gaps import IdleAnalysis
+from traceforensics.analysis.pipeline import Analysis
 from traceforensics.report.format import fmt_ns, fmt_pct, truncate
 
 _NAME_WIDTH = 60
 
 
-def idle_lines(res: GapAnalysis) -> list[str]:
+def idle_lines(devices: list[DeviceRecord]) -> list[str]:
     """Per device: busy/idle of the window, then each cause with time, share of the window and
     share of the idle time (largest first)."""
     out: list[str] = []
-    for d in res.devices:
+    for d in devices:
         window = max(d.window_ns, 1)
         out.append(
             f"rank {d.rank} GPU {d.device}: window {fmt_ns(d.window_ns)}, busy {fmt_ns(d.busy_ns)}"
             f" ({fmt_pct(d.busy_ns / window)}), idle {fmt_ns(d.idle_ns)}"
             f" ({fmt_pct(d.idle_ns / window)}) in {d.n_gaps} gaps"
         )
-        for cause, ns in sorted(d.idle_by_cause.items(), key=lambda kv: -kv[1]):
-            if ns <= 0:
-                continue
+        for cause, ns in ranked_causes(d.idle_by_cause):
             out.append(
                 f"  {cause:<18} {fmt_ns(ns):>11}  {fmt_pct(ns / window):>6} of window"
                 f"  {fmt_pct(ns / max(d.idle_ns, 1)):>6} of idle"
@@ -36,15 +36,14 @@ def idle_lines(res: GapAnalysis) -> list[str]:
     return out
 
 
-def gap_lines(res: GapAnalysis, limit: int | None = None) -> list[str]:
+def gap_lines(analysis: Analysis, limit: int | None = None) -> list[str]:
     """The largest gaps: start (relative to the device window), length, causes, evidence."""
-    starts = {(d.rank, d.device): d.window_start_ns for d in res.devices}
+    starts = {(d.rank, d.device): d.window_start_ns for d in analysis.devices}
+    gaps = analysis.idle.gaps
     out: list[str] = []
-    for k, g in enumerate(res.gaps[:limit] if limit is not None else res.gaps, start=1):
+    for k, g in enumerate(gaps[:limit] if limit is not None else gaps, start=1):
         rel = g.start_ns - starts.get((g.rank, g.device), g.start_ns)
-        causes = ", ".join(
-            f"{c} {fmt_ns(v)}" for c, v in sorted(g.causes.items(), key=lambda kv: -kv[1])
-        )
+        causes = ", ".join(f"{c} {fmt_ns(v)}" for c, v in ranked_causes(g.causes))
         out.append(
             f"#{k} rank {g.rank} GPU {g.device} at +{fmt_ns(rel)}: {fmt_ns(g.dur_ns)} idle"
             f" — {causes}"
@@ -63,14 +62,13 @@ def gap_lines(res: GapAnalysis, limit: int | None = None) -> list[str]:
     return out
 
 
-def step_lines(res: GapAnalysis) -> list[str]:
+def step_lines(res: IdleAnalysis) -> list[str]:
     """Step table (span, busy, idle, top idle causes, exposed comm) and step statistics."""
     if not res.steps:
         return ["no steps detected (ProfilerStep#N, step/iteration ranges or --step-pattern)"]
     out = [f"{'step':<24} {'span':>10} {'busy':>10} {'idle':>10} {'exp.comm':>10}  top idle causes"]
     for s in res.steps:
-        top = sorted(((v, c) for c, v in s.idle_by_cause.items() if v > 0), reverse=True)[:2]
-        causes = ", ".join(f"{c} {fmt_ns(v)}" for v, c in top)
+        causes = ", ".join(f"{c} {fmt_ns(v)}" for c, v in ranked_causes(s.idle_by_cause)[:2])
         out.append(
             f"{truncate(s.name, 24):<24} {fmt_ns(s.dur_ns):>10} {fmt_ns(s.busy_ns):>10}"
             f" {fmt_ns(s.idle_ns):>10} {fmt_ns(s.exposed_comm_ns):>10}  {causes}"

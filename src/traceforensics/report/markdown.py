@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from traceforensics.analysis.idle.causes import ranked_causes
 from traceforensics.analysis.pipeline import Analysis
-from traceforensics.report.advice import CAUSE_ADVICE, ranked_causes
 from traceforensics.report.format import fmt_ns, fmt_pct, truncate
+from traceforensics.report.verdict import device_verdict
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -19,24 +20,40 @@ def render_markdown(analysis: Analysis, top: int = 5) -> str:
     lines = ["# traceforensics report", ""]
     lines += [f"- input: `{i.path}` ({i.format}, rank {i.rank})" for i in meta.inputs]
     lines += [f"- warning: {w}" for w in analysis.warnings]
-    if not analysis.summary.devices:
+    if not analysis.devices:
         lines += ["", "No GPU activity in this trace (CPU-only)."]
         return "\n".join(lines) + "\n"
-    lines += ["", "## Verdict", ""]
-    for d in analysis.gaps.devices:
-        ranked = [(v, c) for c, v in ranked_causes(d.idle_by_cause)]
-        idle_share = d.idle_ns / max(d.window_ns, 1)
-        if not ranked:
-            lines.append(f"- **rank {d.rank} GPU {d.device}**: no idle time.")
+    lines += ["", "## Verdict", "", *_verdict_lines(analysis)]
+    lines += ["", "## Devices", "", *_device_table(analysis)]
+    lines += ["", "## Idle time by cause", "", *_cause_table(analysis)]
+    lines += ["", f"## Largest gaps (top {top})", "", *_gap_table(analysis, top)]
+    if analysis.idle.steps:
+        lines += ["", "## Steps", "", *_step_table(analysis)]
+    if analysis.kernels.short_kernels:
+        lines += ["", f"## Short kernels worth fusing (top {top})", ""]
+        lines += _short_kernel_table(analysis, top)
+    if analysis.kernels.mfu_by_device:
+        lines += ["", "## Model FLOPs utilization", "", *_mfu_table(analysis)]
+    return "\n".join(lines) + "\n"
+
+
+def _verdict_lines(analysis: Analysis) -> list[str]:
+    out: list[str] = []
+    for d in analysis.devices:
+        v = device_verdict(d)
+        if v.top is None:
+            out.append(f"- **rank {v.rank} GPU {v.device}**: no idle time.")
             continue
-        ns, cause = ranked[0]
-        lines.append(
-            f"- **rank {d.rank} GPU {d.device}**: idle {fmt_pct(idle_share)} of "
-            f"{fmt_ns(d.window_ns)}; mostly `{cause}` ({fmt_pct(ns / max(d.idle_ns, 1))} of "
-            f"idle). First change: {CAUSE_ADVICE.get(cause, cause)}."
+        out.append(
+            f"- **rank {v.rank} GPU {v.device}**: idle {fmt_pct(v.idle_share)} of "
+            f"{fmt_ns(v.window_ns)}; mostly `{v.top}` ({fmt_pct(v.top_share)} of "
+            f"idle). First change: {v.advice}."
         )
-    lines += ["", "## Devices", ""]
-    lines += _table(
+    return out
+
+
+def _device_table(analysis: Analysis) -> list[str]:
+    return _table(
         ["rank", "GPU", "name", "window", "busy", "idle", "kernels", "memcpy", "memset"],
         [
             [
@@ -44,91 +61,93 @@ def render_markdown(analysis: Analysis, top: int = 5) -> str:
                 str(d.device),
                 d.name or "-",
                 fmt_ns(d.window_ns),
-                f"{fmt_ns(d.busy_ns)} ({fmt_pct(d.utilization)})",
+                f"{fmt_ns(d.busy_ns)} ({fmt_pct(d.busy_fraction)})",
                 fmt_ns(d.idle_ns),
                 str(d.kernel_count),
                 str(d.memcpy_count),
                 str(d.memset_count),
             ]
-            for d in analysis.summary.devices
+            for d in analysis.devices
         ],
     )
-    lines += ["", "## Idle time by cause", ""]
-    rows = []
-    for d in analysis.gaps.devices:
-        for cause, ns in sorted(d.idle_by_cause.items(), key=lambda kv: -kv[1]):
-            if ns > 0:
-                rows.append(
-                    [
-                        f"{d.rank}:{d.device}",
-                        f"`{cause}`",
-                        fmt_ns(ns),
-                        fmt_pct(ns / max(d.idle_ns, 1)),
-                        fmt_pct(ns / max(d.window_ns, 1)),
-                    ]
-                )
-    lines += _table(["rank:GPU", "cause", "time", "of idle", "of window"], rows)
-    lines += ["", f"## Largest gaps (top {top})", ""]
-    lines += _table(
+
+
+def _cause_table(analysis: Analysis) -> list[str]:
+    rows = [
+        [
+            f"{d.rank}:{d.device}",
+            f"`{cause}`",
+            fmt_ns(ns),
+            fmt_pct(ns / max(d.idle_ns, 1)),
+            fmt_pct(ns / max(d.window_ns, 1)),
+        ]
+        for d in analysis.devices
+        for cause, ns in ranked_causes(d.idle_by_cause)
+    ]
+    return _table(["rank:GPU", "cause", "time", "of idle", "of window"], rows)
+
+
+def _gap_table(analysis: Analysis, top: int) -> list[str]:
+    return _table(
         ["rank:GPU", "length", "causes", "evidence"],
         [
             [
                 f"{g.rank}:{g.device}",
                 fmt_ns(g.dur_ns),
-                ", ".join(
-                    f"{c} {fmt_ns(v)}" for c, v in sorted(g.causes.items(), key=lambda kv: -kv[1])
-                ),
+                ", ".join(f"{c} {fmt_ns(v)}" for c, v in ranked_causes(g.causes)),
                 "; ".join(
                     truncate(f"{e.kind} {e.name} ({fmt_ns(e.dur_ns)})", 60) for e in g.evidence[:3]
                 ),
             ]
-            for g in analysis.gaps.gaps[:top]
+            for g in analysis.idle.gaps[:top]
         ],
     )
-    if analysis.gaps.steps:
-        lines += ["", "## Steps", ""]
-        lines += _table(
-            ["rank:GPU", "step", "span", "busy", "idle", "exposed comm"],
+
+
+def _step_table(analysis: Analysis) -> list[str]:
+    return _table(
+        ["rank:GPU", "step", "span", "busy", "idle", "exposed comm"],
+        [
             [
-                [
-                    f"{s.rank}:{s.device}",
-                    s.name,
-                    fmt_ns(s.dur_ns),
-                    fmt_ns(s.busy_ns),
-                    fmt_ns(s.idle_ns),
-                    fmt_ns(s.exposed_comm_ns),
-                ]
-                for s in analysis.gaps.steps
-            ],
-        )
-    if analysis.kernels.short_kernels:
-        lines += ["", f"## Short kernels worth fusing (top {top})", ""]
-        lines += _table(
-            ["kernel", "launching op", "count", "total", "recoverable", "remedy"],
+                f"{s.rank}:{s.device}",
+                s.name,
+                fmt_ns(s.dur_ns),
+                fmt_ns(s.busy_ns),
+                fmt_ns(s.idle_ns),
+                fmt_ns(s.exposed_comm_ns),
+            ]
+            for s in analysis.idle.steps
+        ],
+    )
+
+
+def _short_kernel_table(analysis: Analysis, top: int) -> list[str]:
+    return _table(
+        ["kernel", "launching op", "count", "total", "recoverable", "remedy"],
+        [
             [
-                [
-                    truncate(r.name, 50),
-                    r.launching_op or "-",
-                    str(r.count),
-                    fmt_ns(r.total_ns),
-                    fmt_ns(r.recoverable_ns),
-                    r.remedy,
-                ]
-                for r in analysis.kernels.short_kernels[:top]
-            ],
-        )
-    if analysis.kernels.mfu_by_device:
-        lines += ["", "## Model FLOPs utilization", ""]
-        lines += _table(
-            ["rank:GPU", "TFLOPS", "peak", "MFU"],
+                truncate(r.name, 50),
+                r.launching_op or "-",
+                str(r.count),
+                fmt_ns(r.total_ns),
+                fmt_ns(r.recoverable_ns),
+                r.remedy,
+            ]
+            for r in analysis.kernels.short_kernels[:top]
+        ],
+    )
+
+
+def _mfu_table(analysis: Analysis) -> list[str]:
+    return _table(
+        ["rank:GPU", "TFLOPS", "peak", "MFU"],
+        [
             [
-                [
-                    f"{m.rank}:{m.device}",
-                    f"{m.tflops:.2f}" if m.tflops is not None else "-",
-                    f"{m.peak_tflops:.1f}" if m.peak_tflops is not None else "-",
-                    fmt_pct(m.mfu) if m.mfu is not None else "-",
-                ]
-                for m in analysis.kernels.mfu_by_device
-            ],
-        )
-    return "\n".join(lines) + "\n"
+                f"{m.rank}:{m.device}",
+                f"{m.tflops:.2f}" if m.tflops is not None else "-",
+                f"{m.peak_tflops:.1f}" if m.peak_tflops is not None else "-",
+                fmt_pct(m.mfu) if m.mfu is not None else "-",
+            ]
+            for m in analysis.kernels.mfu_by_device
+        ],
+    )

@@ -10,11 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from traceforensics.analysis.idle.causes import CAUSES
+from traceforensics.analysis.idle.causes import CAUSES, ranked_causes
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.model.errors import InputError
-
-NS_PER_S = 1e9
+from traceforensics.model.units import NS_PER_MS, NS_PER_S
 
 _COLORS = dict(
     zip(
@@ -59,7 +58,7 @@ def figure_analysis(analysis: Analysis) -> Any:
     fig, axes = plt.subplots(
         n, 2, figsize=(13, 3.2 * n), squeeze=False, gridspec_kw={"width_ratios": [3, 1]}
     )
-    idle = {(d.rank, d.device): d for d in analysis.gaps.devices}
+    idle = {(d.rank, d.device): d for d in analysis.devices}
     for row, p in enumerate(pats):
         ax, bar = axes[row][0], axes[row][1]
         tl = p.timeline
@@ -72,7 +71,7 @@ def figure_analysis(analysis: Analysis) -> Any:
             color="black",
             lw=1,
         )
-        for g in analysis.gaps.gaps:
+        for g in analysis.idle.gaps:
             if (g.rank, g.device) != (p.rank, p.device) or not g.causes:
                 continue
             cause = max(g.causes.items(), key=lambda kv: kv[1])[0]
@@ -88,12 +87,10 @@ def figure_analysis(analysis: Analysis) -> Any:
         ax.set_xlabel("time (s)")
         ax.set_title(
             f"rank {p.rank} GPU {p.device}: {p.pattern.pattern} "
-            f"({tl.bin_ns / 1e6:g} ms bins; shaded = largest gaps)"
+            f"({tl.bin_ns / NS_PER_MS:g} ms bins; shaded = largest gaps)"
         )
         d = idle.get((p.rank, p.device))
-        causes = sorted(
-            ((v, c) for c, v in (d.idle_by_cause if d else {}).items() if v > 0), reverse=True
-        )
+        causes = [(v, c) for c, v in ranked_causes(d.idle_by_cause if d else {})]
         bar.barh(
             [c for _, c in causes][::-1],
             [v / 1e6 for v, _ in causes][::-1],

@@ -8,47 +8,44 @@ pattern, kernel forensics and, when given, the monitoring log.
 from __future__ import annotations
 
 from traceforensics.analysis.pipeline import Analysis
-from traceforensics.report.advice import CAUSE_ADVICE, ranked_causes
 from traceforensics.report.format import fmt_ns, fmt_pct, truncate
 from traceforensics.report.gaps_text import gap_lines, idle_lines, step_lines
 from traceforensics.report.kernels_text import kernel_report_lines
 from traceforensics.report.monitor_text import pattern_lines, render_monitor_lines, verdict_lines
+from traceforensics.report.verdict import device_verdict
 
 
 def headline_lines(analysis: Analysis) -> list[str]:
     """One verdict per device: how idle it was and the causes that dominate."""
     out: list[str] = []
-    for d in analysis.gaps.devices:
-        window = max(d.window_ns, 1)
-        ranked = [(ns, c) for c, ns in ranked_causes(d.idle_by_cause)]
+    for d in analysis.devices:
+        v = device_verdict(d)
         head = (
-            f"rank {d.rank} GPU {d.device}: idle {fmt_pct(d.idle_ns / window)} of a "
-            f"{fmt_ns(d.window_ns)} window"
+            f"rank {v.rank} GPU {v.device}: idle {fmt_pct(v.idle_share)} of a "
+            f"{fmt_ns(v.window_ns)} window"
         )
-        if not ranked:
+        if v.top is None:
             out.append(head + " — no idle time to attribute.")
             continue
-        top_ns, top = ranked[0]
-        share = top_ns / max(d.idle_ns, 1)
-        rest = ", ".join(f"{c} {fmt_pct(ns / max(d.idle_ns, 1))}" for ns, c in ranked[1:3])
+        rest = ", ".join(f"{c} {fmt_pct(share)}" for c, share in v.runners_up)
         out.append(
-            f"{head} — mostly {top} ({fmt_pct(share)} of idle, {fmt_ns(top_ns)})"
+            f"{head} — mostly {v.top} ({fmt_pct(v.top_share)} of idle, {fmt_ns(v.top_ns)})"
             + (f"; then {rest}" if rest else "")
         )
-        out.append(f"  first change: {CAUSE_ADVICE.get(top, top)}")
+        out.append(f"  first change: {v.advice}")
     return out
 
 
 def summary_lines(analysis: Analysis, width: int) -> list[str]:
     """Window, busy, idle, counts and top kernels per device."""
     out: list[str] = []
-    for dev in analysis.summary.devices:
+    for dev in analysis.devices:
         title = f"rank {dev.rank} · GPU {dev.device}" + (f" · {dev.name}" if dev.name else "")
         out.append(title)
         out.append(
             f"  window {fmt_ns(dev.window_ns)}   busy {fmt_ns(dev.busy_ns)} "
-            f"({fmt_pct(dev.utilization)})   idle {fmt_ns(dev.idle_ns)} "
-            f"({fmt_pct(1 - dev.utilization)})"
+            f"({fmt_pct(dev.busy_fraction)})   idle {fmt_ns(dev.idle_ns)} "
+            f"({fmt_pct(1 - dev.busy_fraction)})"
         )
         out.append(
             f"  {dev.kernel_count} kernels, {dev.memcpy_count} memcpy, "
@@ -69,9 +66,9 @@ def render_text(analysis: Analysis, width: int = 100) -> str:
     meta = analysis.session.meta
     srcs = ", ".join(f"{i.path} (rank {i.rank})" for i in meta.inputs) or "?"
     lines = [f"traceforensics · {meta.source_format} · {srcs}"]
-    lines.append(f"  {analysis.summary.event_count} events")
+    lines.append(f"  {analysis.event_count} events")
     lines += [f"  warning: {w}" for w in analysis.warnings]
-    if not analysis.summary.devices:
+    if not analysis.devices:
         lines += ["", "No GPU activity in this trace (CPU-only): nothing to attribute."]
         if analysis.monitor is not None:
             lines += ["", "== Monitoring log ==", *render_monitor_lines(analysis.monitor)]
@@ -79,11 +76,11 @@ def render_text(analysis: Analysis, width: int = 100) -> str:
     sections: list[tuple[str, list[str]]] = [
         ("Verdict", headline_lines(analysis)),
         ("Devices", summary_lines(analysis, width)),
-        ("Idle time by cause", idle_lines(analysis.gaps)),
-        ("Largest idle gaps", gap_lines(analysis.gaps, analysis.options.top_gaps)),
-        ("Steps", step_lines(analysis.gaps)),
+        ("Idle time by cause", idle_lines(analysis.devices)),
+        ("Largest idle gaps", gap_lines(analysis, analysis.options.idle.top_gaps)),
+        ("Steps", step_lines(analysis.idle)),
         ("Utilization pattern", _pattern_section(analysis)),
-        ("Kernels", kernel_report_lines(analysis.kernels, analysis.options.top_kernels)),
+        ("Kernels", kernel_report_lines(analysis.kernels, analysis.options.kernels.top)),
     ]
     if analysis.monitor is not None:
         sections.append(("Monitoring log", render_monitor_lines(analysis.monitor)))
@@ -94,8 +91,10 @@ def render_text(analysis: Analysis, width: int = 100) -> str:
 
 def _pattern_section(analysis: Analysis) -> list[str]:
     out: list[str] = []
-    for p in analysis.patterns:
-        out.append(f"rank {p.rank} GPU {p.device}:")
-        out += pattern_lines(p.pattern, indent="  ")
-        out += verdict_lines(p.verdicts, indent="  ")
+    for d in analysis.devices:
+        if d.pattern is None:
+            continue
+        out.append(f"rank {d.rank} GPU {d.device}:")
+        out += pattern_lines(d.pattern.pattern, indent="  ")
+        out += verdict_lines(d.pattern_causes, indent="  ")
     return out

@@ -41,8 +41,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
+from traceforensics.analysis.context import OpTable
 from traceforensics.analysis.idle.causes import (
     CAUSE_INDEX,
     COMMUNICATION,
@@ -58,45 +58,14 @@ from traceforensics.analysis.idle.causes import (
     UNTRACED,
 )
 from traceforensics.analysis.idle.host_timeline import HostTimeline
-from traceforensics.analysis.intervals import I64
-
-BoolArr = npt.NDArray[np.bool_]
+from traceforensics.analysis.idle.prepare import SyncIndex
+from traceforensics.model.units import I64
+from traceforensics.model.units import Mask as BoolArr
 
 _CPU = CAUSE_INDEX[CPU_COMPUTE]
 _LAUNCH = CAUSE_INDEX[LAUNCH_OVERHEAD]
 _SYNC = CAUSE_INDEX[HOST_SYNC]
 _UNTRACED = CAUSE_INDEX[UNTRACED]
-
-
-@dataclass
-class OpTable:
-    """GPU work of the session sorted by (rank, device, start), with launch facts per op.
-
-    ``thr`` is the launching thread's index in the host timeline (-1: no launch known);
-    ``ls``/``le`` the launch call; ``launch_cause`` the class of part 2; ``ds`` the dispatch
-    start (``ls`` when no enclosing operator); ``wait_ok`` a stream-wait record precedes it.
-    """
-
-    start: I64
-    end: I64
-    stream: I64
-    is_comm: BoolArr
-    thr: I64
-    ls: I64
-    le: I64
-    launch_cause: I64
-    ds: I64
-    wait_ok: BoolArr
-
-
-@dataclass
-class SyncIndex:
-    """Synchronizing host calls, sorted by packed (thread, end) key."""
-
-    keys: I64
-    start: I64
-    end: I64
-    row: I64
 
 
 @dataclass

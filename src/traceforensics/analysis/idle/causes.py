@@ -13,12 +13,14 @@ are never classified: they enclose everything and explain nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
+
+from traceforensics.analysis.steps import STEP_MARKER_RE
 
 DATA_LOADING: Final = "data_loading"
 HOST_SYNC: Final = "host_sync"
@@ -95,13 +97,11 @@ OUTLIER_MIN_EXCESS_FRACTION: Final = 0.2
 OUTLIER_MAD_SIGMAS: Final = 3.0
 
 # ---------------------------------------------------------------- name patterns
-#: Default user-range words for data loading (``GapOptions.data_patterns``); matched as words
+#: Default user-range words for data loading (``IdleOptions.data_patterns``); matched as words
 #: at a word start (``load_batch``, ``## data ##``, ``DataLoader``), case-insensitively.
 DEFAULT_DATA_PATTERNS: Final[tuple[str, ...]] = ("data", "batch", "load", "prefetch")
 #: PyTorch's own data-fetch ranges, matched on every host kind.
 BUILTIN_DATA_RE: Final = r"enumerate\(DataLoader\)|DataLoaderIter|DataPipe|torch/utils/data/"
-#: Step markers: never classified (see module docstring).
-STEP_MARKER_RE: Final = r"^ProfilerStep#\d+$"
 
 _SYNC_API_RE: Final = r"(?i)synchronize"
 _SYNC_OP_RE: Final = r"^(aten::item|aten::_local_scalar_dense|aten::cpu)$"
@@ -276,3 +276,10 @@ def slow_api_is_compilation(
     )
     c[slow] = CAUSE_INDEX[COMPILATION]
     return pl.Series("cause", c, dtype=pl.Int8)
+
+
+def ranked_causes(idle_by_cause: Mapping[str, int]) -> list[tuple[str, int]]:
+    """Causes with idle time, largest first; ties in the stable ``CAUSES`` order. The one cause
+    ranking every renderer and ``top_cause`` use."""
+    nonzero = [(c, int(ns)) for c, ns in idle_by_cause.items() if ns > 0]
+    return sorted(nonzero, key=lambda cn: (-cn[1], CAUSE_INDEX.get(cn[0], N_CAUSES)))

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from traceforensics.analysis.intervals import I64, clip, total, union
+from traceforensics.analysis.intervals import clip, total, union
+from traceforensics.model.units import I64
 
 
 def comm_in_window(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.idle.attribution import Parts
 from traceforensics.analysis.idle.causes import (
     CAUSE_INDEX,
@@ -17,7 +18,6 @@ from traceforensics.analysis.idle.causes import (
     LAUNCH_OVERHEAD,
     UNTRACED,
 )
-from traceforensics.analysis.context import GapContext
 from traceforensics.analysis.idle.results import Evidence
 
 _MAX_PER_CAUSE = 2
@@ -35,7 +35,7 @@ def _us(ns: int) -> str:
 
 
 def gap_evidence(
-    ctx: GapContext, i: int, *, s: int, e: int, op: int, parts: Parts, causes: dict[str, int]
+    ctx: AnalysisContext, i: int, *, s: int, e: int, op: int, parts: Parts, causes: dict[str, int]
 ) -> list[Evidence]:
     """Evidence for gap ``[s, e)`` (row ``i`` of ``parts``) ended by op row ``op`` (-1: none)."""
     out: list[Evidence] = []
@@ -60,7 +60,7 @@ def gap_evidence(
                 _host_ranges(ctx, thr, int(parts.d_end[i]), e, dsp=e, tid=tid, causes=causes)
             )
         return out
-    row = ctx.op_frame.row(op, named=True)
+    row = ctx.work.row(op, named=True)
     o = ctx.ops
     out.append(
         Evidence(
@@ -128,20 +128,20 @@ def gap_evidence(
     return out
 
 
-def _tid(ctx: GapContext, thr: int) -> int | None:
+def _tid(ctx: AnalysisContext, thr: int) -> int | None:
     if thr < 0:
         return None
-    th = ctx.host.get_column("thr").to_numpy()
+    th = ctx.host.frame.get_column("thr").to_numpy()
     j = int(np.searchsorted(th, thr))
-    return int(ctx.host.get_column("tid")[j]) if j < th.size and th[j] == thr else None
+    return int(ctx.host.frame.get_column("tid")[j]) if j < th.size and th[j] == thr else None
 
 
 def _sync_evidence(
-    ctx: GapContext, i: int, s: int, parts: Parts, tid: int | None
+    ctx: AnalysisContext, i: int, s: int, parts: Parts, tid: int | None
 ) -> list[Evidence]:
     if not (parts.drain[i] and parts.sync_row[i] >= 0):
         return []
-    h = ctx.host.row(int(parts.sync_row[i]), named=True)
+    h = ctx.host.frame.row(int(parts.sync_row[i]), named=True)
     ret = int(h["end_ns"]) - s
     when = f"{_us(ret)} after" if ret >= 0 else f"{_us(-ret)} before"
     return [
@@ -158,14 +158,21 @@ def _sync_evidence(
 
 
 def _host_ranges(
-    ctx: GapContext, thr: int, a: int, b: int, *, dsp: int, tid: int | None, causes: dict[str, int]
+    ctx: AnalysisContext,
+    thr: int,
+    a: int,
+    b: int,
+    *,
+    dsp: int,
+    tid: int | None,
+    causes: dict[str, int],
 ) -> list[Evidence]:
     """The longest-overlapping host ranges of each attributed class within ``[a, b)``."""
     if b <= a:
         return []
-    th = ctx.host.get_column("thr").to_numpy()
+    th = ctx.host.frame.get_column("thr").to_numpy()
     lo, hi = np.searchsorted(th, [thr, thr + 1])
-    sub = ctx.host.slice(int(lo), int(hi - lo))
+    sub = ctx.host.frame.slice(int(lo), int(hi - lo))
     st = sub.get_column("start_ns").to_numpy()
     en = sub.get_column("end_ns").to_numpy()
     cl = sub.get_column("cause").to_numpy()

@@ -23,21 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from traceforensics.analysis.idle.causes import CAUSE_INDEX, N_CAUSES, PRIORITY
-from traceforensics.analysis.intervals import I64
-from traceforensics.model.errors import CorruptTraceError
-
-
-def pack_shift(span_ns: int, n_groups: int) -> int:
-    """Bits for the time part of a packed key; raises when (group, time) cannot fit in int64."""
-    shift = max(int(span_ns).bit_length(), 1)
-    if shift + max(int(n_groups).bit_length(), 1) > 62:
-        years = span_ns / 3.156e16
-        raise CorruptTraceError(
-            f"the trace's timestamps span {span_ns} ns (~{years:.0f} years) across {n_groups} "
-            "threads/streams: it mixes clocks (e.g. events at time 0 beside epoch times); "
-            "re-export the trace"
-        )
-    return shift
+from traceforensics.model.units import I64
 
 
 @dataclass
@@ -123,31 +109,3 @@ def build_timeline(
     onehot = win[None, :].astype(np.int64) == np.arange(N_CAUSES)[:, None]
     cum[:, 1:] = np.cumsum(onehot * seg[None, :], axis=1)
     return HostTimeline(t0_ns, shift, keys, win, cum)
-
-
-def grouped_union(
-    group: I64, start_ns: I64, end_ns: I64, t0_ns: int, shift: int
-) -> tuple[I64, I64, I64]:
-    """Union of intervals within each group, all groups at once.
-
-    Returns ``(group, start_ns, end_ns)`` of disjoint merged intervals sorted by (group, start).
-    Touching intervals merge (they leave no idle time between them).
-    """
-    keep = end_ns > start_ns
-    g, s, e = group[keep], start_ns[keep], end_ns[keep]
-    if g.size == 0:
-        empty = np.zeros(0, np.int64)
-        return empty, empty, empty
-    ks = (g << shift) | (s - t0_ns)
-    ke = (g << shift) | (e - t0_ns)
-    order = np.lexsort((ks,))
-    ks, ke = ks[order], ke[order]
-    run = np.maximum.accumulate(ke)
-    new = np.empty(ks.size, dtype=bool)
-    new[0] = True
-    new[1:] = ks[1:] > run[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, ks.size - 1)
-    us, ue = ks[first], run[last]
-    mask = (np.int64(1) << shift) - 1
-    return us >> shift, (us & mask) + t0_ns, (ue & mask) + t0_ns

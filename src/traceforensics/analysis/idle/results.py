@@ -1,35 +1,9 @@
-"""Result types of the idle-gap analysis (``analysis.gaps.analyze_gaps``). All times in ns."""
+"""Result types of the idle pass (``idle.gaps.analyze_idle``). All times in integer ns."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-from traceforensics.analysis.idle.causes import DEFAULT_DATA_PATTERNS
-
-
-@dataclass(frozen=True)
-class GapOptions:
-    """Knobs of ``analyze_gaps``.
-
-    step_pattern: regex (searched, case-sensitive unless it says ``(?i)``) naming step ranges;
-        None = ``ProfilerStep#N``, else NVTX/user ranges named like steps or iterations.
-    data_patterns: words that mark user data-loading ranges (see ``causes.data_regex``).
-    top_gaps: how many of the largest gaps to keep with evidence.
-    window: ``"trace"`` (default) = from the first to the last recorded interval of the rank
-        (instant markers such as "Record Window End" excluded), so idle before the first and
-        after the last GPU work counts; ``"device"`` = from the device's first to its last
-        GPU work.
-    step_window: ``"tiled"`` = a step runs from the previous step's last GPU work to its own
-        last GPU work (so the idle before its first GPU work is charged to it); ``"annotation"``
-        = the step's own device-side span (GPU step annotation when recorded).
-    """
-
-    step_pattern: str | None = None
-    data_patterns: tuple[str, ...] = DEFAULT_DATA_PATTERNS
-    top_gaps: int = 10
-    window: Literal["device", "trace"] = "trace"
-    step_window: Literal["tiled", "annotation"] = "tiled"
+from typing import Any
 
 
 @dataclass
@@ -80,18 +54,19 @@ class Gap:
 
 @dataclass
 class DeviceIdle:
-    """Device-level busy/idle in the analysis window; ``idle_by_cause`` sums to ``idle_ns``."""
+    """What the idle pass adds to a device's record: its idle split by cause (summing exactly to
+    the record's ``idle_ns``), the number of gaps, communication and its exposed part."""
 
     rank: int
     device: int
-    window_start_ns: int
-    window_ns: int
-    busy_ns: int
-    idle_ns: int
     idle_by_cause: dict[str, int]
     comm_ns: int
     exposed_comm_ns: int
     n_gaps: int = 0
+
+    @property
+    def idle_ns(self) -> int:
+        return sum(self.idle_by_cause.values())
 
 
 @dataclass

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from traceforensics.analysis.context import GapContext
+from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.idle.results import StreamIdle
-from traceforensics.analysis.idle.host_timeline import grouped_union
-from traceforensics.model.errors import CorruptTraceError
+from traceforensics.analysis.intervals import grouped_union, pack_shift
 
 
-def stream_idle(ctx: GapContext) -> list[StreamIdle]:
+def stream_idle(ctx: AnalysisContext) -> list[StreamIdle]:
     """One ``StreamIdle`` per (rank, device, stream), vectorised over all streams."""
     o = ctx.ops
     if o.start.size == 0:
@@ -27,13 +26,8 @@ def stream_idle(ctx: GapContext) -> list[StreamIdle]:
     pair = dev * (1 << 32) + (o.stream & 0xFFFFFFFF)
     keys, group = np.unique(pair, return_inverse=True)
     group = group.astype(np.int64)
-    shift = ctx.shift
-    if shift + int(keys.size).bit_length() > 62:
-        # (stream, time) keys cannot fit int64: mixed clocks; an error, never a silent []
-        raise CorruptTraceError(
-            f"the trace's timestamps span 2^{shift} ns across {keys.size} streams: it mixes "
-            "clocks (e.g. events at time 0 beside epoch times); re-export the trace"
-        )
+    # (stream, time) keys that cannot fit int64 mean mixed clocks: an error, never a silent []
+    shift = pack_shift(ctx.trace_span[1] - ctx.t0_ns + 1, int(keys.size))
     ug, us, ue = grouped_union(group, o.start, o.end, ctx.t0_ns, shift)
     if ug.size == 0:
         return []

@@ -1,7 +1,7 @@
 """Idle gaps of devices inside arbitrary windows, attributed by ``attribution.attribute``.
 
 Shared by the whole-device view (``gaps.analyze_gaps``: one window per device) and the per-step
-view (``steps.step_breakdown``: one window per step). All times are integer ns. A gap clipped
+view (``step_idle.step_breakdown``: one window per step). All times are integer ns. A gap clipped
 by its window keeps the causes it has in the unclipped gap (the rule is told where the gap
 really began)::
 
@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.idle.attribution import Parts, attribute
 from traceforensics.analysis.idle.causes import CAUSES
-from traceforensics.analysis.context import GapContext
-from traceforensics.analysis.intervals import I64
-from traceforensics.analysis.intervals import gaps as interval_gaps
+from traceforensics.analysis.intervals import holes
+from traceforensics.model.units import I64
 
 
 @dataclass
@@ -47,7 +47,7 @@ def full_causes(row: I64) -> dict[str, int]:
     return {c: int(v) for c, v in zip(CAUSES, row, strict=True)}
 
 
-def window_gaps(ctx: GapContext, dev: I64, lo: I64, hi: I64) -> WindowGaps:
+def window_gaps(ctx: AnalysisContext, dev: I64, lo: I64, hi: I64) -> WindowGaps:
     """Find and attribute the idle gaps of device ``dev[k]`` inside ``[lo[k], hi[k])`` (ns)."""
     parts_s: list[I64] = []
     parts_e: list[I64] = []
@@ -55,7 +55,7 @@ def window_gaps(ctx: GapContext, dev: I64, lo: I64, hi: I64) -> WindowGaps:
     for k in range(dev.size):
         us, ue = ctx.dev_union(int(dev[k]))
         a, b = np.searchsorted(ue, lo[k], side="right"), np.searchsorted(us, hi[k], side="left")
-        gs, ge = interval_gaps(us[a:b], ue[a:b], int(lo[k]), int(hi[k]))
+        gs, ge = holes(us[a:b], ue[a:b], int(lo[k]), int(hi[k]))
         parts_s.append(gs)
         parts_e.append(ge)
         parts_w.append(np.full(gs.size, k, dtype=np.int64))
@@ -71,16 +71,16 @@ def window_gaps(ctx: GapContext, dev: I64, lo: I64, hi: I64) -> WindowGaps:
         e,
         op,
         prev_op=prev,
-        prev_comm=ctx.prev_comm(g, s0),
+        prev_comm=ctx.busy.prev_comm(g, s0),
         ops=ctx.ops,
-        tline=ctx.tline,
-        sync=ctx.sync,
+        tline=ctx.host.tline,
+        sync=ctx.host.sync,
         s0=s0,
     )
     return WindowGaps(w, g, s, e, op, mat, parts)
 
 
-def gap_begin(ctx: GapContext, dev: I64, s: I64) -> I64:
+def gap_begin(ctx: AnalysisContext, dev: I64, s: I64) -> I64:
     """Where (ns) the unclipped device gap containing ``s`` began (``s`` itself when no GPU
     work of the device ended before it)."""
     out = s.copy()
@@ -94,7 +94,7 @@ def gap_begin(ctx: GapContext, dev: I64, s: I64) -> I64:
     return out
 
 
-def ending_ops(ctx: GapContext, dev: I64, t: I64, *, before: bool = False) -> I64:
+def ending_ops(ctx: AnalysisContext, dev: I64, t: I64, *, before: bool = False) -> I64:
     """Row of the first GPU op of device ``dev`` starting at or after ``t`` (ns; -1: none);
     with ``before``, the last op starting before ``t`` that has a known launching thread."""
     out = np.full(dev.size, -1, dtype=np.int64)

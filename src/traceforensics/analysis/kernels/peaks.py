@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Final
+from typing import Any, Final
 
 from traceforensics.model.session import DeviceInfo
 
@@ -86,6 +86,18 @@ class DevicePeak:
         if dtype is None:
             return self.tflops.get("*")
         return self.tflops.get(dtype, self.tflops.get("*"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "device": self.device,
+            "device_name": self.device_name,
+            "sku": self.sku,
+            "how": self.how,
+            "tflops": self.tflops,
+            "mem_bw_bytes_per_s": self.mem_bw_bytes_per_s,
+            "source": self.source,
+        }
 
 
 def _opt_float(text: str) -> float | None:

@@ -95,8 +95,9 @@ class MfuRow:
     """Model FLOPs utilization of one device over a window (whole trace or one step).
 
     ``window_ns`` = first GPU work start to last GPU work end on the device; for a step, the
-    host ``ProfilerStep#N`` duration (FLOPs: kernels launched during it). ``peak_tflops`` is
-    the FLOPs-weighted effective peak, so ``tflops / peak_tflops == mfu``."""
+    step's window from the step table (``steps[]``; FLOPs: kernels that started on the GPU
+    inside it). ``peak_tflops`` is the FLOPs-weighted effective peak, so ``tflops /
+    peak_tflops == mfu``."""
 
     rank: int
     device: int

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceforensics.analysis.kernels.results import FamilyRow, MfuRow, OpRow
 from traceforensics.analysis.kernels.peaks import DevicePeak
+from traceforensics.analysis.kernels.results import FamilyRow, MfuRow, OpRow
 from traceforensics.analysis.kernels.throughput import roofline
-from traceforensics.model.schema import BUSY_KINDS
 
 
 def _instances(kern: pl.DataFrame) -> pl.DataFrame:
@@ -127,52 +126,38 @@ def family_rows(kern: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]) ->
 
 
 def mfu_rows(
-    events: pl.DataFrame,
-    kern: pl.DataFrame,
-    peaks: dict[tuple[int, int], DevicePeak],
-    steps: list[tuple[int, int, int, int]] | None,
+    kern: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak], windows: pl.DataFrame
 ) -> list[MfuRow]:
-    """MFU per device over its GPU-active window (``steps=None``), or per (device, step): the
-    FLOPs of the kernels launched during host step ``(rank, step, start, end)`` over the step's
-    duration ``end - start``."""
-    k = kern.with_columns(
-        pl.coalesce("api_start_ns", "start_ns").alias("_launch_ns"),
-        (pl.col("start_ns") + pl.col("dur_ns")).alias("_end_ns"),
-    )
+    """MFU per device over its GPU-active window (``windows``: ``rank, device, w0, w1``), or
+    per (device, step) when ``windows`` holds step windows (``rank, device, step, s0, s1``):
+    the FLOPs of the kernels that started on the GPU inside ``[s0, s1)`` over ``s1 - s0``::
+
+        GPU:   |== step 1 ==|.. idle ..|=k=|=k=|== step 2 ==|
+        step 2 window:      [s0 ................................ s1)
+        MFU(step 2) = ideal time of step 2's kernels at peak / (s1 - s0)
+    """
     keys = ["rank", "device"]
-    if steps is None:
-        win = (
-            events.filter(pl.col("kind").is_in(list(BUSY_KINDS)))
-            .group_by(keys)
-            .agg(
-                pl.col("start_ns").min().alias("w0"),
-                (pl.col("start_ns") + pl.col("dur_ns")).max().alias("w1"),
-            )
-        )
-        k = k.with_columns(pl.lit(None, dtype=pl.Int64).alias("step"))
+    if "step" not in windows.columns:
+        win = windows
+        k = kern.with_columns(pl.lit(None, dtype=pl.Int64).alias("step"))
     else:
-        if not steps:
+        if windows.height == 0:
             return []
-        st = pl.DataFrame(
-            steps,
-            schema={"rank": pl.Int32, "step": pl.Int64, "s0": pl.Int64, "s1": pl.Int64},
-            orient="row",
-        ).sort("s0")
         k = (
-            k.sort("_launch_ns")
+            kern.sort("start_ns")
             .join_asof(
-                st,
-                left_on="_launch_ns",
+                windows.sort("s0"),
+                left_on="start_ns",
                 right_on="s0",
-                by="rank",
+                by=["rank", "device"],
                 strategy="backward",
                 check_sortedness=False,
             )
-            .filter(pl.col("step").is_not_null() & (pl.col("_launch_ns") < pl.col("s1")))
+            .filter(pl.col("step").is_not_null() & (pl.col("start_ns") < pl.col("s1")))
         )
         keys = ["rank", "device", "step"]
-        # a step's window is the host step itself: its wall time is what the step costs, and
-        # idle inside it (data loading, syncs) must lower the step's MFU
+        # the window is the whole step, idle included: idle inside it (data loading, syncs)
+        # must lower the step's MFU
         win = k.group_by(keys).agg(
             pl.col("s0").first().alias("w0"), pl.col("s1").first().alias("w1")
         )

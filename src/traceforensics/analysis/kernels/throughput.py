@@ -21,27 +21,16 @@ the fraction of the window an ideal chip would need; with one dtype it is achiev
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass
 
 import polars as pl
 
-from traceforensics.analysis.kernels.conv_links import fill_conv_from_sequence, fill_wgrad_from_parent
+from traceforensics.analysis.kernels.conv_links import (
+    fill_conv_from_sequence,
+    fill_wgrad_from_parent,
+)
 from traceforensics.analysis.kernels.flops import family_of, op_cost_from_args
 from traceforensics.analysis.kernels.peaks import DevicePeak
 from traceforensics.model.schema import ARG_CONCRETE_INPUTS, ARG_INPUT_DIMS, ARG_INPUT_TYPE
-
-STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
-
-
-@dataclass(frozen=True)
-class StepWindow:
-    """A training step on one rank's host clock: ``[start_ns, end_ns)``."""
-
-    rank: int
-    step: int
-    start_ns: int
-    end_ns: int
 
 
 def op_costs(
@@ -121,25 +110,6 @@ def attribute(launches: pl.DataFrame, charged_op: pl.Series, costs: pl.DataFrame
         (pl.col("flops").cast(pl.Float64) * share).alias("kflops"),
         (pl.col("bytes").cast(pl.Float64) * share).alias("kbytes"),
     )
-
-
-def find_steps(events: pl.DataFrame) -> list[StepWindow]:
-    """``ProfilerStep#N`` host ranges (annotation or cpu_op) per rank, in time order."""
-    rows = (
-        events.filter(
-            pl.col("kind").is_in(["annotation", "cpu_op"])
-            & pl.col("name").cast(pl.String).str.contains(r"^ProfilerStep#\d+$")
-        )
-        .select("rank", pl.col("name").cast(pl.String), "start_ns", "dur_ns")
-        .unique(["rank", "name"], keep="first")
-        .sort(["rank", "start_ns"])
-    )
-    out: list[StepWindow] = []
-    for rank, name, start, dur in rows.iter_rows():
-        m = STEP_RE.match(name)
-        if m:
-            out.append(StepWindow(int(rank), int(m.group(1)), int(start), int(start + dur)))
-    return out
 
 
 def roofline(

@@ -13,7 +13,6 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from traceforensics.analysis.utilization.patterns import LOW_LEVEL_PCT, PatternResult, classify_utilization
 from traceforensics.analysis.monitoring.throttle import (
     NS_PER_S,
     THROTTLE_MAX_CLOCK_RATIO,
@@ -21,6 +20,11 @@ from traceforensics.analysis.monitoring.throttle import (
     col_array,
     rounded,
     throttle_episodes,
+)
+from traceforensics.analysis.utilization.patterns import (
+    LOW_LEVEL_PCT,
+    PatternResult,
+    classify_utilization,
 )
 from traceforensics.model.monitor import MonitorLog, first_time_ns, gpu_ids, gpu_rows
 

@@ -1,10 +1,11 @@
-"""GPU busy fraction per time bin, per device — the curve a dashboard would have drawn.
+"""GPU busy fraction per time bin, per device — the curve a dashboard would have drawn — and the
+utilization pass that classifies each device's curve.
 
-For each (rank, device) the busy intervals (union of kernel/memcpy/memset, all streams; see
-``intervals.busy_intervals``) are cut into bins of ``bin_ns`` from a common ``start_ns``; a
-bin's value is the busy time inside it divided by the bin's length (the last bin may be
-shorter: it is divided by its own length). Overlap is exact, computed from the cumulative busy
-time B(t) at every bin edge:
+For each device the busy union (the context's: kernel/memcpy/memset, all streams) is cut into
+bins of ``bin_ns`` from a common ``start_ns`` (the first event of the trace); a bin's value is
+the busy time inside it divided by the bin's length (the last bin may be shorter: it is divided
+by its own length). Overlap is exact, computed from the cumulative busy time B(t) at every bin
+edge:
 
     busy:     |=====|      |==|
     bins:   [   0   |   1   |   2   )
@@ -17,17 +18,19 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
-import numpy.typing as npt
-import polars as pl
 
-from traceforensics.analysis.intervals import I64, busy_intervals
+from traceforensics.analysis.context import AnalysisContext, prepare
+from traceforensics.analysis.intervals import cumulative
+from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.utilization.patterns import PatternResult, classify_utilization
-from traceforensics.model.schema import BUSY_KINDS
+from traceforensics.model.errors import OptionError
 from traceforensics.model.session import TraceSession
+from traceforensics.model.units import F64, I64, NS_PER_MS, NS_PER_S
 
-F64 = npt.NDArray[np.float64]
-DEFAULT_BIN_MS: Final = 100.0
-NS_PER_MS: Final = 1_000_000
+#: Most utilization bins per device (a 1 ms bin covers ~17 minutes of trace).
+MAX_UTILIZATION_BINS: Final = 1_000_000
+#: A curve is classified on at least this many bins (finer bins for short traces).
+MIN_PATTERN_BINS: Final = 100
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ class UtilizationTimeline:
 
     @property
     def interval_s(self) -> float:
-        return self.bin_ns / 1e9
+        return self.bin_ns / NS_PER_S
 
     def percent(self) -> F64:
         """Values in % for ``patterns.classify_utilization``."""
@@ -59,18 +62,15 @@ class UtilizationTimeline:
         }
 
 
-def cumulative_busy(starts: I64, ends: I64, at: I64) -> I64:
-    """B(t): busy ns before each time in ``at``, for sorted disjoint ``[starts, ends)``."""
-    lengths = np.concatenate(([0], np.cumsum(ends - starts, dtype=np.int64)))
-    # intervals wholly before t: those with end <= t
-    full = np.searchsorted(ends, at, side="right")
-    out = lengths[full]
-    # the next interval may have started before t
-    nxt = np.minimum(full, starts.size - 1)
-    partial = (full < starts.size) & (starts[nxt] < at) if starts.size else np.zeros_like(at, bool)
-    if starts.size:
-        out = out + np.where(partial, at - starts[nxt], 0)
-    return out.astype(np.int64)
+@dataclass
+class DevicePattern:
+    """The utilization timeline of one device (at ``bin_ms``) and the pattern of its curve
+    (classified at ``pattern_bin_ms``)."""
+
+    rank: int
+    device: int
+    timeline: UtilizationTimeline
+    pattern: PatternResult
 
 
 def busy_fraction_bins(starts: I64, ends: I64, start_ns: int, end_ns: int, bin_ns: int) -> F64:
@@ -81,58 +81,21 @@ def busy_fraction_bins(starts: I64, ends: I64, start_ns: int, end_ns: int, bin_n
         return np.zeros(0, dtype=np.float64)
     edges = np.arange(start_ns, end_ns, bin_ns, dtype=np.int64)
     edges = np.append(edges, np.int64(end_ns))
-    busy = np.diff(cumulative_busy(starts, ends, edges))
-    return busy / np.diff(edges).astype(np.float64)
+    busy = np.diff(cumulative(starts, ends, edges))
+    out: F64 = busy / np.diff(edges).astype(np.float64)
+    return out
 
 
-def trace_window(session: TraceSession) -> tuple[int, int]:
-    """``[first start, last end)`` over all events (ns, trace clock); (0, 0) when empty."""
-    ev = session.events
-    if ev.height == 0:
-        return 0, 0
-    row = ev.select(
-        pl.col("start_ns").min().alias("lo"),
-        (pl.col("start_ns") + pl.col("dur_ns")).max().alias("hi"),
-    ).row(0)
-    return int(row[0]), int(row[1])
-
-
-def gpu_devices(session: TraceSession) -> list[tuple[int, int]]:
-    """(rank, device) pairs that have busy work rows, sorted."""
-    rows = (
-        session.events.filter(
-            pl.col("kind").is_in(list(BUSY_KINDS)) & pl.col("device").is_not_null()
-        )
-        .select("rank", "device")
-        .unique()
-        .sort("rank", "device")
-    )
-    return [(int(r), int(d)) for r, d in rows.iter_rows()]
-
-
-def device_utilization(
-    session: TraceSession,
-    rank: int,
-    device: int,
-    bin_ms: float = DEFAULT_BIN_MS,
-    window: tuple[int, int] | None = None,
-) -> UtilizationTimeline:
-    """Busy-fraction timeline of one device; ``window`` defaults to ``trace_window``."""
-    lo, hi = window if window is not None else trace_window(session)
+def device_timeline(ctx: AnalysisContext, g: int, bin_ms: float) -> UtilizationTimeline:
+    """Busy-fraction timeline of device ``g`` over the whole trace (``ctx.trace_span``)."""
+    lo, hi = ctx.trace_span
     bin_ns = max(round(bin_ms * NS_PER_MS), 1)
-    s, e = busy_intervals(session.events, rank, device)
+    s, e = ctx.dev_union(g)
+    rank, device = ctx.devices[g]
     return UtilizationTimeline(rank, device, bin_ns, lo, busy_fraction_bins(s, e, lo, hi, bin_ns))
 
 
-def utilization_timelines(
-    session: TraceSession, bin_ms: float = DEFAULT_BIN_MS
-) -> list[UtilizationTimeline]:
-    """One timeline per (rank, device), all on the same bins (the whole trace window)."""
-    window = trace_window(session)
-    return [device_utilization(session, r, d, bin_ms, window) for r, d in gpu_devices(session)]
-
-
-def pattern_bin_ms(span_ns: int, bin_ms: float = DEFAULT_BIN_MS, min_bins: int = 100) -> float:
+def pattern_bin_ms(span_ns: int, bin_ms: float, min_bins: int = MIN_PATTERN_BINS) -> float:
     """Bin size for classifying a short trace: ``bin_ms`` unless that gives fewer than
     ``min_bins`` bins, then span/min_bins (never under 1 ms). A 1 s trace at 100 ms has only 10
     bins — too few to see a pattern — so it is classified at 10 ms."""
@@ -141,13 +104,29 @@ def pattern_bin_ms(span_ns: int, bin_ms: float = DEFAULT_BIN_MS, min_bins: int =
     return max(min(bin_ms, span_ns / NS_PER_MS / min_bins), 1.0)
 
 
-def classify_device(
-    session: TraceSession, rank: int, device: int, bin_ms: float = DEFAULT_BIN_MS
-) -> tuple[UtilizationTimeline, PatternResult]:
-    """Pattern of one device's trace-derived curve, binned at ``pattern_bin_ms`` (finer than
-    ``bin_ms`` for short traces); returns the timeline it was classified on and the result."""
-    window = trace_window(session)
-    tl = device_utilization(
-        session, rank, device, pattern_bin_ms(window[1] - window[0], bin_ms), window
-    )
-    return tl, classify_utilization(tl.percent(), tl.interval_s)
+def analyze_utilization(
+    source: AnalysisContext | TraceSession, options: AnalysisOptions | None = None
+) -> list[DevicePattern]:
+    """One ``DevicePattern`` per device: the timeline at ``bin_ms`` (for JSON and plots) and
+    the pattern of the curve binned at ``pattern_bin_ms`` (fine enough for the trace's length).
+    Raises ``InputError`` when ``bin_ms`` would give more than ``MAX_UTILIZATION_BINS`` bins."""
+    ctx = source if isinstance(source, AnalysisContext) else prepare(source, options)
+    if not ctx.devices:
+        return []
+    bin_ms = ctx.options.utilization.bin_ms
+    lo, hi = ctx.trace_span
+    n_bins = (hi - lo) / (bin_ms * NS_PER_MS)
+    if n_bins > MAX_UTILIZATION_BINS:
+        raise OptionError(
+            f"a utilization bin of {bin_ms:g} ms gives {n_bins:.3g} bins for a "
+            f"{(hi - lo) / NS_PER_S:.3g} s trace (at most {MAX_UTILIZATION_BINS:,}); "
+            "use a larger bin",
+            "bin_ms",
+        )
+    fine_ms = pattern_bin_ms(hi - lo, bin_ms)
+    out: list[DevicePattern] = []
+    for g, (rank, device) in enumerate(ctx.devices):
+        fine = device_timeline(ctx, g, fine_ms)
+        pattern = classify_utilization(fine.percent(), fine.interval_s)
+        out.append(DevicePattern(rank, device, device_timeline(ctx, g, bin_ms), pattern))
+    return out

@@ -17,8 +17,8 @@ import polars as pl
 from traceforensics.ingest.monitor.aliases import HEADER_ALIASES
 from traceforensics.model.errors import InputError
 from traceforensics.model.monitor import COLUMN_KEYS, THROTTLE_BITS, MonitorLog, conform_monitor
+from traceforensics.model.units import NS_PER_S
 
-NS_PER_S: Final = 1_000_000_000
 #: Intermediate column carrying an NVML clocks-event reason bit mask (see ``THROTTLE_BITS``).
 MASK_COLUMN: Final = "_throttle_mask"
 DEFAULT_INTERVAL_S: Final = 1.0

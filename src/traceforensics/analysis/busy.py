@@ -1,0 +1,141 @@
+"""The one busy union: per device, the union of its GPU work over all streams, and per kind.
+
+    stream 7:   |==k1==|    |==k3==|
+    stream 9:       |==k2==|           |=m=|
+    busy:       |=============|==|      |=|     (union; overlapping streams count once)
+    idle:                      gap   gap
+
+Busy kinds (``BUSY_CLASSES``) partition a device's ops: ``communication`` (any op flagged as
+collective/peer communication), ``kernel`` (other kernels: compute), ``memcpy``, ``memset``.
+Each kind's busy time is the length of its own union; kinds overlap on different streams, so
+they can sum to more than the total. Sync records are waits, not work. Times are integer ns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
+
+from traceforensics.analysis.intervals import grouped_union, pack_shift
+from traceforensics.model.units import I64, Mask
+
+if TYPE_CHECKING:
+    from traceforensics.analysis.context import OpTable
+
+BUSY_CLASSES: Final[tuple[str, ...]] = ("kernel", "communication", "memcpy", "memset")
+KERNEL, COMMUNICATION, MEMCPY, MEMSET = range(len(BUSY_CLASSES))
+
+
+@dataclass
+class DeviceBusy:
+    """Busy unions of every device (index ``g`` into ``AnalysisContext.devices``)."""
+
+    n_dev: int
+    dev: I64
+    start: I64
+    end: I64
+    kind_key: I64
+    kind_start: I64
+    kind_end: I64
+    first_start: I64
+    busy_ns: I64
+    by_kind_ns: I64
+    end_keys: I64
+    end_is_comm: Mask
+    t0_ns: int
+    shift: int
+
+    def of(self, g: int) -> tuple[I64, I64]:
+        """Disjoint sorted busy intervals of device ``g``."""
+        lo, hi = np.searchsorted(self.dev, [g, g + 1])
+        return self.start[lo:hi], self.end[lo:hi]
+
+    def kind(self, g: int, cls: int) -> tuple[I64, I64]:
+        """Disjoint sorted intervals of one busy class (``BUSY_CLASSES`` index) on device g."""
+        key = g * len(BUSY_CLASSES) + cls
+        lo, hi = np.searchsorted(self.kind_key, [key, key + 1])
+        return self.kind_start[lo:hi], self.kind_end[lo:hi]
+
+    def has_work(self) -> Mask:
+        """Devices with non-zero-length work."""
+        out: Mask = self.busy_ns > 0
+        return out
+
+    @property
+    def span_lo(self) -> I64:
+        """First busy instant per device (first op start when nothing has length)."""
+        out = self.first_start.copy()
+        g = np.flatnonzero(self.has_work())
+        out[g] = self.start[np.searchsorted(self.dev, g, side="left")]
+        return out
+
+    @property
+    def span_hi(self) -> I64:
+        """Last busy instant per device (first op start when nothing has length)."""
+        out = self.first_start.copy()
+        g = np.flatnonzero(self.has_work())
+        out[g] = self.end[np.searchsorted(self.dev, g, side="right") - 1]
+        return out
+
+    def by_kind(self, g: int) -> dict[str, int]:
+        """Busy ns of each class on device ``g`` (``BUSY_CLASSES`` keys)."""
+        return {c: int(v) for c, v in zip(BUSY_CLASSES, self.by_kind_ns[g], strict=True)}
+
+    def prev_comm(self, dev: I64, s: I64) -> Mask:
+        """Whether some op of device ``dev[i]`` ends exactly at ``s[i]`` and is communication."""
+        if self.end_keys.size == 0:
+            return np.zeros(s.size, dtype=bool)
+        q = (dev << self.shift) | (s - self.t0_ns)
+        i = np.searchsorted(self.end_keys, q, side="left")
+        j = np.searchsorted(self.end_keys, q, side="right")
+        cum = np.concatenate(([0], np.cumsum(self.end_is_comm)))
+        out: Mask = (j > i) & ((cum[j] - cum[i]) > 0)  # several ops may end at s: any counts
+        return out
+
+
+def op_classes(ops: OpTable, kind: np.ndarray) -> I64:
+    """``BUSY_CLASSES`` index of each op (``kind``: the op's kind as strings)."""
+    cls = np.full(kind.size, KERNEL, dtype=np.int64)
+    cls[kind == "memcpy"] = MEMCPY
+    cls[kind == "memset"] = MEMSET
+    cls[ops.is_comm] = COMMUNICATION
+    return cls
+
+
+def device_busy(
+    dev: I64, ops: OpTable, cls: I64, n_dev: int, t0_ns: int, span_ns: int
+) -> DeviceBusy:
+    """Busy unions of ops sorted by device (``dev[i]``: device index of op i, ``cls[i]`` its
+    ``BUSY_CLASSES`` index); ``span_ns`` bounds every time minus ``t0_ns``."""
+    n_cls = len(BUSY_CLASSES)
+    shift = pack_shift(span_ns, max(n_dev * n_cls, 1))
+    ug, us, ue = grouped_union(dev, ops.start, ops.end, t0_ns, shift)
+    kg, ks, ke = grouped_union(dev * n_cls + cls, ops.start, ops.end, t0_ns, shift)
+    busy = np.zeros(n_dev, dtype=np.int64)
+    np.add.at(busy, ug, ue - us)
+    by_kind = np.zeros(n_dev * n_cls, dtype=np.int64)
+    np.add.at(by_kind, kg, ke - ks)
+    first = np.zeros(n_dev, dtype=np.int64)
+    if dev.size:
+        starts = np.searchsorted(dev, np.arange(n_dev), side="left")
+        first = np.minimum.reduceat(ops.start, starts) if n_dev else first
+    ek = (dev << shift) | (ops.end - t0_ns)
+    eo = np.argsort(ek, kind="stable")
+    return DeviceBusy(
+        n_dev=n_dev,
+        dev=ug,
+        start=us,
+        end=ue,
+        kind_key=kg,
+        kind_start=ks,
+        kind_end=ke,
+        first_start=first.astype(np.int64),
+        busy_ns=busy,
+        by_kind_ns=by_kind.reshape(n_dev, n_cls),
+        end_keys=ek[eo],
+        end_is_comm=ops.is_comm[eo],
+        t0_ns=t0_ns,
+        shift=shift,
+    )

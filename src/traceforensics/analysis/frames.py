@@ -1,0 +1,131 @@
+"""Every result as a polars DataFrame (``Analysis.frames()``), for notebooks: filter, join, plot,
+or ``.to_pandas()``. Column names carry units (``*_ns``); cause columns are ``idle_<cause>_ns``.
+
+Tables: ``devices`` (one row per device), ``gaps`` (the largest gaps kept), ``gap_causes`` (one
+row per gap and cause with time), ``steps`` (one row per step window), ``short_kernels`` and
+``ops`` (the kernel tables). Schemas are fixed, so an empty table still has its columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from traceforensics.analysis.busy import BUSY_CLASSES
+from traceforensics.analysis.idle.causes import CAUSES
+from traceforensics.analysis.kernels.results import OpRow, ShortKernelRow
+
+if TYPE_CHECKING:
+    from traceforensics.analysis.pipeline import Analysis
+
+_CAUSE_COLS = {f"idle_{c}_ns": pl.Int64 for c in CAUSES}
+_DEVICE_SCHEMA: dict[str, Any] = {
+    "rank": pl.Int64,
+    "device": pl.Int64,
+    "name": pl.String,
+    "window_kind": pl.String,
+    "window_start_ns": pl.Int64,
+    "window_ns": pl.Int64,
+    "busy_ns": pl.Int64,
+    "idle_ns": pl.Int64,
+    "busy_fraction": pl.Float64,
+    **{f"busy_{k}_ns": pl.Int64 for k in BUSY_CLASSES},
+    "kernel_count": pl.Int64,
+    "memcpy_count": pl.Int64,
+    "memset_count": pl.Int64,
+    "stream_count": pl.Int64,
+    "n_gaps": pl.Int64,
+    "comm_ns": pl.Int64,
+    "exposed_comm_ns": pl.Int64,
+    "mfu": pl.Float64,
+    "top_cause": pl.String,
+    "pattern": pl.String,
+    **_CAUSE_COLS,
+}
+_GAP_SCHEMA: dict[str, Any] = {
+    "gap": pl.Int64,
+    "rank": pl.Int64,
+    "device": pl.Int64,
+    "start_ns": pl.Int64,
+    "dur_ns": pl.Int64,
+    "top_cause": pl.String,
+}
+_GAP_CAUSE_SCHEMA: dict[str, Any] = {
+    "gap": pl.Int64,
+    "rank": pl.Int64,
+    "device": pl.Int64,
+    "cause": pl.String,
+    "ns": pl.Int64,
+}
+_STEP_SCHEMA: dict[str, Any] = {
+    "rank": pl.Int64,
+    "device": pl.Int64,
+    "name": pl.String,
+    "start_ns": pl.Int64,
+    "dur_ns": pl.Int64,
+    "busy_ns": pl.Int64,
+    "idle_ns": pl.Int64,
+    "comm_ns": pl.Int64,
+    "exposed_comm_ns": pl.Int64,
+    **_CAUSE_COLS,
+}
+
+
+def _schema_of(row_type: type[Any]) -> dict[str, Any]:
+    """Polars schema of a result dataclass from its annotations (``int | None`` -> Int64)."""
+    dtypes = {"int": pl.Int64, "float": pl.Float64, "str": pl.String, "bool": pl.Boolean}
+    return {
+        name: dtypes.get(getattr(t, "__name__", str(t)).split(" | ")[0], pl.String)
+        for name, t in row_type.__annotations__.items()
+    }
+
+
+def analysis_frames(analysis: Analysis) -> dict[str, pl.DataFrame]:
+    """The tables of one analysis (see module docstring)."""
+    devices = [
+        {
+            **{k: getattr(d, k) for k in _DEVICE_SCHEMA if hasattr(d, k)},
+            **{f"busy_{k}_ns": d.busy_by_kind.get(k, 0) for k in BUSY_CLASSES},
+            **{f"idle_{c}_ns": d.idle_by_cause.get(c, 0) for c in CAUSES},
+            "pattern": d.pattern.pattern.pattern if d.pattern is not None else None,
+        }
+        for d in analysis.devices
+    ]
+    gaps, gap_causes = [], []
+    for k, g in enumerate(analysis.idle.gaps):
+        top = max(g.causes, key=lambda c: g.causes[c]) if g.causes else None
+        gaps.append(
+            {
+                "gap": k,
+                "rank": g.rank,
+                "device": g.device,
+                "start_ns": g.start_ns,
+                "dur_ns": g.dur_ns,
+                "top_cause": top,
+            }
+        )
+        gap_causes += [
+            {"gap": k, "rank": g.rank, "device": g.device, "cause": c, "ns": ns}
+            for c, ns in g.causes.items()
+            if ns > 0
+        ]
+    steps = [
+        {
+            **{k: getattr(s, k) for k in _STEP_SCHEMA if hasattr(s, k)},
+            **{f"idle_{c}_ns": s.idle_by_cause.get(c, 0) for c in CAUSES},
+        }
+        for s in analysis.idle.steps
+    ]
+    kern = analysis.kernels
+    return {
+        "devices": pl.DataFrame(devices, schema=_DEVICE_SCHEMA),
+        "gaps": pl.DataFrame(gaps, schema=_GAP_SCHEMA),
+        "gap_causes": pl.DataFrame(gap_causes, schema=_GAP_CAUSE_SCHEMA),
+        "steps": pl.DataFrame(steps, schema=_STEP_SCHEMA),
+        "short_kernels": pl.DataFrame(
+            [asdict(r) for r in kern.short_kernels], schema=_schema_of(ShortKernelRow)
+        ),
+        "ops": pl.DataFrame([asdict(r) for r in kern.ops], schema=_schema_of(OpRow)),
+    }

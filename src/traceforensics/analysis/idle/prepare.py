@@ -1,0 +1,164 @@
+"""Host-side preparation for idle attribution, built once inside the ``AnalysisContext``.
+
+- every host row classified into a cause (``causes.classify_host``) and flattened per thread
+  into a ``HostTimeline``;
+- the synchronizing calls, indexed by (thread, end) for the sync-drain rule;
+- the dispatch start of every launch: the start of the outermost generic operator enclosing it;
+- the stream-wait flag of every GPU op (``wait_ok``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from traceforensics.analysis.idle.causes import (
+    CAUSE_INDEX,
+    CPU_COMPUTE,
+    HOST_SYNC,
+    classify_host,
+    slow_api_is_compilation,
+)
+from traceforensics.analysis.idle.host_timeline import HostTimeline, build_timeline
+from traceforensics.analysis.intervals import overlap_components
+from traceforensics.model.units import I64
+
+
+@dataclass
+class SyncIndex:
+    """Synchronizing host calls, sorted by packed (thread, end) key; ``row`` indexes
+    ``HostClasses.frame``."""
+
+    keys: I64
+    start: I64
+    end: I64
+    row: I64
+
+
+@dataclass
+class HostClasses:
+    """Classified host rows (``frame``: ``thr, kind, name, tid, start_ns, end_ns, cause``,
+    sorted by thread then start), their timeline, the sync index and the dispatch operators
+    (packed ``(thread, time)`` keys of the outermost generic operators)."""
+
+    frame: pl.DataFrame
+    tline: HostTimeline
+    sync: SyncIndex
+    dispatch_s: I64
+    dispatch_e: I64
+
+    def dispatch_start(self, thr: I64, ls: I64, t0_ns: int, shift: int) -> I64:
+        """Start (ns) of the outermost generic operator enclosing each launch at ``ls`` on
+        thread ``thr``; ``ls`` itself when none (or no thread) is known."""
+        if self.dispatch_s.size == 0:
+            return ls.copy()
+        lk = (np.maximum(thr, 0) << shift) | (ls - t0_ns)
+        ci = np.searchsorted(self.dispatch_s, lk, side="right") - 1
+        cs = np.maximum(ci, 0)
+        inside = (
+            (ci >= 0)
+            & (self.dispatch_e[cs] > lk)
+            & ((self.dispatch_s[cs] >> shift) == thr)
+            & (thr >= 0)
+        )
+        out: I64 = np.where(inside, (self.dispatch_s[cs] & ((1 << shift) - 1)) + t0_ns, ls)
+        return out.astype(np.int64)
+
+
+def classify_threads(
+    host: pl.DataFrame,
+    d2h: pl.DataFrame,
+    data_patterns: Sequence[str],
+    marker_re: str,
+    *,
+    t0_ns: int,
+    shift: int,
+) -> HostClasses:
+    """Classify the prepared host rows (with ``thr``, the thread index) into causes.
+
+    ``d2h``: ``rank, correlation`` of device-to-host copies (their copy calls block until the
+    queue drains, so they are ``host_sync``)."""
+    full = host.join(
+        d2h.with_columns(pl.lit(True).alias("blocking_d2h")), on=["rank", "correlation"], how="left"
+    ).with_columns(pl.col("blocking_d2h").fill_null(False))
+    kind = full.get_column("kind").to_numpy()
+    dur = (full.get_column("end_ns") - full.get_column("start_ns")).to_numpy()
+    cause = slow_api_is_compilation(classify_host(full, data_patterns, marker_re), kind, dur)
+    frame = full.with_columns(cause.alias("cause")).sort("thr", "start_ns", "end_ns", "event_id")
+    thr = frame.get_column("thr").to_numpy().astype(np.int64)
+    s = frame.get_column("start_ns").to_numpy().astype(np.int64)
+    e = frame.get_column("end_ns").to_numpy().astype(np.int64)
+    c = frame.get_column("cause").to_numpy().astype(np.int8)
+    tline = build_timeline(thr, s, e, c, t0_ns=t0_ns, shift=shift)
+
+    sync_m = c == CAUSE_INDEX[HOST_SYNC]
+    sk = (thr[sync_m] << shift) | (e[sync_m] - t0_ns)
+    order = np.argsort(sk, kind="stable")
+    sync = SyncIndex(sk[order], s[sync_m][order], e[sync_m][order], np.flatnonzero(sync_m)[order])
+    # dispatch: outermost generic operator around each launch (touching siblings stay apart)
+    disp = (c == CAUSE_INDEX[CPU_COMPUTE]) & (frame.get_column("kind").to_numpy() == "cpu_op")
+    dks = (thr[disp] << shift) | (s[disp] - t0_ns)
+    dke = (thr[disp] << shift) | (e[disp] - t0_ns)
+    o = np.argsort(dks, kind="stable")
+    comp_s, comp_e = overlap_components(dks[o], dke[o])
+    keep = frame.select("thr", "kind", "name", "tid", "start_ns", "end_ns", "cause")
+    return HostClasses(keep, tline, sync, comp_s, comp_e)
+
+
+def stream_wait_flags(work: pl.DataFrame, events: pl.DataFrame) -> pl.Series:
+    """``wait_ok`` per row of ``work`` (GPU ops with ``event_id, rank, device, stream,
+    start_ns, ls``): a GPU stream-wait record (gpu_sync named like ``*Wait*``) on the op's
+    stream was issued (``w_start``, ns) after the previous launch on that stream (``prev_ls``)
+    and at or before this launch (``ls``): ``prev_ls < w_start <= ls``. The queued part of a gap
+    ended by such an op is ``cross_stream_wait`` (``attribution.queued_cause``)::
+
+        host      [L k1]            [L k2]
+        gpu_sync             ^ Stream Wait Event on the stream of k2
+                  prev_ls    w_start  ls
+                  prev_ls < w_start <= ls -> wait_ok (k2's queued part: cross_stream_wait)
+    """
+    waits = (
+        events.filter(
+            (pl.col("kind") == "gpu_sync")
+            & pl.col("name").cast(pl.String).str.contains(r"(?i)wait")
+            & pl.col("stream").is_not_null()
+        )
+        .select("rank", "device", "stream", pl.col("start_ns").alias("w_start"))
+        .sort("w_start")
+    )
+    if waits.height == 0:
+        return pl.Series("wait_ok", [False] * work.height, dtype=pl.Boolean)
+    ops = work.select("event_id", "rank", "device", "stream", "start_ns", "ls").with_columns(
+        pl.col("ls")
+        .shift(1)
+        .over(["rank", "device", "stream"], order_by="start_ns")
+        .alias("prev_ls")
+    )
+    joined = (
+        ops.filter(pl.col("ls").is_not_null())
+        .sort("ls")
+        .join_asof(
+            waits,
+            left_on="ls",
+            right_on="w_start",
+            by=["rank", "device", "stream"],
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .select(
+            "event_id",
+            (
+                pl.col("w_start").is_not_null()
+                & (pl.col("prev_ls").is_null() | (pl.col("w_start") > pl.col("prev_ls")))
+            ).alias("wait_ok"),
+        )
+    )
+    return (
+        ops.select("event_id")
+        .join(joined, on="event_id", how="left", maintain_order="left")
+        .get_column("wait_ok")
+        .fill_null(False)
+    )

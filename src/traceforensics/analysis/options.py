@@ -1,0 +1,164 @@
+"""The options tree of an analysis: one group per concern, every default defined here once.
+
+The CLI reads its defaults from ``DEFAULTS``; the notebook façade and the passes accept the same
+flat names (``AnalysisOptions.of(window="trace", bin_ms=10)``). Groups:
+
+- ``steps``: which ranges are steps and how a step's window is cut (read by the context);
+- ``idle``: the analysis window, user data-loading words, how many gaps keep evidence;
+- ``kernels``: short-kernel threshold, peak override, rows kept;
+- ``utilization``: the timeline's bin size.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Final, Literal
+
+from traceforensics.analysis.idle.causes import DEFAULT_DATA_PATTERNS
+from traceforensics.analysis.steps import STEP_MARKER_RE
+from traceforensics.model.errors import InputError, OptionError
+
+WindowKind = Literal["device", "trace"]
+StepWindowKind = Literal["tiled", "annotation"]
+#: Rows of the kernel tables kept in results (the JSON's ``short_kernels``/``ops``) at least.
+MIN_KERNEL_ROWS: Final = 20
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """``pattern``: regex (searched, case-sensitive unless it says ``(?i)``) naming step ranges;
+    None = ``ProfilerStep#N``, else NVTX/user ranges named like steps or iterations.
+    ``window``: ``tiled`` = a step runs from the previous step's last GPU work to its own last
+    GPU work (idle before its first GPU work is charged to it); ``annotation`` = the step's own
+    device-side span."""
+
+    pattern: str | None = None
+    window: StepWindowKind = "tiled"
+
+    @property
+    def marker_re(self) -> str:
+        """Ranges that are step markers (never classified as a cause, never open a window)."""
+        return STEP_MARKER_RE if not self.pattern else f"{STEP_MARKER_RE}|{self.pattern}"
+
+
+@dataclass(frozen=True)
+class IdleOptions:
+    """``window``: ``device`` = first to last GPU work of the device; ``trace`` = first to last
+    recorded interval of the rank (idle before the first and after the last GPU work counts).
+    ``data_patterns``: words marking user data-loading ranges. ``top_gaps``: gaps kept with
+    evidence."""
+
+    window: WindowKind = "device"
+    data_patterns: tuple[str, ...] = DEFAULT_DATA_PATTERNS
+    top_gaps: int = 10
+
+
+@dataclass(frozen=True)
+class KernelOptions:
+    """``short_kernel_us``: threshold (µs); ``peak_tflops``: peak override (TFLOPS, all
+    dtypes); ``top``: rows shown per table (results keep at least ``MIN_KERNEL_ROWS``)."""
+
+    short_kernel_us: float = 10.0
+    peak_tflops: float | None = None
+    top: int = 10
+
+    @property
+    def rows_kept(self) -> int:
+        return max(self.top, MIN_KERNEL_ROWS)
+
+
+@dataclass(frozen=True)
+class UtilizationOptions:
+    """``bin_ms``: bin of the busy-fraction timeline (ms; dashboards sample at 100 ms)."""
+
+    bin_ms: float = 100.0
+
+
+#: Flat option name -> (group, field): the names of the CLI flags and of the façade's kwargs.
+FLAT_NAMES: Final[dict[str, tuple[str, str]]] = {
+    "step_pattern": ("steps", "pattern"),
+    "step_window": ("steps", "window"),
+    "window": ("idle", "window"),
+    "data_patterns": ("idle", "data_patterns"),
+    "top_gaps": ("idle", "top_gaps"),
+    "short_kernel_us": ("kernels", "short_kernel_us"),
+    "peak_tflops": ("kernels", "peak_tflops"),
+    "top": ("kernels", "top"),
+    "bin_ms": ("utilization", "bin_ms"),
+}
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """Every knob of an analysis, grouped by the pass that reads it."""
+
+    steps: StepOptions = field(default_factory=StepOptions)
+    idle: IdleOptions = field(default_factory=IdleOptions)
+    kernels: KernelOptions = field(default_factory=KernelOptions)
+    utilization: UtilizationOptions = field(default_factory=UtilizationOptions)
+
+    @classmethod
+    def of(cls, **flat: Any) -> AnalysisOptions:
+        """Options from flat names (``FLAT_NAMES``), e.g. ``AnalysisOptions.of(window="trace")``;
+        values are checked (``check``)."""
+        return DEFAULTS.with_(**flat)
+
+    def with_(self, **flat: Any) -> AnalysisOptions:
+        """A copy with the flat-named options replaced (None for a value means "default")."""
+        unknown = sorted(set(flat) - set(FLAT_NAMES))
+        if unknown:
+            raise InputError(
+                f"unknown analysis option(s) {', '.join(unknown)}; known: "
+                f"{', '.join(sorted(FLAT_NAMES))}"
+            )
+        groups: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name, value in flat.items():
+            group, attr = FLAT_NAMES[name]
+            if value is None and attr not in ("pattern", "peak_tflops"):
+                continue
+            new = value
+            if name == "data_patterns":  # an empty list means "the defaults", as on the CLI
+                new = tuple(value) if value else DEFAULT_DATA_PATTERNS
+            groups[group] = replace(groups[group], **{attr: new})
+        out = AnalysisOptions(**groups)
+        out.check()
+        return out
+
+    def flat(self) -> dict[str, Any]:
+        """The options as flat names (the inverse of ``of``)."""
+        return {name: getattr(getattr(self, g), a) for name, (g, a) in FLAT_NAMES.items()}
+
+    def check(self) -> None:
+        """Raise ``InputError`` (one line, no CLI flag names) for an out-of-range value."""
+        k, u, i, st = self.kernels, self.utilization, self.idle, self.steps
+        _positive("short_kernel_us", k.short_kernel_us)
+        _positive("bin_ms", u.bin_ms)
+        if k.peak_tflops is not None:
+            _positive("peak_tflops", k.peak_tflops)
+        for name, v in (("top", k.top), ("top_gaps", i.top_gaps)):
+            if not isinstance(v, int) or v < 0:
+                raise OptionError(f"{name} {v!r}: must be an integer >= 0", name)
+        if i.window not in ("device", "trace"):
+            raise OptionError(f"window {i.window!r}: must be 'device' or 'trace'", "window")
+        if st.window not in ("tiled", "annotation"):
+            raise OptionError(
+                f"step_window {st.window!r}: must be 'tiled' or 'annotation'", "step_window"
+            )
+        if st.pattern is not None:
+            try:
+                re.compile(st.pattern)
+            except re.error as exc:
+                raise OptionError(
+                    f"step_pattern {st.pattern!r}: invalid regular expression ({exc})",
+                    "step_pattern",
+                ) from exc
+
+
+def _positive(name: str, v: float) -> None:
+    if not isinstance(v, (int, float)) or not v > 0 or v == float("inf"):
+        raise OptionError(f"{name} {v!r}: must be a finite number > 0", name)
+
+
+#: The defaults, defined once (the CLI shows these).
+DEFAULTS: Final = AnalysisOptions()

@@ -1,0 +1,155 @@
+"""The host op tree: each host range's parent is the innermost range on its thread still open
+at its start, and walks up that tree.
+
+::
+
+    thread:  [aten::linear..........................]
+                [aten::addmm..................]
+                   [cudaLaunchKernel]            <- launch call, parent = aten::addmm
+
+Only ``cpu_op``/``annotation`` ranges can parent; ``cuda_api`` calls are leaves. Computed
+columnar (binary lifting), with a per-thread stack sweep only for threads whose ranges overlap
+without nesting. No per-event Python objects on the common path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from traceforensics.model.units import I64, Mask
+
+#: Host kinds that can enclose (parent) other host rows.
+HOST_RANGE_KINDS = ("cpu_op", "annotation")
+#: Parent-pointer walks stop after this many levels (real stacks are < 50 deep).
+MAX_TREE_DEPTH = 256
+
+
+def host_tree(host: pl.DataFrame) -> pl.DataFrame:
+    """Host ranges (cpu_op, annotation) and cuda_api calls of the prepared host table (columns
+    ``event_id, kind, name, rank, pid, tid, start_ns, end_ns``; kind and name as strings, pid
+    filled with -1) with ``parent_id`` (null at top level)."""
+    rows = (
+        host.filter(pl.col("kind").is_in([*HOST_RANGE_KINDS, "cuda_api"]))
+        .select("event_id", "kind", "name", "rank", "pid", "tid", "start_ns", "end_ns")
+        .sort(
+            ["rank", "pid", "tid", "start_ns", "end_ns"],
+            descending=[False, False, False, False, True],
+        )
+    )
+    if rows.height == 0:
+        return rows.with_columns(pl.lit(None, dtype=pl.Int64).alias("parent_id"))
+    new_thread = (
+        (pl.col("rank") != pl.col("rank").shift(1))
+        | (pl.col("pid") != pl.col("pid").shift(1))
+        | (pl.col("tid") != pl.col("tid").shift(1))
+    ).fill_null(True)
+    parent = _parents(
+        rows.select(new_thread.cast(pl.Int64).cum_sum().alias("g")).get_column("g").to_numpy(),
+        rows.get_column("start_ns").to_numpy(),
+        rows.get_column("end_ns").to_numpy(),
+        (rows.get_column("kind") != "cuda_api").to_numpy(),
+        rows.get_column("event_id").to_numpy(),
+    )
+    return rows.with_columns(
+        pl.when(pl.Series(parent) >= 0).then(pl.Series(parent)).otherwise(None).alias("parent_id")
+    )
+
+
+def _parents(group: I64, start: I64, end: I64, can_parent: Mask, ids: I64) -> I64:
+    """Parent event id (or -1) of rows sorted by (group, start, -end), as the stack sweep
+    ``_parents_sweep`` assigns it, computed columnar.
+
+    When a thread's ranges nest properly (any two are nested or disjoint), the sweep's stack
+    holds exactly the ranges still open, so the parent of row k is the *latest* earlier
+    can-parent row j of the same group with ``end_j > start_k``::
+
+        j0 [.........................]      open at s_k, earlier
+        j1      [........]                   closed before s_k: skipped
+        j2                [..........]       open at s_k, latest -> parent of k
+        k                     [....]
+
+    That "nearest earlier row with end > s" is found for all rows at once by binary lifting
+    over a sparse table of range maxima. Proper nesting is then checked (each range ends no
+    later than its parent; a partial overlap always breaks this on some range of the chain);
+    groups that fail it (overlapping, not nested, ranges) are redone with the sweep, whose
+    stack order then decides."""
+    n = len(ids)
+    out = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return out
+    floor = np.iinfo(np.int64).min
+    # level l holds max(end over can-parent rows in [i, i + 2**l)); non-parents never match
+    table = [np.where(can_parent, end, floor)]
+    while (1 << len(table)) <= n:
+        prev, half = table[-1], 1 << (len(table) - 1)
+        table.append(np.maximum(prev[:-half], prev[half:]))
+    pos = np.arange(n, dtype=np.int64)  # exclusive right edge of the rows left to search
+    for lvl in range(len(table) - 1, -1, -1):
+        width = 1 << lvl
+        lo = pos - width
+        ok = lo >= 0
+        cand = np.where(ok, lo, 0)
+        block = table[lvl][np.minimum(cand, len(table[lvl]) - 1)]
+        skip = ok & (block <= start)
+        pos = np.where(skip, lo, pos)
+    j = pos - 1
+    found = (j >= 0) & (group[np.maximum(j, 0)] == group)
+    out = np.where(found, ids[np.maximum(j, 0)], -1)
+    bad = can_parent & found & (end > end[np.maximum(j, 0)])
+    if bad.any():
+        for g in np.unique(group[bad]).tolist():
+            # rows are sorted by group: each group is one contiguous slice
+            sl = slice(
+                int(np.searchsorted(group, g, "left")), int(np.searchsorted(group, g, "right"))
+            )
+            out[sl] = _parents_sweep(start[sl], end[sl], can_parent[sl], ids[sl])
+    return out
+
+
+def _parents_sweep(start: I64, end: I64, can_parent: Mask, ids: I64) -> I64:
+    """Stack sweep over one thread's rows sorted by (start, -end): parent event id or -1."""
+    out = [-1] * len(ids)
+    stack_end: list[int] = []
+    stack_id: list[int] = []
+    # plain Python ints and lists: per-row numpy scalar access costs more than the sweep itself
+    s_l, e_l, p_l, i_l = start.tolist(), end.tolist(), can_parent.tolist(), ids.tolist()
+    for k, s in enumerate(s_l):
+        while stack_end and stack_end[-1] <= s:
+            stack_end.pop()
+            stack_id.pop()
+        if stack_id:
+            out[k] = stack_id[-1]
+        if p_l[k]:
+            stack_end.append(e_l[k])
+            stack_id.append(i_l[k])
+    return np.asarray(out, dtype=np.int64)
+
+
+def ancestors_pick(tree: pl.DataFrame, start_ids: pl.Series, flag_ids: set[int] | pl.Series) -> I64:
+    """For each id in ``start_ids`` (nullable), the *outermost* ancestor-or-self whose id is in
+    ``flag_ids``; -1 when none. Walks parent pointers level by level (vectorised)."""
+    ids = tree.get_column("event_id").to_numpy()
+    order = np.argsort(ids)
+    sorted_ids = ids[order]
+    parent_ids = tree.get_column("parent_id").fill_null(-1).to_numpy()[order]
+    flagged = np.isin(sorted_ids, np.asarray(list(flag_ids), dtype=np.int64))
+
+    def index_of(q: I64) -> I64:
+        pos = np.searchsorted(sorted_ids, q)
+        pos = np.clip(pos, 0, max(len(sorted_ids) - 1, 0))
+        ok = (q >= 0) & (len(sorted_ids) > 0)
+        ok &= sorted_ids[pos] == q if len(sorted_ids) else ok
+        return np.where(ok, pos, -1)
+
+    cur = index_of(start_ids.fill_null(-1).to_numpy().astype(np.int64))
+    best = np.full(len(cur), -1, dtype=np.int64)
+    for _ in range(MAX_TREE_DEPTH):
+        live = cur >= 0
+        if not live.any():
+            break
+        hit = live & flagged[np.where(live, cur, 0)]
+        best = np.where(hit, sorted_ids[np.where(live, cur, 0)], best)
+        nxt = np.where(live, parent_ids[np.where(live, cur, 0)], -1)
+        cur = index_of(nxt)
+    return best

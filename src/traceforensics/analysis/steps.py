@@ -1,0 +1,146 @@
+"""The step detector: which ranges are training steps, and each step's window on each device.
+
+Step sources, first that yields steps wins (per rank):
+1. GPU-side step annotations (Kineto ``gpu_user_annotation`` ``ProfilerStep#N``): their span on
+   the device is recorded directly.
+2. Host ranges (annotation/cpu_op) named ``ProfilerStep#N`` — or matching the user's step
+   pattern — else NVTX/user ranges named like steps or iterations (``GENERIC_STEP_RE``). Their
+   device-side span is from the first to the last GPU work launched (same rank and pid) while
+   the range was open.
+
+Step windows on a device (``StepOptions.window``)::
+
+    GPU work:   |==step 1==|....idle....|==step 2==|..|==step 3==|
+    annotation: [  step 1  )            [  step 2  )  [  step 3  )
+    tiled:      [  step 1  )[          step 2      )[    step 3  )
+
+"tiled" (default): a step runs from the previous step's last GPU work to its own last GPU work,
+so the idle before a step's first GPU work (its data loading, its host prologue) is charged to
+that step; "annotation" uses the device-side spans as they are. The step ``number`` is the
+name's last integer (``ProfilerStep#7`` -> 7), else the step's row in the table.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import polars as pl
+
+#: PyTorch Profiler's step ranges.
+STEP_MARKER_RE: Final = r"^ProfilerStep#\d+$"
+#: NVTX/user ranges named like a step or iteration: "step 3", "train_step", "Warm-up Step 1",
+#: "iteration_10" (not "Optimizer.step#SGD.step": the word must follow a space, _, #, : or -).
+GENERIC_STEP_RE: Final = r"(?i)(^|[\s_#:-])(step|iteration|iter)([\s_#:-]*\d+)?$"
+
+#: Columns of the step table in the context (times in ns, trace clock).
+STEP_SCHEMA: Final[dict[str, pl.DataType]] = {
+    "rank": pl.Int32(),
+    "device": pl.Int32(),
+    "dev": pl.Int64(),
+    "name": pl.String(),
+    "number": pl.Int64(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+    "source": pl.String(),
+}
+_SPAN_COLS = ["rank", "device", "name", "start_ns", "end_ns", "source"]
+
+
+def detect_steps(
+    events: pl.DataFrame,
+    launched: pl.DataFrame,
+    devices: pl.DataFrame,
+    pattern: str | None,
+    window: str,
+) -> pl.DataFrame:
+    """The step table (``STEP_SCHEMA``), sorted by (dev, start).
+
+    ``events``: the event table with ``end_ns``; ``launched``: GPU ops with a known launch
+    call (``rank, device, l_pid, ls, start_ns, end_ns``); ``devices``: ``rank, device, dev``.
+    """
+    spans = _device_spans(events, launched, pattern)
+    if spans.height == 0:
+        return pl.DataFrame(schema=STEP_SCHEMA)
+    spans = spans.join(devices, on=["rank", "device"]).sort("dev", "start_ns")
+    if window == "tiled":
+        spans = spans.with_columns(
+            pl.col("end_ns").shift(1).over("dev").fill_null(pl.col("start_ns")).alias("start_ns")
+        )
+    spans = spans.with_columns(pl.max_horizontal("start_ns", "end_ns").alias("end_ns"))
+    digits = pl.col("name").str.extract_all(r"\d+").list.last().cast(pl.Int64, strict=False)
+    return (
+        spans.with_row_index("_row")
+        .with_columns(pl.coalesce(digits, pl.col("_row").cast(pl.Int64)).alias("number"))
+        .select(list(STEP_SCHEMA))
+        .cast(STEP_SCHEMA)  # type: ignore[arg-type]
+    )
+
+
+def _device_spans(
+    events: pl.DataFrame, launched: pl.DataFrame, pattern: str | None
+) -> pl.DataFrame:
+    """Device-side step spans per source, first source that yields steps per rank."""
+    patterns = [pattern] if pattern else [STEP_MARKER_RE, GENERIC_STEP_RE]
+    ranges = events.filter(pl.col("kind").is_in(["gpu_annotation", "annotation", "cpu_op"]))
+    out: list[pl.DataFrame] = []
+    done: set[int] = set()
+    for pat in patterns:
+        named = ranges.filter(pl.col("name").cast(pl.String).str.contains(pat))
+        gpu = (
+            named.filter(
+                (pl.col("kind") == "gpu_annotation")
+                & pl.col("device").is_not_null()
+                & ~pl.col("rank").is_in(list(done))
+            )
+            .group_by("rank", "device", pl.col("name").cast(pl.String))
+            .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+            .with_columns(pl.lit("gpu_annotation").alias("source"))
+        )
+        done |= set(gpu.get_column("rank").to_list())
+        host = named.filter(
+            pl.col("kind").is_in(["annotation", "cpu_op"]) & ~pl.col("rank").is_in(list(done))
+        )
+        mapped = _host_steps_on_device(host, launched)
+        done |= set(mapped.get_column("rank").to_list())
+        out.extend(f.select(_SPAN_COLS) for f in (gpu, mapped) if f.height)
+    if not out:
+        return pl.DataFrame(schema={c: STEP_SCHEMA[c] for c in _SPAN_COLS})
+    return pl.concat([f.cast({"rank": pl.Int32, "device": pl.Int32}) for f in out])
+
+
+def _host_steps_on_device(host: pl.DataFrame, launched: pl.DataFrame) -> pl.DataFrame:
+    """Map host step ranges to the device span of the GPU work launched inside them."""
+    empty = pl.DataFrame(schema={c: STEP_SCHEMA[c] for c in _SPAN_COLS})
+    if host.height == 0 or launched.height == 0:
+        return empty
+    steps = (
+        host.select(
+            "rank",
+            pl.col("pid").fill_null(-1).alias("l_pid"),
+            pl.col("name").cast(pl.String).alias("step"),
+            pl.col("start_ns").alias("s_start"),
+            pl.col("end_ns").alias("s_end"),
+        )
+        .with_row_index("step_row")
+        .sort("s_start")
+    )
+    j = launched.join_asof(
+        steps,
+        left_on="ls",
+        right_on="s_start",
+        by=["rank", "l_pid"],
+        strategy="backward",
+        check_sortedness=False,
+    ).filter(pl.col("s_end").is_not_null() & (pl.col("ls") < pl.col("s_end")))
+    return (
+        j.group_by("rank", "device", "step_row", "step")
+        .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+        .select(
+            "rank",
+            "device",
+            pl.col("step").alias("name"),
+            "start_ns",
+            "end_ns",
+            pl.lit("host_range").alias("source"),
+        )
+    )
