@@ -1,96 +1,133 @@
-"""Benchmark: analysis time (gap pass, kernel pass, whole ``tf analyze`` pipeline) against load.
+"""Benchmark: analysis time after load, this tree against a baseline commit, side by side.
 
 Usage::
 
-    .venv/bin/python bench/bench_analysis.py [TRACE] [--repeat N] [--json]
+    .venv/bin/python bench/bench_analysis.py [TRACE] [--repeat N] [--rounds R]
+        [--baseline REF] [--json]
 
 Default trace: ../shared/traces/kineto/resnet50_v100_workers0.pt.trace.json.gz (75k events).
-Each figure is the best of ``--repeat`` (default 3) wall times in this process:
+Default baseline: ``8c7a4c8``, the last commit before the shared analysis context (issue 9);
+``--baseline none`` measures this tree alone.
 
-- ``load_s``: ``load_path`` (no cache), a fresh session each time;
-- ``gaps_s``: ``analyze_gaps``; ``kernels_s``: ``analyze_kernels``;
-- ``analyze_s``: the full pipeline ``analysis.pipeline.analyze`` (summary, gaps, kernels,
-  utilization patterns): what ``tf analyze`` adds after loading.
-
-The passes run on the last loaded session, after one untimed warm-up of ``analyze`` (first-call
-imports and polars' thread pool start are not analysis time). Acceptance target:
-``ratio = analyze_s / load_s < 1`` (the whole analysis adds less than loading takes). Best-of-N
-damps, but does not remove, the noise of a shared machine; rerun when in doubt.
+The baseline is checked out into a temporary ``git worktree`` and both sides run in fresh child
+processes with the same Python and packages, alternating for ``--rounds`` rounds (default 3) so
+that load on a shared machine hits both alike. In each child: load the trace once (no cache), one
+untimed ``analyze`` (first-call imports, polars' thread pool), then the best of ``--repeat``
+(default 5) wall times of ``analysis.pipeline.analyze(session)`` with default options: what
+``tf analyze`` adds after loading. Figures: the best over all rounds per side; ``speedup`` =
+baseline / this tree (target for issue 9: >= 2). The load time is reported for scale.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
-import time
-from collections.abc import Callable
+import tempfile
 from pathlib import Path
-from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TRACE = ROOT.parent / "shared/traces/kineto/resnet50_v100_workers0.pt.trace.json.gz"
+DEFAULT_BASELINE = "8c7a4c8"
 
-T = TypeVar("T")
+# Runs in a child process, against whichever ``src`` is first on PYTHONPATH. Uses only
+# ``ingest.load_path`` and ``analysis.pipeline.analyze``, which both trees have.
+CHILD = r"""
+import json, sys, time
+from traceforensics.analysis.pipeline import analyze
+from traceforensics.ingest import load_path
+t0 = time.perf_counter()
+session = load_path(sys.argv[1])
+load_s = time.perf_counter() - t0
+result = analyze(session)
+best = float("inf")
+for _ in range(int(sys.argv[2])):
+    t0 = time.perf_counter()
+    analyze(session)
+    best = min(best, time.perf_counter() - t0)
+idle = sum(d.idle_ns for d in (getattr(result, "devices", None) or result.summary.devices))
+print(json.dumps({"analyze_s": best, "load_s": load_s, "events": session.events.height,
+                  "idle_ns": idle}))
+"""
 
 
-def best_of(repeat: int, fn: Callable[[], T]) -> tuple[float, T]:
-    """Smallest wall time of ``repeat`` calls (seconds) and the last call's result."""
-    best = float("inf")
-    result: T | None = None
-    for _ in range(max(repeat, 1)):
-        t0 = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - t0)
-    assert result is not None
-    return best, result
+def run_child(src: Path, trace: Path, repeat: int) -> dict[str, float]:
+    env = dict(os.environ, PYTHONPATH=str(src))
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(trace), str(repeat)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace", nargs="?", default=str(DEFAULT_TRACE))
-    ap.add_argument("--repeat", type=int, default=3, help="runs per figure; best kept")
+    ap.add_argument("--repeat", type=int, default=5, help="analyze() runs per child; best kept")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating child runs per side")
+    ap.add_argument("--baseline", default=DEFAULT_BASELINE, help="git ref, or 'none'")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
-    path = Path(args.trace)
-    if not path.exists():
-        print(f"{path}: not found (the default needs ../shared/traces)", file=sys.stderr)
+    trace = Path(args.trace)
+    if not trace.exists():
+        print(f"{trace}: not found (the default needs ../shared/traces)", file=sys.stderr)
         return 2
-
-    from traceforensics.analysis.idle.gaps import analyze_gaps
-    from traceforensics.analysis.kernels.forensics import analyze_kernels
-    from traceforensics.analysis.pipeline import analyze
-    from traceforensics.ingest import load_path
-
-    load_s, session = best_of(args.repeat, lambda: load_path(path))
-    analyze(session)  # warm-up, untimed
-    gaps_s, gaps = best_of(args.repeat, lambda: analyze_gaps(session))
-    kernels_s, kernels = best_of(args.repeat, lambda: analyze_kernels(session))
-    analyze_s, _ = best_of(args.repeat, lambda: analyze(session))
-    out = {
-        "trace": path.name,
-        "events": session.events.height,
-        "gaps": sum(d.n_gaps for d in gaps.devices),
-        "kernels": kernels.kernel_count,
-        "repeat": max(args.repeat, 1),
-        "load_s": round(load_s, 4),
-        "gaps_s": round(gaps_s, 4),
-        "kernels_s": round(kernels_s, 4),
-        "analyze_s": round(analyze_s, 4),
-        "ratio": round(analyze_s / load_s, 3),
+    sides = {"current": ROOT / "src"}
+    with tempfile.TemporaryDirectory(prefix="tf-bench-") as tmp:
+        if args.baseline != "none":
+            wt = Path(tmp) / "baseline"
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(wt), args.baseline],
+                check=True,
+                capture_output=True,
+            )
+            sides = {"baseline": wt / "src", **sides}
+        try:
+            best: dict[str, dict[str, float]] = {}
+            for _ in range(max(args.rounds, 1)):
+                for name, src in sides.items():
+                    r = run_child(src, trace, max(args.repeat, 1))
+                    if name not in best or r["analyze_s"] < best[name]["analyze_s"]:
+                        best[name] = r
+        finally:
+            if args.baseline != "none":
+                subprocess.run(
+                    ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(wt)],
+                    check=False,
+                    capture_output=True,
+                )
+    cur = best["current"]
+    out: dict[str, object] = {
+        "trace": trace.name,
+        "events": int(cur["events"]),
+        "repeat": args.repeat,
+        "rounds": args.rounds,
+        "load_s": round(cur["load_s"], 4),
+        "analyze_s": round(cur["analyze_s"], 4),
     }
+    if "baseline" in best:
+        base = best["baseline"]
+        out |= {
+            "baseline": args.baseline,
+            "baseline_analyze_s": round(base["analyze_s"], 4),
+            "speedup": round(base["analyze_s"] / cur["analyze_s"], 2),
+            "same_idle_ns": base["idle_ns"] == cur["idle_ns"],
+        }
     if args.json:
         print(json.dumps(out))
-    else:
-        print(
-            f"{out['trace']}: {out['events']} events, {out['gaps']} gaps, {out['kernels']}"
-            f" kernels (best of {out['repeat']})\n"
-            f"  load         {out['load_s']:.4f} s\n"
-            f"  analyze_gaps {out['gaps_s']:.4f} s\n"
-            f"  kernels      {out['kernels_s']:.4f} s\n"
-            f"  analyze()    {out['analyze_s']:.4f} s\n"
-            f"  ratio analyze/load {out['ratio']} (target < 1)"
-        )
+        return 0
+    print(f"{out['trace']}: {out['events']} events (load {out['load_s']} s)")
+    if "baseline" in best:
+        print(f"  baseline {args.baseline}: analyze() {out['baseline_analyze_s']:.4f} s")
+    print(f"  this tree:        analyze() {out['analyze_s']:.4f} s")
+    if "baseline" in best:
+        print(f"  speedup {out['speedup']}x (target >= 2), same idle total: {out['same_idle_ns']}")
     return 0
 
 

@@ -250,9 +250,9 @@ def test_host_tree_and_launch_links() -> None:
     kl = kernel_links(ctx)
     assert kl.select("kernel_id", "api_id", "op_id").row(0) == (7, 4, 3)
     # outermost flagged ancestor: linear (2) over addmm (3)
-    assert ancestors_pick(tree, kl["op_id"], pl.Series([2, 3])).tolist() == [2]
-    assert ancestors_pick(tree, kl["op_id"], pl.Series([3])).tolist() == [3]
-    assert ancestors_pick(tree, kl["op_id"], pl.Series([5])).tolist() == [-1]
+    assert ancestors_pick(ctx.tree_index, kl["op_id"], pl.Series([2, 3])).tolist() == [2]
+    assert ancestors_pick(ctx.tree_index, kl["op_id"], pl.Series([3])).tolist() == [3]
+    assert ancestors_pick(ctx.tree_index, kl["op_id"], pl.Series([5])).tolist() == [-1]
 
 
 def test_resnet50_step_mfu_sees_the_data_loader() -> None:

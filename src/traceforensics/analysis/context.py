@@ -27,8 +27,9 @@ from traceforensics.analysis.idle.causes import launch_part_cause
 from traceforensics.analysis.idle.prepare import HostClasses, classify_threads, stream_wait_flags
 from traceforensics.analysis.intervals import pack_shift
 from traceforensics.analysis.links import launch_links
+from traceforensics.analysis.names import matching
 from traceforensics.analysis.options import AnalysisOptions
-from traceforensics.analysis.optree import host_tree
+from traceforensics.analysis.optree import TreeIndex, host_tree
 from traceforensics.analysis.steps import detect_steps
 from traceforensics.model.schema import BUSY_KINDS
 from traceforensics.model.session import TraceSession
@@ -76,6 +77,7 @@ class AnalysisContext:
     ops: OpTable
     host: HostClasses
     tree: pl.DataFrame
+    tree_index: TreeIndex
     busy: DeviceBusy
     window_lo: I64
     window_hi: I64
@@ -93,38 +95,83 @@ class AnalysisContext:
         )
 
 
-def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> AnalysisContext:
-    """Build the context of ``session`` for ``options`` (defaults when None)."""
-    opts = options or AnalysisOptions()
-    opts.check()
-    ev = session.events.with_columns((pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"))
-    bounds = ev.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
-    t0 = int(bounds[0] or 0)
-    trace_span = (t0, int(bounds[1] or 0))
-    host = (
-        ev.filter(pl.col("kind").is_in(HOST_KINDS) & pl.col("tid").is_not_null())
-        .select(
+def _queries(session: TraceSession, window: str) -> dict[str, pl.LazyFrame]:
+    """The slices of the event table the context needs, as lazy queries run together."""
+    ev = session.events.lazy().with_columns((pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"))
+    kind = pl.col("kind")
+    out = {
+        "events": ev,
+        "host": ev.filter(kind.is_in(HOST_KINDS) & pl.col("tid").is_not_null()).select(
             "event_id",
             "rank",
             pl.col("pid").fill_null(-1),
             "tid",
-            pl.col("kind").cast(pl.String),
-            pl.col("name").cast(pl.String),
+            "kind",
+            "name",
             "start_ns",
             "end_ns",
             "correlation",
             "is_comm",
+        ),
+        "work": ev.filter(kind.is_in(BUSY_KINDS) & pl.col("device").is_not_null()).select(
+            "event_id",
+            "rank",
+            "device",
+            "stream",
+            "pid",
+            kind.cast(pl.String),
+            pl.col("name").cast(pl.String),
+            "start_ns",
+            "end_ns",
+            "dur_ns",
+            "is_comm",
+            "correlation",
+            "external_id",
+            "copy_kind",
+        ),
+        "calls": ev.filter((kind == "cuda_api") & pl.col("correlation").is_not_null()).select(
+            "event_id", "rank", "correlation", "pid", "tid", "start_ns", "end_ns", "name"
+        ),
+        "ext": ev.filter((kind == "cpu_op") & pl.col("external_id").is_not_null())
+        .group_by("rank", "external_id")
+        .agg(pl.col("event_id").min().alias("ext_op")),
+        "waits": ev.filter((kind == "gpu_sync") & pl.col("stream").is_not_null()).select(
+            "rank", "device", "stream", "name", "start_ns"
+        ),
+        "ranges": ev.filter(kind.is_in(["gpu_annotation", "annotation", "cpu_op"])).select(
+            "kind", "rank", "device", "pid", "name", "start_ns", "end_ns"
+        ),
+    }
+    if window == "trace":
+        out["spans"] = (
+            ev.filter(kind != "marker")
+            .group_by("rank", "name")
+            .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
         )
-        .sort("event_id")
-    )
-    threads = (
-        host.select("rank", "pid", "tid").unique().sort("rank", "pid", "tid").with_row_index("thr")
-    ).with_columns(pl.col("thr").cast(pl.Int64))
-    shift = pack_shift(trace_span[1] - t0 + 1, max(threads.height, 1))
-    host = host.join(threads, on=["rank", "pid", "tid"], maintain_order="left")
-    tree = host_tree(host)
+    return out
 
-    work = _gpu_work(ev, tree, threads)
+
+def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> AnalysisContext:
+    """Build the context of ``session`` for ``options`` (defaults when None)."""
+    opts = options or AnalysisOptions()
+    opts.check()
+    queries = _queries(session, opts.idle.window)
+    f = dict(zip(queries, pl.collect_all(list(queries.values())), strict=True))
+    ev = f["events"]
+    t0 = int(ev.get_column("start_ns").min() or 0)  # type: ignore[arg-type]
+    trace_span = (t0, int(ev.get_column("end_ns").max() or 0))  # type: ignore[arg-type]
+    # threads numbered in (rank, pid, tid) order; one sort serves the op tree and the classes
+    host = (
+        f["host"]
+        .with_columns(
+            (pl.struct("rank", "pid", "tid").rank("dense") - 1).cast(pl.Int64).alias("thr")
+        )
+        .sort(["thr", "start_ns", "end_ns", "event_id"], descending=[False, False, True, False])
+    )
+    n_threads = int(host.get_column("thr").max() or 0) + 1  # type: ignore[operator]
+    shift = pack_shift(trace_span[1] - t0 + 1, max(n_threads, 1))
+    tree = host_tree(host)
+    work = _gpu_work(f["work"], f["calls"], f["ext"], tree)
     d2h = (
         work.filter(pl.col("copy_kind") == "d2h")
         .select("rank", "correlation")
@@ -134,20 +181,20 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
     classes = classify_threads(
         host, d2h, opts.idle.data_patterns, opts.steps.marker_re, t0_ns=t0, shift=shift
     )
-    ops = _op_table(work, classes, ev, t0, shift)
+    ops = _op_table(work, classes, f["waits"], t0, shift)
     devices_df = work.select("rank", "device", "dev").unique("dev").sort("dev")
     devices = [(int(r), int(d)) for r, d, _ in devices_df.iter_rows()]
     dev = work.get_column("dev").to_numpy().astype(np.int64)
     n = np.arange(len(devices))
     cls = op_classes(ops, work.get_column("kind").to_numpy())
     busy = device_busy(dev, ops, cls, len(devices), t0, trace_span[1] - t0 + 1)
-    lo, hi = _windows(ev, opts, devices, busy, opts.steps.marker_re)
+    lo, hi = _windows(f.get("spans"), devices, busy, opts.steps.marker_re)
     launched = (
         work.filter(pl.col("l_thr").is_not_null())
         .select("rank", "device", "l_pid", "ls", "start_ns", "end_ns")
         .sort("ls")
     )
-    steps = detect_steps(ev, launched, devices_df, opts.steps.pattern, opts.steps.window)
+    steps = detect_steps(f["ranges"], launched, devices_df, opts.steps.pattern, opts.steps.window)
     return AnalysisContext(
         session=session,
         options=opts,
@@ -161,6 +208,7 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
         ops=ops,
         host=classes,
         tree=tree,
+        tree_index=TreeIndex.of(tree),
         busy=busy,
         window_lo=lo,
         window_hi=hi,
@@ -169,44 +217,21 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
     )
 
 
-def _gpu_work(ev: pl.DataFrame, tree: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
-    """GPU ops with their launch link, launching thread (``l_thr``) and device index ``dev``."""
-    work = ev.filter(pl.col("kind").is_in(BUSY_KINDS) & pl.col("device").is_not_null()).select(
-        "event_id",
-        "rank",
-        "device",
-        "stream",
-        "pid",
-        pl.col("kind").cast(pl.String),
-        pl.col("name").cast(pl.String),
-        "start_ns",
-        "end_ns",
-        "dur_ns",
-        "is_comm",
-        "correlation",
-        "external_id",
-        "copy_kind",
+def _gpu_work(
+    work: pl.DataFrame, calls: pl.DataFrame, ext: pl.DataFrame, tree: pl.DataFrame
+) -> pl.DataFrame:
+    """GPU ops with their launch link, launching thread (``l_thr``) and device index ``dev``,
+    sorted by (rank, device, start, end, event id)."""
+    work = launch_links(work, calls, ext, tree).sort(
+        "rank", "device", "start_ns", "end_ns", "event_id"
     )
-    links = launch_links(work, ev, tree)
-    work = (
-        work.join(links, on="event_id", how="left")
-        .join(
-            threads.rename({"pid": "l_pid", "tid": "l_tid", "thr": "l_thr"}),
-            on=["rank", "l_pid", "l_tid"],
-            how="left",
-        )
-        .sort("rank", "device", "start_ns", "end_ns", "event_id")
-    )
-    devs = work.select("rank", "device").unique(maintain_order=True).with_row_index("dev")
-    return work.join(
-        devs.with_columns(pl.col("dev").cast(pl.Int64)),
-        on=["rank", "device"],
-        maintain_order="left",
+    return work.with_columns(
+        (pl.struct("rank", "device").rank("dense") - 1).cast(pl.Int64).alias("dev")
     )
 
 
 def _op_table(
-    work: pl.DataFrame, classes: HostClasses, ev: pl.DataFrame, t0: int, shift: int
+    work: pl.DataFrame, classes: HostClasses, waits: pl.DataFrame, t0: int, shift: int
 ) -> OpTable:
     def col(name: str, fill: int = 0) -> I64:
         return work.get_column(name).fill_null(fill).to_numpy().astype(np.int64)
@@ -223,34 +248,28 @@ def _op_table(
         le=le,
         launch_cause=launch_part_cause(work.get_column("l_name"), le - ls),
         ds=classes.dispatch_start(thr, ls, t0, shift),
-        wait_ok=stream_wait_flags(work, ev).to_numpy().astype(bool),
+        wait_ok=stream_wait_flags(work, waits).to_numpy().astype(bool),
     )
 
 
 def _windows(
-    ev: pl.DataFrame,
-    opts: AnalysisOptions,
-    devices: list[tuple[int, int]],
-    busy: DeviceBusy,
-    marker_re: str,
+    spans: pl.DataFrame | None, devices: list[tuple[int, int]], busy: DeviceBusy, marker_re: str
 ) -> tuple[I64, I64]:
-    """Analysis window per device: first to last GPU work (``device``), or the rank's first to
-    last recorded interval, instant markers and step ranges excluded (``trace``). A device whose
+    """Analysis window per device: first to last GPU work (``device``: ``spans`` is None), or
+    the rank's first to last recorded interval, instant markers and step ranges excluded
+    (``trace``: ``spans`` holds each (rank, name)'s first start and last end). A device whose
     work all has zero length has an empty window at its first op."""
-    n = len(devices)
     lo, hi = busy.first_start.copy(), busy.first_start.copy()
     has = busy.has_work()
     lo[has], hi[has] = busy.span_lo[has], busy.span_hi[has]
-    if opts.idle.window == "device" or n == 0:
+    if spans is None or not devices:
         return lo, hi
-    spans = (
-        ev.filter(
-            (pl.col("kind") != "marker") & ~pl.col("name").cast(pl.String).str.contains(marker_re)
-        )
+    per_rank = (
+        spans.filter(~matching(spans, marker_re))
         .group_by("rank")
         .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
     )
-    rank_span = {int(r): (int(a), int(b)) for r, a, b in spans.iter_rows()}
+    rank_span = {int(r): (int(a), int(b)) for r, a, b in per_rank.iter_rows()}
     for g, (rank, _device) in enumerate(devices):
         if rank in rank_span:
             lo[g], hi[g] = rank_span[rank]

@@ -76,6 +76,18 @@ def union(starts: I64, ends: I64) -> tuple[I64, I64]:
     return us, ue
 
 
+def sorted_unique(x: I64) -> I64:
+    """Sorted distinct values (numpy's hash-based ``unique`` is slower on int64 keys)."""
+    if x.size == 0:
+        return np.asarray(x, dtype=np.int64)
+    s = np.sort(x)
+    keep = np.empty(s.size, dtype=bool)
+    keep[0] = True
+    keep[1:] = s[1:] != s[:-1]
+    out: I64 = s[keep]
+    return out
+
+
 def overlap_components(ks: I64, ke: I64) -> tuple[I64, I64]:
     """Merge packed intervals sorted by start that *overlap* (touching ones stay apart): the
     outermost range of each nest, e.g. the operator that encloses a launch."""

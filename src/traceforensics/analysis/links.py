@@ -22,17 +22,23 @@ from __future__ import annotations
 
 import polars as pl
 
-#: Link columns added to every GPU op (null when unknown).
-LINK_COLUMNS = ("api_id", "l_pid", "l_tid", "ls", "le", "l_name", "op_id")
+#: Link columns added to every GPU op (null when unknown); ``l_thr`` is the launching thread's
+#: index in the context's host table.
+LINK_COLUMNS = ("api_id", "l_pid", "l_tid", "ls", "le", "l_name", "l_thr", "op_id")
 #: Candidate order of rule 1 (lower wins).
 SAME_PID, UNKNOWN_PID, OTHER_PID = 0, 1, 2
 
 
-def launch_links(work: pl.DataFrame, events: pl.DataFrame, tree: pl.DataFrame) -> pl.DataFrame:
-    """One row per row of ``work`` (``event_id, rank, pid, correlation, external_id``), with
-    ``LINK_COLUMNS``: the launch call's event id, pid, tid, start/end (ns) and name, and the
-    launching op's event id."""
-    calls = events.filter((pl.col("kind") == "cuda_api") & pl.col("correlation").is_not_null())
+def launch_links(
+    work: pl.DataFrame, calls: pl.DataFrame, ext: pl.DataFrame, tree: pl.DataFrame
+) -> pl.DataFrame:
+    """``work`` (GPU ops with ``event_id, rank, pid, correlation, external_id``) with
+    ``LINK_COLUMNS`` added: the launch call's event id, pid, tid, start/end (ns), name and
+    thread index, and the launching op's event id.
+
+    ``calls``: the ``cuda_api`` rows with a correlation id (``event_id, rank, correlation, pid,
+    tid, start_ns, end_ns, name``); ``ext``: ``rank, external_id, ext_op`` (the lowest cpu_op
+    event id per External id); ``tree``: the host op tree (``optree.host_tree``)."""
     cand = calls.group_by("rank", "correlation", "pid").agg(pl.col("event_id").min())
     pick = (
         work.select("event_id", "rank", "correlation", pl.col("pid").alias("g_pid"))
@@ -50,37 +56,33 @@ def launch_links(work: pl.DataFrame, events: pl.DataFrame, tree: pl.DataFrame) -
             .otherwise(pl.lit(OTHER_PID))
             .alias("prio")
         )
-        .group_by("event_id")
-        .agg(pl.col("api_id").sort_by("prio", "api_id").first())
+        .sort("event_id", "prio", "api_id")
+        .unique("event_id", keep="first", maintain_order=True)
+        .select("event_id", "api_id")
     )
     detail = calls.select(
         pl.col("event_id").alias("api_id"),
         pl.col("pid").fill_null(-1).alias("l_pid"),
         pl.col("tid").alias("l_tid"),
         pl.col("start_ns").alias("ls"),
-        (pl.col("start_ns") + pl.col("dur_ns")).alias("le"),
+        pl.col("end_ns").alias("le"),
         pl.col("name").cast(pl.String).alias("l_name"),
     )
     parents = tree.filter(pl.col("kind") == "cuda_api").select(
-        pl.col("event_id").alias("api_id"), pl.col("parent_id").alias("op_id")
-    )
-    ext = (
-        events.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null())
-        .group_by("rank", "external_id")
-        .agg(pl.col("event_id").min().alias("ext_op"))
+        pl.col("event_id").alias("api_id"),
+        pl.col("thr").alias("l_thr"),
+        pl.col("parent_id").alias("op_id"),
     )
     return (
-        work.select("event_id", "rank", "external_id")
-        .join(pick, on="event_id", how="left")
-        .join(detail, on="api_id", how="left")
-        .join(parents, on="api_id", how="left")
-        .join(ext, on=["rank", "external_id"], how="left")
-        .select(
-            "event_id",
-            *LINK_COLUMNS[:-1],
+        work.join(pick, on="event_id", how="left", maintain_order="left")
+        .join(detail, on="api_id", how="left", maintain_order="left")
+        .join(parents, on="api_id", how="left", maintain_order="left")
+        .join(ext, on=["rank", "external_id"], how="left", maintain_order="left")
+        .with_columns(
             pl.when(pl.col("api_id").is_null())
             .then(pl.col("ext_op"))
             .otherwise(pl.col("op_id"))
-            .alias("op_id"),
+            .alias("op_id")
         )
+        .drop("ext_op")
     )

@@ -14,6 +14,9 @@ without nesting. No per-event Python objects on the common path.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 
@@ -27,25 +30,27 @@ MAX_TREE_DEPTH = 256
 
 def host_tree(host: pl.DataFrame) -> pl.DataFrame:
     """Host ranges (cpu_op, annotation) and cuda_api calls of the prepared host table (columns
-    ``event_id, kind, name, rank, pid, tid, start_ns, end_ns``; kind and name as strings, pid
-    filled with -1) with ``parent_id`` (null at top level)."""
+    ``event_id, kind, name, rank, pid, tid, thr, start_ns, end_ns``, sorted by (thr, start,
+    -end, event id); ``thr`` numbers the (rank, pid, tid) threads), in that order, with
+    ``parent_id`` (null at top level); kind and name as strings."""
     rows = (
         host.filter(pl.col("kind").is_in([*HOST_RANGE_KINDS, "cuda_api"]))
-        .select("event_id", "kind", "name", "rank", "pid", "tid", "start_ns", "end_ns")
-        .sort(
-            ["rank", "pid", "tid", "start_ns", "end_ns"],
-            descending=[False, False, False, False, True],
+        .select(
+            "event_id",
+            pl.col("kind").cast(pl.String),
+            pl.col("name").cast(pl.String),
+            "rank",
+            "pid",
+            "tid",
+            "thr",
+            "start_ns",
+            "end_ns",
         )
     )
     if rows.height == 0:
         return rows.with_columns(pl.lit(None, dtype=pl.Int64).alias("parent_id"))
-    new_thread = (
-        (pl.col("rank") != pl.col("rank").shift(1))
-        | (pl.col("pid") != pl.col("pid").shift(1))
-        | (pl.col("tid") != pl.col("tid").shift(1))
-    ).fill_null(True)
     parent = _parents(
-        rows.select(new_thread.cast(pl.Int64).cum_sum().alias("g")).get_column("g").to_numpy(),
+        rows.get_column("thr").to_numpy().astype(np.int64),
         rows.get_column("start_ns").to_numpy(),
         rows.get_column("end_ns").to_numpy(),
         (rows.get_column("kind") != "cuda_api").to_numpy(),
@@ -126,30 +131,57 @@ def _parents_sweep(start: I64, end: I64, can_parent: Mask, ids: I64) -> I64:
     return np.asarray(out, dtype=np.int64)
 
 
-def ancestors_pick(tree: pl.DataFrame, start_ids: pl.Series, flag_ids: set[int] | pl.Series) -> I64:
+@dataclass(frozen=True)
+class TreeIndex:
+    """The op tree as positions: ``ids`` sorted, ``parent[i]`` the position of ``ids[i]``'s
+    parent (-1 at top level). Built once per context; walks are then plain indexing."""
+
+    ids: I64
+    parent: I64
+
+    @classmethod
+    def of(cls, tree: pl.DataFrame) -> TreeIndex:
+        ids = tree.get_column("event_id").to_numpy().astype(np.int64)
+        order = np.argsort(ids, kind="stable")
+        ids = ids[order]
+        parent_ids = tree.get_column("parent_id").fill_null(-1).to_numpy()[order]
+        index = cls(ids, np.full(ids.size, -1, dtype=np.int64))
+        return cls(ids, index.positions(parent_ids.astype(np.int64)))
+
+    def positions(self, q: I64) -> I64:
+        """Position of each event id in ``q`` (-1: not in the tree)."""
+        q = np.asarray(q, dtype=np.int64)
+        if self.ids.size == 0:
+            return np.full(q.size, -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.ids, q), self.ids.size - 1)
+        out: I64 = np.where((q >= 0) & (self.ids[pos] == q), pos, -1)
+        return out
+
+    def mask(self, flag_ids: Iterable[int] | pl.Series) -> Mask:
+        """Tree positions whose id is in ``flag_ids``."""
+        ids = flag_ids.to_numpy() if isinstance(flag_ids, pl.Series) else list(flag_ids)
+        pos = self.positions(np.asarray(ids, dtype=np.int64))
+        out = np.zeros(self.ids.size, dtype=bool)
+        out[pos[pos >= 0]] = True
+        return out
+
+
+def ancestors_pick(
+    index: TreeIndex, start_ids: pl.Series, flag_ids: Iterable[int] | pl.Series
+) -> I64:
     """For each id in ``start_ids`` (nullable), the *outermost* ancestor-or-self whose id is in
-    ``flag_ids``; -1 when none. Walks parent pointers level by level (vectorised)."""
-    ids = tree.get_column("event_id").to_numpy()
-    order = np.argsort(ids)
-    sorted_ids = ids[order]
-    parent_ids = tree.get_column("parent_id").fill_null(-1).to_numpy()[order]
-    flagged = np.isin(sorted_ids, np.asarray(list(flag_ids), dtype=np.int64))
-
-    def index_of(q: I64) -> I64:
-        pos = np.searchsorted(sorted_ids, q)
-        pos = np.clip(pos, 0, max(len(sorted_ids) - 1, 0))
-        ok = (q >= 0) & (len(sorted_ids) > 0)
-        ok &= sorted_ids[pos] == q if len(sorted_ids) else ok
-        return np.where(ok, pos, -1)
-
-    cur = index_of(start_ids.fill_null(-1).to_numpy().astype(np.int64))
-    best = np.full(len(cur), -1, dtype=np.int64)
+    ``flag_ids``; -1 when none. Walks parent positions level by level (vectorised)."""
+    flagged = index.mask(flag_ids)
+    cur = index.positions(start_ids.fill_null(-1).to_numpy().astype(np.int64))
+    best = np.full(cur.size, -1, dtype=np.int64)
+    rows = np.flatnonzero(cur >= 0)
+    pos = cur[rows]
     for _ in range(MAX_TREE_DEPTH):
-        live = cur >= 0
-        if not live.any():
+        if rows.size == 0:
             break
-        hit = live & flagged[np.where(live, cur, 0)]
-        best = np.where(hit, sorted_ids[np.where(live, cur, 0)], best)
-        nxt = np.where(live, parent_ids[np.where(live, cur, 0)], -1)
-        cur = index_of(nxt)
+        hit = flagged[pos]
+        best[rows[hit]] = index.ids[pos[hit]]
+        pos = index.parent[pos]
+        live = pos >= 0
+        rows, pos = rows[live], pos[live]
     return best

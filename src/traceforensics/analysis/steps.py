@@ -26,6 +26,8 @@ from typing import Final
 
 import polars as pl
 
+from traceforensics.analysis.names import matching
+
 #: PyTorch Profiler's step ranges.
 STEP_MARKER_RE: Final = r"^ProfilerStep#\d+$"
 #: NVTX/user ranges named like a step or iteration: "step 3", "train_step", "Warm-up Step 1",
@@ -47,7 +49,7 @@ _SPAN_COLS = ["rank", "device", "name", "start_ns", "end_ns", "source"]
 
 
 def detect_steps(
-    events: pl.DataFrame,
+    ranges: pl.DataFrame,
     launched: pl.DataFrame,
     devices: pl.DataFrame,
     pattern: str | None,
@@ -55,10 +57,11 @@ def detect_steps(
 ) -> pl.DataFrame:
     """The step table (``STEP_SCHEMA``), sorted by (dev, start).
 
-    ``events``: the event table with ``end_ns``; ``launched``: GPU ops with a known launch
-    call (``rank, device, l_pid, ls, start_ns, end_ns``); ``devices``: ``rank, device, dev``.
+    ``ranges``: the gpu_annotation, annotation and cpu_op rows (``kind, rank, device, pid,
+    name, start_ns, end_ns``); ``launched``: GPU ops with a known launch call (``rank, device,
+    l_pid, ls, start_ns, end_ns``, sorted by ``ls``); ``devices``: ``rank, device, dev``.
     """
-    spans = _device_spans(events, launched, pattern)
+    spans = _device_spans(ranges, launched, pattern)
     if spans.height == 0:
         return pl.DataFrame(schema=STEP_SCHEMA)
     spans = spans.join(devices, on=["rank", "device"]).sort("dev", "start_ns")
@@ -77,15 +80,20 @@ def detect_steps(
 
 
 def _device_spans(
-    events: pl.DataFrame, launched: pl.DataFrame, pattern: str | None
+    ranges: pl.DataFrame, launched: pl.DataFrame, pattern: str | None
 ) -> pl.DataFrame:
     """Device-side step spans per source, first source that yields steps per rank."""
     patterns = [pattern] if pattern else [STEP_MARKER_RE, GENERIC_STEP_RE]
-    ranges = events.filter(pl.col("kind").is_in(["gpu_annotation", "annotation", "cpu_op"]))
     out: list[pl.DataFrame] = []
     done: set[int] = set()
+    # only ranks with launched GPU work or GPU step annotations can get steps
+    possible = set(launched.get_column("rank").unique().to_list()) | set(
+        ranges.filter(pl.col("kind") == "gpu_annotation").get_column("rank").unique().to_list()
+    )
     for pat in patterns:
-        named = ranges.filter(pl.col("name").cast(pl.String).str.contains(pat))
+        if possible <= done:
+            break
+        named = ranges.filter(matching(ranges, pat)).with_columns(pl.col("name").cast(pl.String))
         gpu = (
             named.filter(
                 (pl.col("kind") == "gpu_annotation")

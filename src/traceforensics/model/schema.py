@@ -51,9 +51,6 @@ KINDS: Final[tuple[str, ...]] = (
     "marker",  # instant event (dur 0)
     "cuda_graph",  # CUDA graph launch / replay record
 )
-GPU_KINDS: Final[frozenset[str]] = frozenset(
-    {"kernel", "memcpy", "memset", "gpu_sync", "gpu_annotation", "cuda_graph"}
-)
 #: Kinds whose intervals make a device busy. Sync records are waits, not work.
 BUSY_KINDS: Final[tuple[str, ...]] = ("kernel", "memcpy", "memset")
 
@@ -116,8 +113,7 @@ ARGS_SCHEMA: Final[dict[str, pl.DataType]] = {
 ARG_INPUT_DIMS: Final = "Input Dims"
 ARG_INPUT_TYPE: Final = "Input type"
 ARG_CONCRETE_INPUTS: Final = "Concrete Inputs"
-ARG_CALL_STACK: Final = "Call stack"
-ARG_COLLECTIVE_NAME: Final = "Collective name"
+ARG_SEQUENCE: Final = "Sequence number"
 
 
 def empty_events() -> pl.DataFrame:
@@ -150,8 +146,3 @@ def conform_events(frame: pl.DataFrame) -> pl.DataFrame:
 def conform_args(frame: pl.DataFrame) -> pl.DataFrame:
     """Cast an args table to ``ARGS_SCHEMA``."""
     return frame.select([pl.col(c).cast(t) for c, t in ARGS_SCHEMA.items()])
-
-
-def end_ns() -> pl.Expr:
-    """Expression for the derived end time in ns."""
-    return (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns")

@@ -218,16 +218,24 @@ def classify_host(
         .otherwise(pl.lit(-1))
     )
     # names repeat heavily (tens of thousands of rows, a few hundred names): run the regexes
-    # once per distinct (kind, name, flags) and join the result back
+    # once per distinct (kind, name, flags), deduplicated on the columns' own (categorical)
+    # codes, and join the result back
     keys = ["kind", "name", "is_comm", "blocking_d2h"]
     flat = host.select(
-        pl.col("kind").cast(pl.String),
-        pl.col("name").cast(pl.String),
+        "kind",
+        "name",
         pl.col("is_comm").fill_null(False),
         pl.col("blocking_d2h").fill_null(False),
     )
-    uniq = flat.unique().with_columns(expr.cast(pl.Int8).alias("cause"))
-    return flat.join(uniq, on=keys, how="left", maintain_order="left").get_column("cause")
+    uniq = flat.unique()
+    cause = (
+        uniq.with_columns(pl.col("kind").cast(pl.String), pl.col("name").cast(pl.String))
+        .select(expr.cast(pl.Int8).alias("cause"))
+        .get_column("cause")
+    )
+    return flat.join(
+        uniq.with_columns(cause), on=keys, how="left", maintain_order="left"
+    ).get_column("cause")
 
 
 def launch_part_cause(api_names: pl.Series, call_ns: npt.NDArray[np.int64]) -> np.ndarray:
@@ -243,7 +251,9 @@ def launch_part_cause(api_names: pl.Series, call_ns: npt.NDArray[np.int64]) -> n
               tl                                      t2
               [tl, t2) compilation (call > 1 000 000 ns; a 5 µs call: launch_overhead)
     """
-    is_copy = api_names.cast(pl.String).fill_null("").str.contains(_MEMCPY_API_RE).to_numpy()
+    names = api_names.cast(pl.String).fill_null("")
+    uniq = names.unique()
+    is_copy = names.is_in(uniq.filter(uniq.str.contains(_MEMCPY_API_RE)).implode()).to_numpy()
     slow = call_ns > SLOW_LAUNCH_CALL_MIN_NS
     return np.where(
         is_copy,
@@ -257,23 +267,19 @@ N_CAUSES: Final = len(CAUSES)
 
 
 def slow_api_is_compilation(
-    cause: pl.Series, kind: npt.NDArray[np.object_], dur_ns: npt.NDArray[np.int64]
+    cause: pl.Series, is_api: npt.NDArray[np.bool_], dur_ns: npt.NDArray[np.int64]
 ) -> pl.Series:
     """Host class of each row, with generic CUDA API calls (class ``launch_overhead``) longer
     than ``SLOW_LAUNCH_CALL_MIN_NS`` (1 000 000 ns; ``dur_ns`` in ns) turned into
-    ``compilation``: such a call is the first CUDA call initialising the context and loading
-    modules (or JIT-compiling PTX), not dispatch::
+    ``compilation`` (``is_api``: the row is a ``cuda_api`` call): such a call is the first CUDA
+    call initialising the context and loading modules (or JIT-compiling PTX), not dispatch::
 
         GPU   |................ gap ..................|==k1==
         host  [cudaDeviceGetStreamPriorityRange 30 ms] [L]
               class compilation (> 1 000 000 ns)       launch_overhead
     """
     c = cause.to_numpy().copy()
-    slow = (
-        (c == CAUSE_INDEX[LAUNCH_OVERHEAD])
-        & (kind == "cuda_api")
-        & (dur_ns > SLOW_LAUNCH_CALL_MIN_NS)
-    )
+    slow = (c == CAUSE_INDEX[LAUNCH_OVERHEAD]) & is_api & (dur_ns > SLOW_LAUNCH_CALL_MIN_NS)
     c[slow] = CAUSE_INDEX[COMPILATION]
     return pl.Series("cause", c, dtype=pl.Int8)
 

@@ -131,7 +131,7 @@ def gap_evidence(
 def _tid(ctx: AnalysisContext, thr: int) -> int | None:
     if thr < 0:
         return None
-    th = ctx.host.frame.get_column("thr").to_numpy()
+    th = ctx.host.thr
     j = int(np.searchsorted(th, thr))
     return int(ctx.host.frame.get_column("tid")[j]) if j < th.size and th[j] == thr else None
 
@@ -170,15 +170,12 @@ def _host_ranges(
     """The longest-overlapping host ranges of each attributed class within ``[a, b)``."""
     if b <= a:
         return []
-    th = ctx.host.frame.get_column("thr").to_numpy()
-    lo, hi = np.searchsorted(th, [thr, thr + 1])
-    sub = ctx.host.frame.slice(int(lo), int(hi - lo))
-    st = sub.get_column("start_ns").to_numpy()
-    en = sub.get_column("end_ns").to_numpy()
-    cl = sub.get_column("cause").to_numpy()
+    h = ctx.host
+    lo, hi = (int(x) for x in np.searchsorted(h.thr, [thr, thr + 1]))
+    sub = h.frame.slice(lo, hi - lo)
+    st, en, cl, is_op = h.start[lo:hi], h.end[lo:hi], h.cause[lo:hi], h.is_op[lo:hi]
     ov = np.minimum(en, b) - np.maximum(st, a)
     out: list[Evidence] = []
-    is_op = sub.get_column("kind").to_numpy() == "cpu_op"
     for cause_id in CAUSES:
         ci = CAUSE_INDEX[cause_id]
         if causes.get(cause_id, 0) <= 0:
@@ -200,14 +197,14 @@ def _host_ranges(
         # most overlap first; among equals the innermost (shortest) range says the most
         best = rows[np.lexsort((en[rows] - st[rows], -ovc[rows]))[:_MAX_PER_CAUSE]]
         for r in best:
-            h = sub.row(int(r), named=True)
+            row = sub.row(int(r), named=True)
             out.append(
                 Evidence(
                     cause_id,
-                    str(h["kind"]),
-                    str(h["name"]),
-                    int(h["start_ns"]),
-                    int(h["end_ns"] - h["start_ns"]),
+                    str(row["kind"]),
+                    str(row["name"]),
+                    int(row["start_ns"]),
+                    int(row["end_ns"] - row["start_ns"]),
                     tid,
                     f"{detail}; overlaps the gap by {_us(int(ovc[r]))}",
                 )

@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from traceforensics.analysis.idle.causes import CAUSE_INDEX, N_CAUSES, PRIORITY
+from traceforensics.analysis.intervals import sorted_unique
 from traceforensics.model.units import I64
 
 
@@ -87,25 +88,28 @@ def build_timeline(
     thr, s, e, c = thr[keep], start_ns[keep], end_ns[keep], cause[keep].astype(np.int64)
     ks = (thr << shift) | (s - t0_ns)
     ke = (thr << shift) | (e - t0_ns)
-    keys = np.unique(np.concatenate((ks, ke)))
+    keys = sorted_unique(np.concatenate((ks, ke)))
     nb = keys.size
     if nb == 0:
         return HostTimeline(
             t0_ns, shift, keys, np.zeros(0, np.int8), np.zeros((N_CAUSES, 1), np.int64)
         )
-    bi = np.concatenate((np.searchsorted(keys, ks), np.searchsorted(keys, ke)))
-    delta = np.concatenate((np.ones(ks.size), -np.ones(ke.size)))
-    cc = np.concatenate((c, c))
-    counts = np.bincount(cc * nb + bi, weights=delta, minlength=N_CAUSES * nb)
-    cover = np.cumsum(counts.reshape(N_CAUSES, nb), axis=1) > 0.5
+    bs, be = np.searchsorted(keys, ks), np.searchsorted(keys, ke)
     win = np.full(nb, -1, dtype=np.int8)
+    present = {int(x) for x in sorted_unique(c)}
     for cause_id in reversed(PRIORITY):  # highest priority written last wins
         ci = CAUSE_INDEX[cause_id]
-        win[cover[ci]] = ci
+        if ci not in present:
+            continue
+        m = c == ci
+        # ranges of this class open minus closed before each boundary: > 0 means covered
+        depth = np.cumsum(
+            np.bincount(bs[m], minlength=nb) - np.bincount(be[m], minlength=nb), dtype=np.int64
+        )
+        win[depth > 0] = ci
     same_thread = (keys[1:] >> shift) == (keys[:-1] >> shift)
-    seg = np.where(same_thread, np.diff(keys), 0)
-    seg = np.append(seg, 0)
+    seg = np.append(np.where(same_thread, np.diff(keys), 0), 0)
     cum = np.zeros((N_CAUSES, nb + 1), dtype=np.int64)
-    onehot = win[None, :].astype(np.int64) == np.arange(N_CAUSES)[:, None]
-    cum[:, 1:] = np.cumsum(onehot * seg[None, :], axis=1)
+    for ci in present:
+        cum[ci, 1:] = np.cumsum(np.where(win == ci, seg, 0))
     return HostTimeline(t0_ns, shift, keys, win, cum)

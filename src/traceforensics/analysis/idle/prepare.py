@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 from traceforensics.analysis.idle.causes import (
@@ -24,7 +25,8 @@ from traceforensics.analysis.idle.causes import (
 )
 from traceforensics.analysis.idle.host_timeline import HostTimeline, build_timeline
 from traceforensics.analysis.intervals import overlap_components
-from traceforensics.model.units import I64
+from traceforensics.analysis.names import matching
+from traceforensics.model.units import I64, Mask
 
 
 @dataclass
@@ -41,10 +43,16 @@ class SyncIndex:
 @dataclass
 class HostClasses:
     """Classified host rows (``frame``: ``thr, kind, name, tid, start_ns, end_ns, cause``,
-    sorted by thread then start), their timeline, the sync index and the dispatch operators
+    sorted by thread then start; ``thr``, ``start``, ``end``, ``cause`` and ``is_op`` are the
+    same columns as numpy arrays), their timeline, the sync index and the dispatch operators
     (packed ``(thread, time)`` keys of the outermost generic operators)."""
 
     frame: pl.DataFrame
+    thr: I64
+    start: I64
+    end: I64
+    cause: npt.NDArray[np.int8]
+    is_op: Mask
     tline: HostTimeline
     sync: SyncIndex
     dispatch_s: I64
@@ -77,17 +85,21 @@ def classify_threads(
     t0_ns: int,
     shift: int,
 ) -> HostClasses:
-    """Classify the prepared host rows (with ``thr``, the thread index) into causes.
+    """Classify the prepared host rows into causes. ``host`` has ``thr`` (the thread index) and
+    is sorted by (thr, start, -end, event id), the order of ``HostClasses.frame``.
 
     ``d2h``: ``rank, correlation`` of device-to-host copies (their copy calls block until the
     queue drains, so they are ``host_sync``)."""
-    full = host.join(
-        d2h.with_columns(pl.lit(True).alias("blocking_d2h")), on=["rank", "correlation"], how="left"
-    ).with_columns(pl.col("blocking_d2h").fill_null(False))
-    kind = full.get_column("kind").to_numpy()
+    if d2h.height:
+        keys = d2h.select(pl.struct("rank", "correlation")).to_series()
+        blocking = pl.struct("rank", "correlation").is_in(keys.implode()).fill_null(False)
+    else:
+        blocking = pl.lit(False)
+    full = host.with_columns(blocking.alias("blocking_d2h"))
+    is_api = (full.get_column("kind") == "cuda_api").to_numpy()
     dur = (full.get_column("end_ns") - full.get_column("start_ns")).to_numpy()
-    cause = slow_api_is_compilation(classify_host(full, data_patterns, marker_re), kind, dur)
-    frame = full.with_columns(cause.alias("cause")).sort("thr", "start_ns", "end_ns", "event_id")
+    cause = slow_api_is_compilation(classify_host(full, data_patterns, marker_re), is_api, dur)
+    frame = full.with_columns(cause.alias("cause"))
     thr = frame.get_column("thr").to_numpy().astype(np.int64)
     s = frame.get_column("start_ns").to_numpy().astype(np.int64)
     e = frame.get_column("end_ns").to_numpy().astype(np.int64)
@@ -99,18 +111,20 @@ def classify_threads(
     order = np.argsort(sk, kind="stable")
     sync = SyncIndex(sk[order], s[sync_m][order], e[sync_m][order], np.flatnonzero(sync_m)[order])
     # dispatch: outermost generic operator around each launch (touching siblings stay apart)
-    disp = (c == CAUSE_INDEX[CPU_COMPUTE]) & (frame.get_column("kind").to_numpy() == "cpu_op")
+    is_op = (frame.get_column("kind") == "cpu_op").to_numpy()
+    disp = (c == CAUSE_INDEX[CPU_COMPUTE]) & is_op
     dks = (thr[disp] << shift) | (s[disp] - t0_ns)
     dke = (thr[disp] << shift) | (e[disp] - t0_ns)
     o = np.argsort(dks, kind="stable")
     comp_s, comp_e = overlap_components(dks[o], dke[o])
     keep = frame.select("thr", "kind", "name", "tid", "start_ns", "end_ns", "cause")
-    return HostClasses(keep, tline, sync, comp_s, comp_e)
+    return HostClasses(keep, thr, s, e, c, is_op, tline, sync, comp_s, comp_e)
 
 
-def stream_wait_flags(work: pl.DataFrame, events: pl.DataFrame) -> pl.Series:
+def stream_wait_flags(work: pl.DataFrame, syncs: pl.DataFrame) -> pl.Series:
     """``wait_ok`` per row of ``work`` (GPU ops with ``event_id, rank, device, stream,
-    start_ns, ls``): a GPU stream-wait record (gpu_sync named like ``*Wait*``) on the op's
+    start_ns, ls``; ``syncs``: the gpu_sync records with a stream, ``rank, device, stream,
+    name, start_ns``): a GPU stream-wait record (gpu_sync named like ``*Wait*``) on the op's
     stream was issued (``w_start``, ns) after the previous launch on that stream (``prev_ls``)
     and at or before this launch (``ls``): ``prev_ls < w_start <= ls``. The queued part of a gap
     ended by such an op is ``cross_stream_wait`` (``attribution.queued_cause``)::
@@ -121,11 +135,7 @@ def stream_wait_flags(work: pl.DataFrame, events: pl.DataFrame) -> pl.Series:
                   prev_ls < w_start <= ls -> wait_ok (k2's queued part: cross_stream_wait)
     """
     waits = (
-        events.filter(
-            (pl.col("kind") == "gpu_sync")
-            & pl.col("name").cast(pl.String).str.contains(r"(?i)wait")
-            & pl.col("stream").is_not_null()
-        )
+        syncs.filter(matching(syncs, r"(?i)wait"))
         .select("rank", "device", "stream", pl.col("start_ns").alias("w_start"))
         .sort("w_start")
     )

@@ -22,7 +22,8 @@ from __future__ import annotations
 import polars as pl
 
 from traceforensics.analysis.kernels.flops import conv_flops_from_output, parse_json_list
-from traceforensics.model.schema import ARG_INPUT_DIMS
+from traceforensics.analysis.names import matching
+from traceforensics.model.schema import ARG_INPUT_DIMS, ARG_SEQUENCE
 
 
 def _dims(text: str | None) -> list[list[int]]:
@@ -58,14 +59,14 @@ def fill_conv_from_sequence(
     )
     if todo.len() == 0:
         return costs
-    seq = args.filter(pl.col("key") == "Sequence number").select(
+    seq = args.filter(pl.col("key") == ARG_SEQUENCE).select(
         "event_id", pl.col("value").alias("seq")
     )
     if seq.height == 0:
         return costs
-    ev = events.select("event_id", "rank", pl.col("name").cast(pl.String))
+    ev = events.select("event_id", "rank", "name")
     nodes = (
-        ev.filter(pl.col("name").str.contains(CONV_BWD_NODE))
+        ev.filter(matching(ev, CONV_BWD_NODE))
         .join(seq, on="event_id")
         .join(
             args.filter(pl.col("key") == ARG_INPUT_DIMS).select(

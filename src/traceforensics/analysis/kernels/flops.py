@@ -40,6 +40,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+import orjson
+
 #: ``Input type`` text -> (dtype id used by the peak table, bytes per element).
 DTYPE_OF: Final[dict[str, tuple[str, int]]] = {
     "float": ("fp32", 4),
@@ -413,9 +415,12 @@ def parse_json_list(text: str | None) -> list[object]:
     if not text:
         return []
     try:
-        val = json.loads(text)
-    except ValueError:
-        return []
+        val = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        try:  # the stdlib also reads NaN/Infinity literals, which orjson refuses
+            val = json.loads(text)
+        except ValueError:
+            return []
     return val if isinstance(val, list) else []
 
 

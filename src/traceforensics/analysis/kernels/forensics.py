@@ -51,7 +51,7 @@ def analyze_kernels(
     peaks = device_peaks(ctx.session, kl, opts.peak_tflops)
     costs = op_costs(ctx.events, ctx.session.args, tree)
     known = costs.filter(pl.col("flops").is_not_null()).get_column("op_id")
-    charged = ancestors_pick(tree, kl.get_column("op_id"), known)
+    charged = ancestors_pick(ctx.tree_index, kl.get_column("op_id"), known)
     kern = attribute(kl, pl.Series(charged), costs)
     kern = ideal_ns(math_dtype(kern, peaks), peaks)
     names = tree.select(pl.col("event_id").alias("op_id"), pl.col("name").alias("launching_op"))

@@ -33,6 +33,7 @@ import polars as pl
 
 from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.kernels.results import ShortKernelRow
+from traceforensics.analysis.names import matching
 from traceforensics.analysis.optree import ancestors_pick
 from traceforensics.model.units import NS_PER_US
 
@@ -79,47 +80,14 @@ def short_kernel_rows(ctx: AnalysisContext, kern: pl.DataFrame) -> list[ShortKer
     the caller keeps the top ones)."""
     tree = ctx.tree
     threshold_ns = round(ctx.options.kernels.short_kernel_us * NS_PER_US)
-    k = kern.join(idle_before(ctx), on="kernel_id", how="left")
     # dispatch share only for framework ops (``ns::op``): an annotation or a user NVTX range (a
     # whole step, a region) encloses far more than the launch; there the cost is the API alone
-    op_dur = tree.filter(
-        (pl.col("kind") == "cpu_op") & pl.col("name").str.contains("::", literal=True)
-    ).select(
+    op_dur = tree.filter((pl.col("kind") == "cpu_op") & matching(tree, "::", literal=True)).select(
         pl.col("event_id").alias("op_id"), (pl.col("end_ns") - pl.col("start_ns")).alias("op_dur")
     )
-    k = k.join(op_dur, on="op_id", how="left").with_columns(
-        pl.len().over("op_id").alias("_n_in_op")
-    )
-    k = k.with_columns(
-        pl.when(pl.col("op_dur").is_not_null())
-        .then(pl.max_horizontal(pl.col("op_dur") // pl.col("_n_in_op"), pl.col("api_dur_ns")))
-        .otherwise(pl.col("api_dur_ns"))
-        .fill_null(0)
-        .alias("host_ns"),
-        ((pl.col("api_start_ns") + pl.col("api_dur_ns")) > pl.col("prev_end_ns"))
-        .fill_null(False)
-        .alias("launch_bound"),
-    )
-    overhead = (
-        k.filter(~pl.col("launch_bound") & pl.col("prev_end_ns").is_not_null())
-        .group_by(["rank", "device"])
-        .agg(pl.col("gap_ns").median().fill_null(0).cast(pl.Int64).alias("overhead_ns"))
-    )
-    k = k.join(overhead, on=["rank", "device"], how="left").with_columns(
-        pl.col("overhead_ns").fill_null(0)
-    )
-    k = k.with_columns(
-        pl.when(pl.col("launch_bound"))
-        .then(pl.min_horizontal("gap_ns", pl.col("host_ns") + pl.col("overhead_ns")))
-        .otherwise(pl.min_horizontal("gap_ns", "overhead_ns"))
-        .alias("recoverable_ns")
-    )
-    optim_ids = tree.filter(pl.col("name").str.contains(OPTIMIZER_RE)).get_column("event_id")
-    ctx_id = ancestors_pick(tree, k.get_column("op_id"), optim_ids)
+    optim_ids = tree.filter(matching(tree, OPTIMIZER_RE)).get_column("event_id")
+    ctx_id = ancestors_pick(ctx.tree_index, kern.get_column("op_id"), optim_ids)
     ctx_names = tree.select(pl.col("event_id").alias("_ctx"), pl.col("name").alias("context"))
-    k = k.with_columns(pl.Series("_ctx", ctx_id).replace(-1, None).cast(pl.Int64)).join(
-        ctx_names, on="_ctx", how="left"
-    )
     busy_union = pl.DataFrame(
         {
             "rank": [r for r, _ in ctx.devices],
@@ -128,9 +96,40 @@ def short_kernel_rows(ctx: AnalysisContext, kern: pl.DataFrame) -> list[ShortKer
         },
         schema={"rank": pl.Int32, "device": pl.Int32, "busy_ns": pl.Int64},
     )
-    short = k.filter(pl.col("dur_ns") < threshold_ns)
+    k = (
+        kern.lazy()
+        .with_columns(pl.Series("_ctx", ctx_id).replace(-1, None).cast(pl.Int64))
+        .join(idle_before(ctx).lazy(), on="kernel_id", how="left")
+        .join(op_dur.lazy(), on="op_id", how="left")
+        .with_columns(pl.len().over("op_id").alias("_n_in_op"))
+        .with_columns(
+            pl.when(pl.col("op_dur").is_not_null())
+            .then(pl.max_horizontal(pl.col("op_dur") // pl.col("_n_in_op"), pl.col("api_dur_ns")))
+            .otherwise(pl.col("api_dur_ns"))
+            .fill_null(0)
+            .alias("host_ns"),
+            ((pl.col("api_start_ns") + pl.col("api_dur_ns")) > pl.col("prev_end_ns"))
+            .fill_null(False)
+            .alias("launch_bound"),
+        )
+    )
+    overhead = (
+        k.filter(~pl.col("launch_bound") & pl.col("prev_end_ns").is_not_null())
+        .group_by(["rank", "device"])
+        .agg(pl.col("gap_ns").median().fill_null(0).cast(pl.Int64).alias("overhead_ns"))
+    )
     groups = (
-        short.group_by(["rank", "device", "norm_name", "launching_op"])
+        k.join(overhead, on=["rank", "device"], how="left")
+        .with_columns(pl.col("overhead_ns").fill_null(0))
+        .with_columns(
+            pl.when(pl.col("launch_bound"))
+            .then(pl.min_horizontal("gap_ns", pl.col("host_ns") + pl.col("overhead_ns")))
+            .otherwise(pl.min_horizontal("gap_ns", "overhead_ns"))
+            .alias("recoverable_ns")
+        )
+        .join(ctx_names.lazy(), on="_ctx", how="left")
+        .filter(pl.col("dur_ns") < threshold_ns)
+        .group_by(["rank", "device", "norm_name", "launching_op"])
         .agg(
             pl.len().alias("count"),
             pl.col("dur_ns").sum().alias("total_ns"),
@@ -140,12 +139,13 @@ def short_kernel_rows(ctx: AnalysisContext, kern: pl.DataFrame) -> list[ShortKer
             pl.col("launch_bound").sum().alias("launch_bound_count"),
             pl.col("context").drop_nulls().first().alias("context"),
         )
-        .join(busy_union, on=["rank", "device"], how="left")
+        .join(busy_union.lazy(), on=["rank", "device"], how="left")
         # full key: group_by order is arbitrary, ties must not reorder rows between runs
         .sort(
             ["recoverable_ns", "total_ns", "rank", "device", "norm_name", "launching_op"],
             descending=[True, True, False, False, False, False],
         )
+        .collect()
     )
     rows: list[ShortKernelRow] = []
     for g in groups.iter_rows(named=True):

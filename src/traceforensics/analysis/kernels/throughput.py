@@ -28,9 +28,14 @@ from traceforensics.analysis.kernels.conv_links import (
     fill_conv_from_sequence,
     fill_wgrad_from_parent,
 )
-from traceforensics.analysis.kernels.flops import family_of, op_cost_from_args
+from traceforensics.analysis.kernels.flops import family_of, op_cost_from_args, parse_json_list
 from traceforensics.analysis.kernels.peaks import DevicePeak
-from traceforensics.model.schema import ARG_CONCRETE_INPUTS, ARG_INPUT_DIMS, ARG_INPUT_TYPE
+from traceforensics.model.schema import (
+    ARG_CONCRETE_INPUTS,
+    ARG_INPUT_DIMS,
+    ARG_INPUT_TYPE,
+    ARG_SEQUENCE,
+)
 
 
 def op_costs(
@@ -46,6 +51,8 @@ def op_costs(
     modelled = [n for n in names if family_of(n) is not None]
     ops = ops.filter(pl.col("op").is_in(modelled))
     keys = [ARG_INPUT_DIMS, ARG_INPUT_TYPE, ARG_CONCRETE_INPUTS]
+    # the only args any FLOPs rule reads (conv links need Sequence numbers and dims too)
+    args = args.filter(pl.col("key").is_in([*keys, ARG_SEQUENCE]))
     wide = (
         args.filter(
             pl.col("key").is_in(keys) & pl.col("event_id").is_in(ops.get_column("op_id").implode())
@@ -85,11 +92,7 @@ def op_costs(
 
 def _tensor_shapes(dims_json: str | None) -> str:
     """Compact JSON of the non-empty input dims, e.g. ``[[141,512],[512,512]]``."""
-    try:
-        dims = json.loads(dims_json) if dims_json else []
-    except ValueError:
-        return "[]"
-    return json.dumps([d for d in dims if d], separators=(",", ""))
+    return json.dumps([d for d in parse_json_list(dims_json) if d], separators=(",", ""))
 
 
 def attribute(launches: pl.DataFrame, charged_op: pl.Series, costs: pl.DataFrame) -> pl.DataFrame:

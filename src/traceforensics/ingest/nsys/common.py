@@ -36,7 +36,6 @@ ARG_SHORT_NAME = "short name"
 ARG_API_NAME = "api name"
 ARG_SYNC_TYPE = "sync type"
 ARG_DOMAIN = "domain"
-ARG_SEQUENCE = "Sequence number"
 ARG_GRAPH_ID = "graph id"
 
 

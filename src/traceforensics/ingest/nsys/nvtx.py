@@ -20,7 +20,6 @@ import polars as pl
 
 from traceforensics.ingest.nsys.common import (
     ARG_DOMAIN,
-    ARG_SEQUENCE,
     Part,
     Strings,
     arg_rows,
@@ -31,7 +30,7 @@ from traceforensics.ingest.nsys.common import (
     with_row,
 )
 from traceforensics.ingest.nsys.db import ExportDb
-from traceforensics.model.schema import ARG_INPUT_DIMS
+from traceforensics.model.schema import ARG_INPUT_DIMS, ARG_SEQUENCE
 
 NVTX = "NVTX_EVENTS"
 RANGE_TYPES = ("NvtxPushPopRange", "NvtxStartEndRange", "NvtxtPushPopRange", "NvtxtStartEndRange")
