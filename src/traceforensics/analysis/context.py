@@ -17,6 +17,7 @@ Passes take the context (``AnalysisContext``) and never recompute any of these.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -170,17 +171,26 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
     )
     n_threads = int(host.get_column("thr").max() or 0) + 1  # type: ignore[operator]
     shift = pack_shift(trace_span[1] - t0 + 1, max(n_threads, 1))
-    tree = host_tree(host)
-    work = _gpu_work(f["work"], f["calls"], f["ext"], tree)
     d2h = (
-        work.filter(pl.col("copy_kind") == "d2h")
+        f["work"]
+        .filter(pl.col("copy_kind") == "d2h")
         .select("rank", "correlation")
         .drop_nulls("correlation")
         .unique()
     )
-    classes = classify_threads(
-        host, d2h, opts.idle.data_patterns, opts.steps.marker_re, t0_ns=t0, shift=shift
-    )
+    with ThreadPoolExecutor(max_workers=1) as pool:  # host classes beside the GPU side
+        classes_f = pool.submit(
+            classify_threads,
+            host,
+            d2h,
+            opts.idle.data_patterns,
+            opts.steps.marker_re,
+            t0_ns=t0,
+            shift=shift,
+        )
+        tree = host_tree(host)
+        work = _gpu_work(f["work"], f["calls"], f["ext"], tree)
+        classes = classes_f.result()
     ops = _op_table(work, classes, f["waits"], t0, shift)
     devices_df = work.select("rank", "device", "dev").unique("dev").sort("dev")
     devices = [(int(r), int(d)) for r, d, _ in devices_df.iter_rows()]

@@ -24,6 +24,7 @@ same result as the same part of ``analyze``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -107,7 +108,11 @@ def analyze(
     """Prepare the context once, run every pass in ``PASSES`` over it, fold the results into
     device records and align the optional monitoring log."""
     ctx = prepare(session, options)
-    results = {name: run(ctx) for name, run in PASSES.items()}
+    # the passes only read the context: run them side by side (polars and numpy release the
+    # GIL), each result exactly what the pass gives alone
+    with ThreadPoolExecutor(max_workers=len(PASSES)) as pool:
+        futures = {name: pool.submit(run, ctx) for name, run in PASSES.items()}
+        results = {name: f.result() for name, f in futures.items()}
     idle, kernels, patterns = results["idle"], results["kernels"], results["utilization"]
     warnings = list(session.meta.warnings)
     monitor = None

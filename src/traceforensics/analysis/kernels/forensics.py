@@ -9,6 +9,7 @@ op tree, the busy unions and the step table (so ``mfu.steps`` describes the same
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import polars as pl
@@ -47,19 +48,24 @@ def analyze_kernels(
     ctx = source if isinstance(source, AnalysisContext) else prepare(source, options)
     opts = ctx.options.kernels
     tree = ctx.tree
-    kl = kernel_links(ctx)
-    peaks = device_peaks(ctx.session, kl, opts.peak_tflops)
-    costs = op_costs(ctx.events, ctx.session.args, tree)
+    # the FLOPs model (op costs: mostly Python over distinct shapes) runs beside the short
+    # kernel rows, which need only the launch links and names
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        costs_f = pool.submit(op_costs, ctx.events, ctx.session.args, tree)
+        names = tree.select(
+            pl.col("event_id").alias("op_id"), pl.col("name").alias("launching_op")
+        )
+        kl = _with_norm_names(
+            kernel_links(ctx)
+            .join(names, on="op_id", how="left", maintain_order="left")
+            .with_columns(pl.col("launching_op").fill_null("(no launching op)"))
+        )
+        short = short_kernel_rows(ctx, kl)
+        peaks = device_peaks(ctx.session, kl, opts.peak_tflops)
+        costs = costs_f.result()
     known = costs.filter(pl.col("flops").is_not_null()).get_column("op_id")
     charged = ancestors_pick(ctx.tree_index, kl.get_column("op_id"), known)
-    kern = attribute(kl, pl.Series(charged), costs)
-    kern = ideal_ns(math_dtype(kern, peaks), peaks)
-    names = tree.select(pl.col("event_id").alias("op_id"), pl.col("name").alias("launching_op"))
-    kern = kern.join(names, on="op_id", how="left").with_columns(
-        pl.col("launching_op").fill_null("(no launching op)")
-    )
-    kern = _with_norm_names(kern)
-    short = short_kernel_rows(ctx, kern)
+    kern = ideal_ns(math_dtype(attribute(kl, pl.Series(charged), costs), peaks), peaks)
     keep = opts.rows_kept
     return KernelAnalysis(
         short_kernels=short[:keep],
