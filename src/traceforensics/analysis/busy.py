@@ -14,15 +14,13 @@ they can sum to more than the total. Sync records are waits, not work. Times are
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import numpy as np
+import polars as pl
 
 from traceforensics.analysis.intervals import grouped_union, pack_shift
 from traceforensics.model.units import I64, Mask
-
-if TYPE_CHECKING:
-    from traceforensics.analysis.context import OpTable
 
 BUSY_CLASSES: Final[tuple[str, ...]] = ("kernel", "communication", "memcpy", "memset")
 KERNEL, COMMUNICATION, MEMCPY, MEMSET = range(len(BUSY_CLASSES))
@@ -95,33 +93,35 @@ class DeviceBusy:
         return out
 
 
-def op_classes(ops: OpTable, kind: np.ndarray) -> I64:
+def op_classes(kind: np.ndarray, is_comm: Mask) -> I64:
     """``BUSY_CLASSES`` index of each op (``kind``: the op's kind as strings)."""
     cls = np.full(kind.size, KERNEL, dtype=np.int64)
     cls[kind == "memcpy"] = MEMCPY
     cls[kind == "memset"] = MEMSET
-    cls[ops.is_comm] = COMMUNICATION
+    cls[is_comm] = COMMUNICATION
     return cls
 
 
-def device_busy(
-    dev: I64, ops: OpTable, cls: I64, n_dev: int, t0_ns: int, span_ns: int
-) -> DeviceBusy:
-    """Busy unions of ops sorted by device (``dev[i]``: device index of op i, ``cls[i]`` its
-    ``BUSY_CLASSES`` index); ``span_ns`` bounds every time minus ``t0_ns``."""
+def device_busy(work: pl.DataFrame, n_dev: int, t0_ns: int, span_ns: int) -> DeviceBusy:
+    """Busy unions of the GPU ops ``work`` (sorted by device index ``dev``, with ``kind``,
+    ``start_ns``, ``end_ns``, ``is_comm``); ``span_ns`` bounds every time minus ``t0_ns``."""
+    dev = work.get_column("dev").to_numpy().astype(np.int64)
+    start = work.get_column("start_ns").to_numpy().astype(np.int64)
+    end = work.get_column("end_ns").to_numpy().astype(np.int64)
+    is_comm = work.get_column("is_comm").fill_null(False).to_numpy().astype(bool)
+    cls = op_classes(work.get_column("kind").to_numpy(), is_comm)
     n_cls = len(BUSY_CLASSES)
     shift = pack_shift(span_ns, max(n_dev * n_cls, 1))
-    ug, us, ue = grouped_union(dev, ops.start, ops.end, t0_ns, shift)
-    kg, ks, ke = grouped_union(dev * n_cls + cls, ops.start, ops.end, t0_ns, shift)
+    ug, us, ue = grouped_union(dev, start, end, t0_ns, shift)
+    kg, ks, ke = grouped_union(dev * n_cls + cls, start, end, t0_ns, shift)
     busy = np.zeros(n_dev, dtype=np.int64)
     np.add.at(busy, ug, ue - us)
     by_kind = np.zeros(n_dev * n_cls, dtype=np.int64)
     np.add.at(by_kind, kg, ke - ks)
     first = np.zeros(n_dev, dtype=np.int64)
-    if dev.size:
-        starts = np.searchsorted(dev, np.arange(n_dev), side="left")
-        first = np.minimum.reduceat(ops.start, starts) if n_dev else first
-    ek = (dev << shift) | (ops.end - t0_ns)
+    if dev.size and n_dev:
+        first = np.minimum.reduceat(start, np.searchsorted(dev, np.arange(n_dev), side="left"))
+    ek = (dev << shift) | (end - t0_ns)
     eo = np.argsort(ek, kind="stable")
     return DeviceBusy(
         n_dev=n_dev,
@@ -135,7 +135,7 @@ def device_busy(
         busy_ns=busy,
         by_kind_ns=by_kind.reshape(n_dev, n_cls),
         end_keys=ek[eo],
-        end_is_comm=ops.is_comm[eo],
+        end_is_comm=is_comm[eo],
         t0_ns=t0_ns,
         shift=shift,
     )

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import polars as pl
 
-from traceforensics.analysis.busy import DeviceBusy, device_busy, op_classes
+from traceforensics.analysis.busy import DeviceBusy, device_busy
 from traceforensics.analysis.idle.causes import launch_part_cause
 from traceforensics.analysis.idle.prepare import HostClasses, classify_threads, stream_wait_flags
 from traceforensics.analysis.intervals import pack_shift
@@ -78,12 +79,16 @@ class AnalysisContext:
     ops: OpTable
     host: HostClasses
     tree: pl.DataFrame
-    tree_index: TreeIndex
     busy: DeviceBusy
     window_lo: I64
     window_hi: I64
     steps: pl.DataFrame
     trace_span: tuple[int, int]
+
+    @cached_property
+    def tree_index(self) -> TreeIndex:
+        """The op tree as positions (``optree.TreeIndex``), built on first use."""
+        return TreeIndex.of(self.tree)
 
     def dev_union(self, g: int) -> tuple[I64, I64]:
         """Busy union of device ``g`` (index into ``devices``)."""
@@ -157,7 +162,7 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
     opts = options or AnalysisOptions()
     opts.check()
     queries = _queries(session, opts.idle.window)
-    f = dict(zip(queries, pl.collect_all(list(queries.values())), strict=True))
+    f = dict(zip(queries, pl.collect_all(list(queries.values()), engine="in-memory"), strict=True))
     ev = f["events"]
     t0 = int(ev.get_column("start_ns").min() or 0)  # type: ignore[arg-type]
     trace_span = (t0, int(ev.get_column("end_ns").max() or 0))  # type: ignore[arg-type]
@@ -169,7 +174,7 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
         )
         .sort(["thr", "start_ns", "end_ns", "event_id"], descending=[False, False, True, False])
     )
-    n_threads = int(host.get_column("thr").max() or 0) + 1  # type: ignore[operator]
+    n_threads = host.get_column("thr").n_unique()
     shift = pack_shift(trace_span[1] - t0 + 1, max(n_threads, 1))
     d2h = (
         f["work"]
@@ -190,21 +195,22 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
         )
         tree = host_tree(host)
         work = _gpu_work(f["work"], f["calls"], f["ext"], tree)
+        devices_df = work.select("rank", "device", "dev").unique("dev").sort("dev")
+        devices = [(int(r), int(d)) for r, d, _ in devices_df.iter_rows()]
+        busy = device_busy(work, len(devices), t0, trace_span[1] - t0 + 1)
+        lo, hi = _windows(f.get("spans"), devices, busy, opts.steps.marker_re)
+        launched = (
+            work.filter(pl.col("l_thr").is_not_null())
+            .select("rank", "device", "l_pid", "ls", "start_ns", "end_ns")
+            .sort("ls")
+        )
+        steps = detect_steps(
+            f["ranges"], launched, devices_df, opts.steps.pattern, opts.steps.window
+        )
         classes = classes_f.result()
     ops = _op_table(work, classes, f["waits"], t0, shift)
-    devices_df = work.select("rank", "device", "dev").unique("dev").sort("dev")
-    devices = [(int(r), int(d)) for r, d, _ in devices_df.iter_rows()]
     dev = work.get_column("dev").to_numpy().astype(np.int64)
     n = np.arange(len(devices))
-    cls = op_classes(ops, work.get_column("kind").to_numpy())
-    busy = device_busy(dev, ops, cls, len(devices), t0, trace_span[1] - t0 + 1)
-    lo, hi = _windows(f.get("spans"), devices, busy, opts.steps.marker_re)
-    launched = (
-        work.filter(pl.col("l_thr").is_not_null())
-        .select("rank", "device", "l_pid", "ls", "start_ns", "end_ns")
-        .sort("ls")
-    )
-    steps = detect_steps(f["ranges"], launched, devices_df, opts.steps.pattern, opts.steps.window)
     return AnalysisContext(
         session=session,
         options=opts,
@@ -218,7 +224,6 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
         ops=ops,
         host=classes,
         tree=tree,
-        tree_index=TreeIndex.of(tree),
         busy=busy,
         window_lo=lo,
         window_hi=hi,

@@ -33,19 +33,16 @@ def host_tree(host: pl.DataFrame) -> pl.DataFrame:
     ``event_id, kind, name, rank, pid, tid, thr, start_ns, end_ns``, sorted by (thr, start,
     -end, event id); ``thr`` numbers the (rank, pid, tid) threads), in that order, with
     ``parent_id`` (null at top level); kind and name as strings."""
-    rows = (
-        host.filter(pl.col("kind").is_in([*HOST_RANGE_KINDS, "cuda_api"]))
-        .select(
-            "event_id",
-            pl.col("kind").cast(pl.String),
-            pl.col("name").cast(pl.String),
-            "rank",
-            "pid",
-            "tid",
-            "thr",
-            "start_ns",
-            "end_ns",
-        )
+    rows = host.filter(pl.col("kind").is_in([*HOST_RANGE_KINDS, "cuda_api"])).select(
+        "event_id",
+        pl.col("kind").cast(pl.String),
+        pl.col("name").cast(pl.String),
+        "rank",
+        "pid",
+        "tid",
+        "thr",
+        "start_ns",
+        "end_ns",
     )
     if rows.height == 0:
         return rows.with_columns(pl.lit(None, dtype=pl.Int64).alias("parent_id"))

@@ -52,9 +52,7 @@ def analyze_kernels(
     # kernel rows, which need only the launch links and names
     with ThreadPoolExecutor(max_workers=1) as pool:
         costs_f = pool.submit(op_costs, ctx.events, ctx.session.args, tree)
-        names = tree.select(
-            pl.col("event_id").alias("op_id"), pl.col("name").alias("launching_op")
-        )
+        names = tree.select(pl.col("event_id").alias("op_id"), pl.col("name").alias("launching_op"))
         kl = _with_norm_names(
             kernel_links(ctx)
             .join(names, on="op_id", how="left", maintain_order="left")

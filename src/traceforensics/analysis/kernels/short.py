@@ -145,7 +145,7 @@ def short_kernel_rows(ctx: AnalysisContext, kern: pl.DataFrame) -> list[ShortKer
             ["recoverable_ns", "total_ns", "rank", "device", "norm_name", "launching_op"],
             descending=[True, True, False, False, False, False],
         )
-        .collect()
+        .collect(engine="in-memory")
     )
     rows: list[ShortKernelRow] = []
     for g in groups.iter_rows(named=True):

@@ -21,6 +21,7 @@ the fraction of the window an ideal chip would need; with one dtype it is achiev
 from __future__ import annotations
 
 import json
+from typing import Final
 
 import polars as pl
 
@@ -37,6 +38,9 @@ from traceforensics.model.schema import (
     ARG_SEQUENCE,
 )
 
+#: The only args any FLOPs rule reads (conv links need Sequence numbers and dims too).
+FLOP_ARG_KEYS: Final = (ARG_INPUT_DIMS, ARG_INPUT_TYPE, ARG_CONCRETE_INPUTS, ARG_SEQUENCE)
+
 
 def op_costs(
     events: pl.DataFrame, args: pl.DataFrame, tree: pl.DataFrame | None = None
@@ -44,15 +48,18 @@ def op_costs(
     """Per host op with a FLOPs model: ``op_id, op, family, shapes, dtype, flops, bytes``.
     ``flops`` is null when the op's shapes do not determine it. Old-PyTorch convolutions get
     their missing shapes from linked ops (``conv_links``; the parent link needs ``tree``)."""
-    ops = events.filter(pl.col("kind") == "cpu_op").select(
+    cpu = events.filter(pl.col("kind") == "cpu_op")
+    names = cpu.get_column("name").unique().drop_nulls()
+    modelled = names.filter(
+        pl.Series(
+            [family_of(n) is not None for n in names.cast(pl.String).to_list()], dtype=pl.Boolean
+        )
+    )
+    ops = cpu.filter(pl.col("name").is_in(modelled.implode())).select(
         pl.col("event_id").alias("op_id"), pl.col("name").cast(pl.String).alias("op")
     )
-    names = ops.get_column("op").unique().to_list()
-    modelled = [n for n in names if family_of(n) is not None]
-    ops = ops.filter(pl.col("op").is_in(modelled))
     keys = [ARG_INPUT_DIMS, ARG_INPUT_TYPE, ARG_CONCRETE_INPUTS]
-    # the only args any FLOPs rule reads (conv links need Sequence numbers and dims too)
-    args = args.filter(pl.col("key").is_in([*keys, ARG_SEQUENCE]))
+    args = args.filter(pl.col("key").is_in(FLOP_ARG_KEYS))
     wide = (
         args.filter(
             pl.col("key").is_in(keys) & pl.col("event_id").is_in(ops.get_column("op_id").implode())
@@ -63,12 +70,15 @@ def op_costs(
     for k in keys:
         if k not in wide.columns:
             wide = wide.with_columns(pl.lit(None, dtype=pl.String).alias(k))
-    table = ops.join(wide.rename({"event_id": "op_id"}), on="op_id", how="inner")
     # training loops repeat the same calls: evaluate each distinct (op, dims, types, concrete
-    # inputs) once (parsing its JSON once) and join the result back to every instance
-    uniq = table.select("op", *keys).unique(maintain_order=True)
+    # inputs) once (parsing its JSON once) and spread the result over its instances
+    groups = (
+        ops.join(wide.rename({"event_id": "op_id"}), on="op_id", how="inner")
+        .group_by("op", *keys)
+        .agg(pl.col("op_id"))
+    )
     recs: list[tuple[object, ...]] = []
-    for op, dims, types, conc in uniq.iter_rows():
+    for op, dims, types, conc in groups.select("op", *keys).iter_rows():
         cost = op_cost_from_args(op, dims, types, conc)
         recs.append((cost.family, _tensor_shapes(dims), cost.dtype, cost.flops, cost.bytes))
     cost_cols = {
@@ -78,11 +88,10 @@ def op_costs(
         "flops": pl.Int64,
         "bytes": pl.Int64,
     }
-    per_key = pl.concat(
-        [uniq, pl.DataFrame(recs, schema=cost_cols, orient="row")], how="horizontal"
-    )
-    costs = table.join(
-        per_key, on=["op", *keys], how="left", nulls_equal=True, maintain_order="left"
+    costs = (
+        pl.concat([groups, pl.DataFrame(recs, schema=cost_cols, orient="row")], how="horizontal")
+        .explode("op_id")
+        .sort("op_id")
     )
     costs = fill_conv_from_sequence(events, args, costs)
     if tree is not None:
