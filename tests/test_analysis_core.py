@@ -1,0 +1,217 @@
+"""The shared analysis core: passes called alone give exactly the same answer as ``analyze()``,
+and every GPU op has one launch link, the same for every consumer (issue 9)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from functools import lru_cache
+from typing import Any
+
+import orjson
+import polars as pl
+import pytest
+
+from tests.conftest import FIXTURES, kineto_trace_files, nsys_trace_files, shared_trace
+from traceforensics.analysis import (
+    AnalysisOptions,
+    analyze,
+    analyze_idle,
+    analyze_kernels,
+    analyze_utilization,
+    prepare,
+)
+from traceforensics.analysis.devices import device_records
+from traceforensics.analysis.export import device_json
+from traceforensics.analysis.kernels.forensics import kernel_links, step_windows
+from traceforensics.ingest import load_path
+from traceforensics.model.session import TraceMeta, TraceSession
+
+SHARED = kineto_trace_files() + nsys_trace_files()
+ALL = SHARED or ["<../shared/traces absent>"]
+#: A second option set, run on a few traces (every option group changes).
+OTHER = AnalysisOptions.of(
+    window="trace", step_window="annotation", top_gaps=3, top=2, short_kernel_us=25.0, bin_ms=7.0
+)
+OTHER_TRACES = [
+    "kineto/resnet50_v100_workers0.pt.trace.json.gz",
+    "hta/ddp_nccl_a100_rank0.json.gz",
+    "nsys/NVIDIA__Fuser__report1.sqlite",
+]
+
+
+@lru_cache(maxsize=4)
+def _load(rel: str) -> TraceSession:
+    return load_path(str(shared_trace(rel)))
+
+
+def _canon(obj: Any) -> bytes:
+    """Byte-exact canonical JSON (NaN and numpy values made comparable)."""
+    return orjson.dumps(
+        obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+    )
+
+
+def _idle_json(res: Any) -> bytes:
+    return _canon(
+        {
+            "devices": [vars(d) for d in res.devices],
+            "gaps": [g.to_json() for g in res.gaps],
+            "steps": [s.to_json() for s in res.steps],
+            "step_summary": [s.to_json() for s in res.step_summary],
+            "stream_gaps": [s.to_json() for s in res.stream_gaps],
+        }
+    )
+
+
+def _patterns_json(pats: Any) -> bytes:
+    return _canon(
+        [{"rank": p.rank, "device": p.device, "timeline": p.timeline.to_json(),
+          "pattern": p.pattern.to_json()} for p in pats]  # fmt: skip
+    )
+
+
+def _check_alone_equals_analyze(session: TraceSession, opts: AnalysisOptions) -> None:
+    full = analyze(session, opts)
+    idle = analyze_idle(session, opts)
+    kernels = analyze_kernels(session, opts)
+    pats = analyze_utilization(session, opts)
+    assert _idle_json(idle) == _idle_json(full.idle)
+    assert _canon(kernels.to_json()) == _canon(full.kernels.to_json())
+    assert _patterns_json(pats) == _patterns_json(full.patterns)
+    records = device_records(prepare(session, opts), idle, kernels, pats)
+    assert _canon([device_json(d) for d in records]) == _canon(
+        [device_json(d) for d in full.devices]
+    )
+    # and the steps of the MFU table are the steps of the step table
+    ctx = prepare(session, opts)
+    want = {(s.rank, s.device, s.start_ns, s.start_ns + s.dur_ns) for s in full.idle.steps}
+    got = {(r, d, a, b) for r, d, _n, a, b in step_windows(ctx).iter_rows()}
+    assert got == want
+
+
+@pytest.mark.parametrize("rel", ALL)
+def test_each_pass_alone_matches_analyze(rel: str) -> None:
+    _check_alone_equals_analyze(_load(rel), AnalysisOptions())
+
+
+@pytest.mark.parametrize("rel", OTHER_TRACES)
+def test_each_pass_alone_matches_analyze_other_options(rel: str) -> None:
+    _check_alone_equals_analyze(_load(rel), OTHER)
+
+
+def test_bundled_example_pass_alone_matches_analyze() -> None:
+    """The example where, before issue 9, analyze_gaps alone said 8.77 ms and analyze 8.41."""
+    session = load_path("examples/synthetic_training.pt.trace.json.gz")
+    _check_alone_equals_analyze(session, AnalysisOptions())
+    full = analyze(session)
+    (dev,) = full.devices
+    assert analyze_idle(session).devices[0].idle_ns == dev.idle_ns == dev.window_ns - dev.busy_ns
+
+
+# ---------------------------------------------------------------- launch links
+
+
+def _plain_links(session: TraceSession) -> dict[int, int | None]:
+    """The launch rule in plain Python: same pid, then unknown pid, then other; lowest id."""
+    ev = session.events
+    calls: dict[tuple[int, int], list[tuple[int | None, int]]] = defaultdict(list)
+    for eid, rank, corr, pid in (
+        ev.filter((pl.col("kind") == "cuda_api") & pl.col("correlation").is_not_null())
+        .select("event_id", "rank", "correlation", "pid")
+        .iter_rows()
+    ):
+        calls[(rank, corr)].append((pid, eid))
+    out: dict[int, int | None] = {}
+    for eid, rank, corr, pid in (
+        ev.filter(
+            pl.col("kind").is_in(["kernel", "memcpy", "memset"]) & pl.col("device").is_not_null()
+        )
+        .select("event_id", "rank", "correlation", "pid")
+        .iter_rows()
+    ):
+        best: tuple[int, int] | None = None
+        for cpid, cid in calls.get((rank, corr), []) if corr is not None else []:
+            prio = 1 if pid is None or cpid is None else (0 if pid == cpid else 2)
+            if best is None or (prio, cid) < best:
+                best = (prio, cid)
+        out[eid] = best[1] if best else None
+    return out
+
+
+def _check_links(session: TraceSession) -> None:
+    ctx = prepare(session)
+    work = ctx.work
+    # one row per GPU op
+    n_gpu = session.events.filter(
+        pl.col("kind").is_in(["kernel", "memcpy", "memset"]) & pl.col("device").is_not_null()
+    ).height
+    assert work.height == n_gpu == work.get_column("event_id").n_unique()
+    # the rule, recomputed independently
+    want = _plain_links(session)
+    got = dict(work.select("event_id", "api_id").iter_rows())
+    assert got == want
+    # every consumer reads the same link: the kernel pass, idle attribution (launch timing and
+    # thread) and the step detector
+    kl = kernel_links(ctx).select("kernel_id", "api_id", "op_id", "api_start_ns")
+    mine = work.filter(pl.col("kind") == "kernel").select(
+        pl.col("event_id").alias("kernel_id"), "api_id", "op_id", pl.col("ls").alias("api_start_ns")
+    )
+    assert kl.sort("kernel_id").equals(mine.sort("kernel_id"))
+    has_thread = work.get_column("l_thr").is_not_null().to_numpy()
+    assert ((ctx.ops.thr >= 0) == has_thread).all()
+    linked = work.get_column("ls").fill_null(0).to_numpy()
+    assert (ctx.ops.ls == linked).all()
+
+
+@pytest.mark.parametrize("rel", ALL)
+def test_one_launch_link_per_gpu_op_on_real_traces(rel: str) -> None:
+    _check_links(_load(rel))
+
+
+@pytest.mark.parametrize("name", ["modern.sqlite", "legacy_export_meta.sqlite"])
+def test_links_on_colliding_correlation_fixture(name: str) -> None:
+    """Two processes whose CUDA correlation ids collide: each GPU op links to its own process."""
+    session = load_path(str(FIXTURES / "nsys" / name))
+    _check_links(session)
+    ctx = prepare(session)
+    pids = dict(session.events.select("event_id", "pid").iter_rows())
+    linked = ctx.work.filter(pl.col("api_id").is_not_null())
+    assert linked.height > 0
+    for gpid, api in linked.select("pid", "api_id").iter_rows():
+        assert pids[api] == gpid
+
+
+def test_link_rule_priorities_and_external_id_fallback() -> None:
+    """Same pid wins over unknown pid over other pid; among equals the lowest event id; an op
+    without a launch call links to the cpu_op of its External id (launching op, no call)."""
+    rows = [
+        # id, kind, name, start, dur, pid, tid, device, correlation, external_id
+        (1, "cpu_op", "aten::mm", 0, 100, 1, 1, None, None, 50),
+        (2, "cuda_api", "cudaLaunchKernel", 10, 5, 1, 1, None, 7, None),
+        (3, "cuda_api", "cudaLaunchKernel", 20, 5, 2, 2, None, 7, None),
+        (4, "cuda_api", "cudaLaunchKernel", 30, 5, 2, 2, None, 7, None),
+        (5, "cuda_api", "cudaLaunchKernel", 40, 5, None, 3, None, 8, None),
+        (6, "cuda_api", "cudaLaunchKernel", 45, 5, 1, 1, None, 8, None),
+        (10, "kernel", "k_same_pid_2", 100, 10, 2, None, 0, 7, None),
+        (11, "kernel", "k_same_pid_1", 120, 10, 1, None, 0, 7, None),
+        (12, "kernel", "k_unknown_gpu_pid", 140, 10, None, None, 0, 7, None),
+        (13, "kernel", "k_other_pid", 160, 10, 9, None, 0, 7, None),
+        (14, "memcpy", "Memcpy HtoD", 180, 10, 1, None, 0, 8, None),
+        (15, "kernel", "k_external", 200, 10, None, None, 0, None, 50),
+        (16, "kernel", "k_unknown_call_pid", 220, 10, 2, None, 0, 8, None),
+    ]
+    cols = ["event_id", "kind", "name", "start_ns", "dur_ns", "pid", "tid", "device"]
+    frame = pl.DataFrame(
+        rows, schema=[*cols, "correlation", "external_id"], orient="row"
+    ).with_columns(pl.lit(0).alias("rank"))
+    session = TraceSession.from_frames(frame, TraceMeta(source_format="test"))
+    ctx = prepare(session)
+    links = {e: (a, o) for e, a, o in ctx.work.select("event_id", "api_id", "op_id").iter_rows()}
+    assert links[10][0] == 3  # same pid (2): the lower of 3 and 4
+    assert links[11] == (2, 1)  # same pid (1), launched under aten::mm
+    assert links[12][0] == 2  # GPU pid unknown: every call ties, lowest id
+    assert links[13][0] == 2  # no call in pid 9: another pid's, lowest id
+    assert links[14][0] == 6  # a memcpy too; same pid (1) beats the call of unknown pid
+    assert links[16][0] == 5  # call of unknown pid beats a call in another pid (1)
+    assert links[15] == (None, 1)  # External id fallback: launching op, no launch call
+    _check_links(session)
