@@ -65,8 +65,15 @@ def _idle_json(res: Any) -> bytes:
 
 def _patterns_json(pats: Any) -> bytes:
     return _canon(
-        [{"rank": p.rank, "device": p.device, "timeline": p.timeline.to_json(),
-          "pattern": p.pattern.to_json()} for p in pats]  # fmt: skip
+        [
+            {
+                "rank": p.rank,
+                "device": p.device,
+                "timeline": p.timeline.to_json(),
+                "pattern": p.pattern.to_json(),
+            }
+            for p in pats
+        ]
     )
 
 

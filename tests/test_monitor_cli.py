@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
+from tests.conftest import run_cli
 from traceforensics.cli.monitor import monitor_command
-from traceforensics.model.errors import InputError
+from traceforensics.model.errors import OptionError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "monitor" / "runbook_zh_1hz.txt"
 GPU_KEYS = {
@@ -73,5 +75,14 @@ def test_bad_log_raises_input_error(tmp_path: Path) -> None:
     bad = tmp_path / "x.txt"
     bad.write_text("a b c\n1 2 3\n", "utf-8")
     result = CliRunner().invoke(monitor_command, [str(bad)])
-    assert isinstance(result.exception, InputError)
-    assert "--columns" in str(result.exception)
+    assert isinstance(result.exception, OptionError)
+    assert result.exception.option == "columns" and "--" not in str(result.exception)
+
+
+def test_bad_log_message_names_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On the command line the same error ends with the flag that fixes it."""
+    bad = tmp_path / "x.txt"
+    bad.write_text("a b c\n1 2 3\n", "utf-8")
+    code, out, err = run_cli(["monitor", str(bad)], capsys)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and err.strip().endswith("(--columns)")

@@ -12,7 +12,6 @@ from traceforensics.analysis.pipeline import analyze
 from traceforensics.cli.options import (
     PLOT_SUFFIXES,
     check_output,
-    flag_of,
     non_negative_int,
     positive_float,
     regex,
@@ -165,8 +164,8 @@ def analyze_command(
     )
     try:
         result = analyze(session, options, monitor_log)
-    except OptionError as exc:  # the library names the option; the user typed its flag
-        raise InputError(f"{path}: {exc} ({flag_of(exc.option)})") from exc
+    except OptionError as exc:  # still name the file; main() adds the flag
+        raise OptionError(f"{path}: {exc}", exc.option) from exc
     except InputError as exc:  # found while analysing: still name the file
         if path in str(exc):
             raise

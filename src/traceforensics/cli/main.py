@@ -14,7 +14,8 @@ import click
 from traceforensics import __version__
 from traceforensics.cli.analyze import analyze_command
 from traceforensics.cli.monitor import monitor_command
-from traceforensics.model.errors import InputError, TraceForensicsError
+from traceforensics.cli.options import flag_of
+from traceforensics.model.errors import InputError, OptionError, TraceForensicsError
 
 EXIT_INPUT = 2
 EXIT_INTERNAL = 3
@@ -48,6 +49,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         click.echo(f"tf: error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
+    except OptionError as exc:  # the library names the option; the user typed its flag
+        click.echo(f"tf: error: {exc} ({flag_of(exc.option)})", err=True)
+        sys.exit(EXIT_INPUT)
     except InputError as exc:
         click.echo(f"tf: error: {exc}", err=True)
         sys.exit(EXIT_INPUT)

@@ -82,8 +82,12 @@ def check_output(
         )
 
 
-#: Flags whose name is not the option's flat name with dashes.
-_FLAG_NAMES = {"top_gaps": "--gaps", "data_patterns": "--data-pattern"}
+#: Flags whose name is not the option's library name with dashes.
+_FLAG_NAMES = {
+    "top_gaps": "--gaps",
+    "data_patterns": "--data-pattern",
+    "utc_offset": "--log-utc-offset",
+}
 
 
 def flag_of(option: str) -> str:

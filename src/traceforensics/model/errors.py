@@ -17,8 +17,9 @@ class InputError(TraceForensicsError):
 
 
 class OptionError(InputError):
-    """An analysis option is out of range. ``option`` is its flat name (``bin_ms``): library
-    messages never name a CLI flag, the CLI adds its own (``--bin-ms``)."""
+    """An option is out of range, or an option is the remedy. ``option`` is its library name
+    (``bin_ms``, ``columns``): library messages never name a CLI flag; the CLI adds its own
+    (``--bin-ms``)."""
 
     def __init__(self, message: str, option: str) -> None:
         super().__init__(message)

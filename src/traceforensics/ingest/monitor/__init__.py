@@ -21,7 +21,7 @@ from traceforensics.ingest.monitor.dmon import (
 )
 from traceforensics.ingest.monitor.smi_csv import is_smi_csv_header, parse_smi_csv
 from traceforensics.ingest.monitor.table import parse_table
-from traceforensics.model.errors import InputError
+from traceforensics.model.errors import InputError, OptionError
 from traceforensics.model.monitor import MONITOR_SCHEMA, MonitorLog
 
 _SNIFF_BYTES = 65_536
@@ -65,7 +65,7 @@ def load_monitor_log(
     if not p.is_file():
         raise InputError(f"{p}: no such file; give the path of a monitoring log")
     if interval_s is not None and interval_s <= 0:
-        raise InputError(f"{p}: --interval-s must be positive (got {interval_s})")
+        raise OptionError(f"{p}: interval_s must be positive (got {interval_s})", "interval_s")
     overrides = parse_column_map(columns, p)
     try:
         with p.open("rb") as fh:
@@ -95,8 +95,9 @@ def parse_utc_offset(text: str) -> int:
     if text.strip().upper() in ("UTC", "Z", "0"):
         return 0
     if m is None or int(m.group(2)) > 14 or int(m.group(3) or 0) >= 60:
-        raise InputError(
-            f"--log-utc-offset {text!r}: not a UTC offset; write it like +08:00, -05:00 or UTC"
+        raise OptionError(
+            f"UTC offset {text!r}: not a UTC offset; write it like +08:00, -05:00 or UTC",
+            "utc_offset",
         )
     sign = -1 if m.group(1) == "-" else 1
     return sign * (int(m.group(2)) * 3600 + int(m.group(3) or 0) * 60) * 1_000_000_000

@@ -15,7 +15,7 @@ from typing import Final
 import polars as pl
 
 from traceforensics.ingest.monitor.aliases import HEADER_ALIASES
-from traceforensics.model.errors import InputError
+from traceforensics.model.errors import OptionError
 from traceforensics.model.monitor import COLUMN_KEYS, THROTTLE_BITS, MonitorLog, conform_monitor
 from traceforensics.model.units import NS_PER_S
 
@@ -80,25 +80,27 @@ def parse_column_map(text: str | None, path: Path) -> dict[str, str]:
         key, sep, col = part.partition("=")
         k = key.strip().lower()
         if not sep or not col.strip() or k not in COLUMN_KEYS:
-            raise InputError(
-                f"{path}: bad --columns entry {part.strip()!r}; write KEY=COLUMN pairs with "
-                f"KEY one of {', '.join(sorted(COLUMN_KEYS))}"
+            raise OptionError(
+                f"{path}: bad column mapping entry {part.strip()!r}; write KEY=COLUMN pairs "
+                f"with KEY one of {', '.join(sorted(COLUMN_KEYS))}",
+                "columns",
             )
         out[COLUMN_KEYS[k]] = col.strip()
     return out
 
 
 def plan_from_headers(headers: list[str], overrides: dict[str, str], path: Path) -> ColumnPlan:
-    """Map raw headers to schema columns: ``--columns`` first, then ``HEADER_ALIASES``."""
+    """Map raw headers to schema columns: the column mapping first, then ``HEADER_ALIASES``."""
     plan = ColumnPlan()
     by_raw = {h.strip(): h for h in headers}
     by_base = {normalize_header(split_unit(h)[0]): h for h in headers}
     for target, want in overrides.items():
         found = by_raw.get(want) or by_base.get(normalize_header(split_unit(want)[0]))
         if found is None:
-            raise InputError(
-                f"{path}: --columns names {want!r}, which is not a column of this log "
-                f"(columns: {', '.join(h.strip() for h in headers)}); fix the mapping"
+            raise OptionError(
+                f"{path}: the column mapping names {want!r}, which is not a column of this log "
+                f"(columns: {', '.join(h.strip() for h in headers)}); fix the mapping",
+                "columns",
             )
         plan.sources[target] = found
         plan.scales[target] = unit_scale(split_unit(found)[1])
@@ -239,9 +241,10 @@ def build_frame(
     for target, expr in (extra or {}).items():
         exprs.append(expr.alias(target))
     if not exprs:
-        raise InputError(
+        raise OptionError(
             f"{path}: no metric column recognised (columns: {', '.join(columns)}); "
-            f"name them with --columns, e.g. --columns util=ColA,sm_clock=ColB"
+            f"name them with a column mapping, e.g. util=ColA,sm_clock=ColB",
+            "columns",
         )
     sample = lf.head(SNIFF_ROWS).collect()
     gpu_src = plan.sources.get("gpu")
@@ -283,7 +286,8 @@ def build_frame(
         )
     frame = conform_monitor(out, sort=False)
     if frame.height == 0:
-        raise InputError(
-            f"{path}: no samples could be read; check the file, or map columns with --columns"
+        raise OptionError(
+            f"{path}: no samples could be read; check the file, or map its columns",
+            "columns",
         )
     return MonitorLog(str(path), source_format, frame, time_kind, step_s, warnings)

@@ -23,7 +23,7 @@ from traceforensics.ingest.monitor.common import (
     plan_from_headers,
     split_unit,
 )
-from traceforensics.model.errors import InputError
+from traceforensics.model.errors import OptionError
 from traceforensics.model.monitor import MonitorLog
 
 REASON_PREFIXES: Final = ("clocks_throttle_reasons.", "clocks_event_reasons.")
@@ -84,9 +84,10 @@ def parse_smi_csv(path: Path, overrides: dict[str, str], interval_s: float | Non
         )
         headers = lf.collect_schema().names()
     except (pl.exceptions.ComputeError, pl.exceptions.NoDataError) as err:
-        raise InputError(
+        raise OptionError(
             f"{path}: not a readable nvidia-smi CSV ({str(err).splitlines()[0]}); "
-            f"check the file or map columns with --columns"
+            f"check the file or map its columns",
+            "columns",
         ) from err
     first = headers[0]
     # logs appended across restarts repeat the header line; drop those rows

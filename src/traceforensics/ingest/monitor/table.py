@@ -43,7 +43,7 @@ def parse_table(
     if len(lines) < 2:
         raise InputError(
             f"{path}: fewer than two non-empty lines, so no header and samples; "
-            f"give a monitoring log with a header line (or use --columns)"
+            f"give a monitoring log with a header line (or map its columns)"
         )
     header_line = lines[0].lstrip("#").strip()
     sep = "\t" if "\t" in header_line else "," if "," in header_line else None
