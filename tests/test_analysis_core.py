@@ -161,13 +161,16 @@ def _check_links(session: TraceSession) -> None:
     # thread) and the step detector
     kl = kernel_links(ctx).select("kernel_id", "api_id", "op_id", "api_start_ns")
     mine = work.filter(pl.col("kind") == "kernel").select(
-        pl.col("event_id").alias("kernel_id"), "api_id", "op_id", pl.col("ls").alias("api_start_ns")
+        pl.col("event_id").alias("kernel_id"),
+        "api_id",
+        "op_id",
+        pl.col("launch_start_ns").alias("api_start_ns"),
     )
     assert kl.sort("kernel_id").equals(mine.sort("kernel_id"))
     has_thread = work.get_column("l_thr").is_not_null().to_numpy()
     assert ((ctx.ops.thr >= 0) == has_thread).all()
-    linked = work.get_column("ls").fill_null(0).to_numpy()
-    assert (ctx.ops.ls == linked).all()
+    linked = work.get_column("launch_start_ns").fill_null(0).to_numpy()
+    assert (ctx.ops.launch_start == linked).all()
 
 
 @pytest.mark.parametrize("rel", ALL)

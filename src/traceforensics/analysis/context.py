@@ -45,9 +45,10 @@ HOST_KINDS = ("cpu_op", "annotation", "python", "os_call", "cuda_api", "overhead
 class OpTable:
     """GPU work as numpy columns, row i = row i of ``AnalysisContext.work``.
 
-    ``thr``: the launching thread's index (-1: no launch call known); ``ls``/``le``: the launch
-    call (ns); ``launch_cause``: class of the time inside the call; ``ds``: dispatch start (``ls``
-    when no enclosing operator); ``wait_ok``: a stream-wait record precedes the launch.
+    ``thr``: the launching thread's index (-1: no launch call known); ``launch_start`` /
+    ``launch_end``: the launch call (ns); ``launch_cause``: class of the time inside the call;
+    ``dispatch_start``: start of the outermost operator enclosing the call (``launch_start`` when
+    none); ``wait_ok``: a stream-wait record precedes the launch.
     """
 
     start: I64
@@ -56,10 +57,10 @@ class OpTable:
     is_comm: Mask
     is_kernel: Mask
     thr: I64
-    ls: I64
-    le: I64
+    launch_start: I64
+    launch_end: I64
     launch_cause: I64
-    ds: I64
+    dispatch_start: I64
     wait_ok: Mask
 
 
@@ -201,8 +202,8 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
         lo, hi = _windows(f.get("spans"), devices, busy, opts.steps.marker_re)
         launched = (
             work.filter(pl.col("l_thr").is_not_null())
-            .select("rank", "device", "l_pid", "ls", "start_ns", "end_ns")
-            .sort("ls")
+            .select("rank", "device", "l_pid", "launch_start_ns", "start_ns", "end_ns")
+            .sort("launch_start_ns")
         )
         steps = detect_steps(
             f["ranges"], launched, devices_df, opts.steps.pattern, opts.steps.window
@@ -251,7 +252,7 @@ def _op_table(
     def col(name: str, fill: int = 0) -> I64:
         return work.get_column(name).fill_null(fill).to_numpy().astype(np.int64)
 
-    thr, ls, le = col("l_thr", -1), col("ls"), col("le")
+    thr, start, end = col("l_thr", -1), col("launch_start_ns"), col("launch_end_ns")
     return OpTable(
         start=col("start_ns"),
         end=col("end_ns"),
@@ -259,10 +260,10 @@ def _op_table(
         is_comm=work.get_column("is_comm").fill_null(False).to_numpy().astype(bool),
         is_kernel=(work.get_column("kind") == "kernel").to_numpy().astype(bool),
         thr=thr,
-        ls=ls,
-        le=le,
-        launch_cause=launch_part_cause(work.get_column("l_name"), le - ls),
-        ds=classes.dispatch_start(thr, ls, t0, shift),
+        launch_start=start,
+        launch_end=end,
+        launch_cause=launch_part_cause(work.get_column("l_name"), end - start),
+        dispatch_start=classes.dispatch_start(thr, start, t0, shift),
         wait_ok=stream_wait_flags(work, waits).to_numpy().astype(bool),
     )
 

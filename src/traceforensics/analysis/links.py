@@ -24,7 +24,16 @@ import polars as pl
 
 #: Link columns added to every GPU op (null when unknown); ``l_thr`` is the launching thread's
 #: index in the context's host table.
-LINK_COLUMNS = ("api_id", "l_pid", "l_tid", "ls", "le", "l_name", "l_thr", "op_id")
+LINK_COLUMNS = (
+    "api_id",
+    "l_pid",
+    "l_tid",
+    "launch_start_ns",
+    "launch_end_ns",
+    "l_name",
+    "l_thr",
+    "op_id",
+)
 #: Candidate order of rule 1 (lower wins).
 SAME_PID, UNKNOWN_PID, OTHER_PID = 0, 1, 2
 
@@ -64,8 +73,8 @@ def launch_links(
         pl.col("event_id").alias("api_id"),
         pl.col("pid").fill_null(-1).alias("l_pid"),
         pl.col("tid").alias("l_tid"),
-        pl.col("start_ns").alias("ls"),
-        pl.col("end_ns").alias("le"),
+        pl.col("start_ns").alias("launch_start_ns"),
+        pl.col("end_ns").alias("launch_end_ns"),
         pl.col("name").cast(pl.String).alias("l_name"),
     )
     parents = tree.filter(pl.col("kind") == "cuda_api").select(

@@ -134,12 +134,12 @@ def _host_steps_on_device(host: pl.DataFrame, launched: pl.DataFrame) -> pl.Data
     )
     j = launched.join_asof(
         steps,
-        left_on="ls",
+        left_on="launch_start_ns",
         right_on="s_start",
         by=["rank", "l_pid"],
         strategy="backward",
         check_sortedness=False,
-    ).filter(pl.col("s_end").is_not_null() & (pl.col("ls") < pl.col("s_end")))
+    ).filter(pl.col("s_end").is_not_null() & (pl.col("launch_start_ns") < pl.col("s_end")))
     return (
         j.group_by("rank", "device", "step_row", "step")
         .agg(pl.col("start_ns").min(), pl.col("end_ns").max())

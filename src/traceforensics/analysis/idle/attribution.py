@@ -1,20 +1,21 @@
 """The attribution rule: split every idle gap of a device exactly over causes.
 
 For a gap ``[s, e)`` on device d, let *op* be the first GPU work starting at ``e`` (the op that
-ends the gap) and *L* = ``[ls, le)`` its launch call (same rank, correlation id, and pid when
-the GPU row records one). Clamp ``tl = clamp(ls, s, e)`` and ``t2 = clamp(le, tl, e)``::
+ends the gap) and *L* = ``[launch_start, launch_end)`` its launch call (``links``: one launch
+link per GPU op). Clamp ``tl = clamp(launch_start, s, e)`` and ``t2 = clamp(launch_end, tl,
+e)``::
 
-    GPU  ====op0====|..................... gap .....................|===op===
+    GPU  ====op0====|..................... gap ......................|===op===
     host   ...sync][ catch-up | DataLoader __next__ | aten::to ][L: launch ]
-                   s     d_end                  ds           tl         t2  e
-    parts:   [s, d_end) host_sync (sync-drain)     [ds, tl) dispatch      [t2, e) queued
-             [d_end, tl) by thread class           [tl, t2) launch call
+                   s         drain_end              op_start    tl         t2  e
+    parts:   [s, drain_end) host_sync (sync-drain)  [op_start, tl) dispatch   [t2, e) queued
+             [drain_end, tl) by thread class        [tl, t2) launch call
 
 1. Host-late part ``[s, tl)`` (the launch had not been issued when the GPU went idle): each
    instant gets the class of the launching thread at that instant (``host_timeline``). With
-   ``ds`` = start of the outermost generic operator (cpu_op of class cpu_compute) enclosing L,
-   ``cpu_compute`` inside ``[max(ds, tl - DISPATCH_MAX_NS), tl)`` is ``launch_overhead`` (that
-   operator was dispatching this very launch).
+   ``op_start`` = start of the outermost generic operator (cpu_op of class cpu_compute)
+   enclosing L, ``cpu_compute`` inside ``[max(op_start, tl - DISPATCH_MAX_NS), tl)`` is
+   ``launch_overhead`` (that operator was dispatching this very launch).
    *Sync-drain rule* (takes precedence): if a synchronizing call on that thread that began
    before ``s`` returned at ``se`` with ``|se - s| <= SYNC_DRAIN_SLACK_NS`` (and ``se <= tl``),
    the queue ran dry because of it:
@@ -72,8 +73,8 @@ _UNTRACED = CAUSE_INDEX[UNTRACED]
 class Parts:
     """Per-gap boundaries of the rule (for evidence): drain end, dispatch start, tl, t2."""
 
-    d_end: I64
-    dsp: I64
+    drain_end: I64
+    dispatch_from: I64
     tl: I64
     t2: I64
     drain: BoolArr
@@ -118,12 +119,12 @@ def gap_thread(op: I64, prev_op: I64, ops: OpTable) -> I64:
 def sync_drain(
     sync: SyncIndex, tline: HostTimeline, thr: I64, begin: I64, s: I64, tl: I64
 ) -> tuple[BoolArr, I64, I64]:
-    """Sync-drain rule: ``(drain, d_end, sync_row)`` per gap; all times in ns.
+    """Sync-drain rule: ``(drain, drain_end, sync_row)`` per gap; all times in ns.
 
     A synchronizing call on the launching thread that was already blocking when the GPU ran dry
     (started at or before ``begin``, where the gap really began) and returned at ``se`` with
-    ``|se - begin| <= SYNC_DRAIN_SLACK_NS`` (20 µs) drained the queue: ``[s, d_end)`` with
-    ``d_end = clamp(se, s, tl)`` is ``host_sync``. A sync issued later, on an idle GPU, drained
+    ``|se - begin| <= SYNC_DRAIN_SLACK_NS`` (20 µs) drained the queue: ``[s, drain_end)`` with
+    ``drain_end = clamp(se, s, tl)`` is ``host_sync``. A sync issued later, on an idle GPU, drained
     nothing (its own duration is ``host_sync`` through the thread class)::
 
         GPU   ==k1==|=D2H=|................ gap .................|==k2==
@@ -133,49 +134,54 @@ def sync_drain(
     """
     ss, se, srow = last_sync(sync, tline, thr, np.minimum(tl, begin + SYNC_DRAIN_SLACK_NS))
     drain = (thr >= 0) & (srow >= 0) & (se >= begin - SYNC_DRAIN_SLACK_NS) & (ss <= begin)
-    d_end = np.where(drain, np.clip(se, s, tl), s)
-    return drain, d_end, srow
+    drain_end = np.where(drain, np.clip(se, s, tl), s)
+    return drain, drain_end, srow
 
 
-def dispatch_start(ds: I64, d_end: I64, tl: I64) -> I64:
-    """Start (ns) of the dispatch window ``[dsp, tl)``: ``dsp = clamp(max(ds, tl -
-    DISPATCH_MAX_NS), d_end, tl)``. ``ds`` is the start of the outermost generic operator
-    enclosing the launch; ``cpu_compute`` in the window is ``launch_overhead`` (that operator
-    was dispatching this very launch); earlier time in it stays ``cpu_compute``::
+def dispatch_window_start(op_start: I64, drain_end: I64, tl: I64) -> I64:
+    """Start (ns) of the dispatch window ``[disp_start, tl)``: ``disp_start =
+    clamp(max(op_start, tl - DISPATCH_MAX_NS), drain_end, tl)``. ``op_start`` is the start of
+    the outermost generic operator enclosing the launch; ``cpu_compute`` in the window is
+    ``launch_overhead`` (that operator was dispatching this very launch); earlier time in it
+    stays ``cpu_compute``::
 
         GPU   ==k1==|.................... gap ....................|==k2==
         host  aten::empty ][ aten::add .......................[L]
-                           ds            tl - 1 000 000 ns    tl  e
-              [ds, tl - 1 ms) cpu_compute   [tl - 1 ms, tl) launch_overhead (dispatch)
+                           op_start            tl - 1 000 000 ns    tl  e
+              [op_start, tl - 1 ms) cpu_compute   [tl - 1 ms, tl) launch_overhead (dispatch)
     """
-    out: I64 = np.clip(np.maximum(ds, tl - DISPATCH_MAX_NS), d_end, tl)
+    out: I64 = np.clip(np.maximum(op_start, tl - DISPATCH_MAX_NS), drain_end, tl)
     return out
 
 
-def host_late(tline: HostTimeline, thr: I64, drain: BoolArr, d_end: I64, dsp: I64, tl: I64) -> I64:
-    """Host-late part ``[d_end, tl)`` (ns per cause, one row per gap): each instant takes the
+def host_late(
+    tline: HostTimeline, thr: I64, drain: BoolArr, drain_end: I64, disp_start: I64, tl: I64
+) -> I64:
+    """Host-late part ``[drain_end, tl)`` (ns per cause, one row per gap): each instant takes the
     class of the launching thread's highest-``PRIORITY`` classified range covering it
     (``host_timeline``).
 
-    Cut at the dispatch start ``dsp`` (``cpu_compute`` after it is ``launch_overhead``) and,
-    after a drain, at ``cap_end = min(d_end + SYNC_CATCHUP_MAX_NS, tl)``: before the cap, the
-    host catching up (``cpu_compute``, ``launch_overhead`` or nothing) is ``host_sync``; time in a
-    specific cause (data_loading, memcpy, io, ...) keeps it. Unclassified time is ``untraced``::
+    Cut at the dispatch start ``disp_start`` (``cpu_compute`` after it is ``launch_overhead``)
+    and, after a drain, at ``cap_end = min(drain_end + SYNC_CATCHUP_MAX_NS, tl)``: before the
+    cap, the host catching up (``cpu_compute``, ``launch_overhead`` or nothing) is
+    ``host_sync``; time in a specific cause (data_loading, memcpy, io, ...) keeps it.
+    Unclassified time is ``untraced``::
 
         GPU   ==k1==|......................... gap ..........................|==k2==
         host  [sync]| python | DataLoader __next__ | aten::to .........[L]
-                    d_end               cap_end      dsp               tl    e
-              [d_end, cap_end) catch-up: python -> host_sync, DataLoader stays data_loading
-              [cap_end, dsp) thread class   [dsp, tl) cpu_compute -> launch_overhead
+                    drain_end          cap_end         disp_start          tl    e
+              [drain_end, cap_end) catch-up: python -> host_sync, DataLoader stays
+              [cap_end, disp_start) thread class
+              [disp_start, tl) cpu_compute -> launch_overhead
     """
     n = thr.size
     mat = np.zeros((n, N_CAUSES), dtype=np.int64)
-    cap_end = np.where(drain, np.clip(d_end + SYNC_CATCHUP_MAX_NS, d_end, tl), d_end)
-    p1, p2 = np.minimum(dsp, cap_end), np.maximum(dsp, cap_end)
-    for lo, hi in ((d_end, p1), (p1, p2), (p2, tl)):
+    cap_end = np.where(drain, np.clip(drain_end + SYNC_CATCHUP_MAX_NS, drain_end, tl), drain_end)
+    p1, p2 = np.minimum(disp_start, cap_end), np.maximum(disp_start, cap_end)
+    for lo, hi in ((drain_end, p1), (p1, p2), (p2, tl)):
         m = tline.class_time(thr, lo, hi)
         unexplained = (hi - lo) - m.sum(axis=1)
-        dispatch = (lo >= dsp)[:, None]
+        dispatch = (lo >= disp_start)[:, None]
         m[:, _LAUNCH] += np.where(dispatch[:, 0], m[:, _CPU], 0)
         m[:, _CPU] = np.where(dispatch[:, 0], 0, m[:, _CPU])
         catch = drain & (hi <= cap_end)
@@ -211,7 +217,7 @@ def queued_cause(op: I64, ended: BoolArr, queued_ns: I64, prev_comm: BoolArr, op
     return qcause
 
 
-def attribute(
+def attribute_gaps(
     s: I64,
     e: I64,
     op: I64,
@@ -241,20 +247,20 @@ def attribute(
     safe = np.maximum(op, 0)
     thr = gap_thread(op, prev_op, ops)
     ended = has & (thr >= 0)
-    tl = np.where(ended, np.clip(ops.ls[safe], s, e), e)
-    t2 = np.where(ended, np.clip(ops.le[safe], tl, e), e)
+    tl = np.where(ended, np.clip(ops.launch_start[safe], s, e), e)
+    t2 = np.where(ended, np.clip(ops.launch_end[safe], tl, e), e)
 
     begin = s if s0 is None else s0
-    drain, d_end, srow = sync_drain(sync, tline, thr, begin, s, tl)
-    dsp = np.where(ended, dispatch_start(ops.ds[safe], d_end, tl), tl)
+    drain, drain_end, srow = sync_drain(sync, tline, thr, begin, s, tl)
+    disp_start = np.where(ended, dispatch_window_start(ops.dispatch_start[safe], drain_end, tl), tl)
 
     rows = np.arange(n)
     # part 1a: sync drain wait; part 1b: host-late time by thread class
-    mat = host_late(tline, thr, drain, d_end, dsp, tl)
-    mat[:, _SYNC] += d_end - s
+    mat = host_late(tline, thr, drain, drain_end, disp_start, tl)
+    mat[:, _SYNC] += drain_end - s
     # part 2: inside the launch call (causes.launch_part_cause)
     mat[rows, np.where(ended, ops.launch_cause[safe], _LAUNCH)] += t2 - tl
     # part 3: queued
     qcause = queued_cause(op, ended, e - t2, prev_comm, ops)
     mat[rows, qcause] += e - t2
-    return mat, Parts(d_end, dsp, tl, t2, drain, srow, thr, qcause)
+    return mat, Parts(drain_end, disp_start, tl, t2, drain, srow, thr, qcause)

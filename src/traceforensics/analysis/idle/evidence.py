@@ -57,7 +57,9 @@ def gap_evidence(
         if thr >= 0:
             out.extend(_sync_evidence(ctx, i, s, parts, tid))
             out.extend(
-                _host_ranges(ctx, thr, int(parts.d_end[i]), e, dsp=e, tid=tid, causes=causes)
+                _host_ranges(
+                    ctx, thr, int(parts.drain_end[i]), e, dispatch=e, tid=tid, causes=causes
+                )
             )
         return out
     row = ctx.work.row(op, named=True)
@@ -87,8 +89,8 @@ def gap_evidence(
             lcause,
             "cuda_api",
             str(row["l_name"]),
-            int(o.ls[op]),
-            int(o.le[op] - o.ls[op]),
+            int(o.launch_start[op]),
+            int(o.launch_end[op] - o.launch_start[op]),
             tid,
             f"launch call; issued {_us(late)} after the GPU went idle"
             if late > 0
@@ -110,7 +112,13 @@ def gap_evidence(
         )
     out.extend(
         _host_ranges(
-            ctx, thr, int(parts.d_end[i]), tl, dsp=int(parts.dsp[i]), tid=tid, causes=causes
+            ctx,
+            thr,
+            int(parts.drain_end[i]),
+            tl,
+            dispatch=int(parts.dispatch_from[i]),
+            tid=tid,
+            causes=causes,
         )
     )
     if causes.get(UNTRACED, 0) > 0 and late > 0:
@@ -163,7 +171,7 @@ def _host_ranges(
     a: int,
     b: int,
     *,
-    dsp: int,
+    dispatch: int,
     tid: int | None,
     causes: dict[str, int],
 ) -> list[Evidence]:
@@ -181,15 +189,15 @@ def _host_ranges(
         if causes.get(cause_id, 0) <= 0:
             continue
         detail = f"launching thread inside this range for part of the gap ({cause_id})"
-        if cause_id == LAUNCH_OVERHEAD and dsp < b:
-            ovc = np.minimum(en, b) - np.maximum(st, dsp)
+        if cause_id == LAUNCH_OVERHEAD and dispatch < b:
+            ovc = np.minimum(en, b) - np.maximum(st, dispatch)
             rows = np.flatnonzero((cl == CAUSE_INDEX[CPU_COMPUTE]) & is_op & (ovc > 0))
             detail = "operator dispatching the launch"
             if rows.size == 0:
                 rows = np.flatnonzero((cl == ci) & (ov > 0))
                 ovc = ov
         elif cause_id == CPU_COMPUTE:
-            ovc = np.minimum(en, dsp) - np.maximum(st, a)
+            ovc = np.minimum(en, dispatch) - np.maximum(st, a)
             rows = np.flatnonzero((cl == ci) & (ovc > 0))
         else:
             ovc = ov

@@ -9,7 +9,7 @@ idle gaps are the holes of that union inside the analysis window::
     busy:       |==============|=|  |     |======|
     gaps:                        (none)|==|      (window ends at the last work: default)
 
-Every gap is attributed by ``attribution.attribute`` (the rule is documented there and in
+Every gap is attributed by ``attribution.attribute_gaps`` (the rule is documented there and in
 docs/causes.md) through ``windows.window_gaps``; per-step breakdowns come from ``step_idle``;
 HTA's per-stream view from ``streams``. ``window_gaps`` and its helpers are re-exported here.
 """

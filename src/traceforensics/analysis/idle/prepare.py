@@ -123,10 +123,10 @@ def classify_threads(
 
 def stream_wait_flags(work: pl.DataFrame, syncs: pl.DataFrame) -> pl.Series:
     """``wait_ok`` per row of ``work`` (GPU ops with ``event_id, rank, device, stream,
-    start_ns, ls``; ``syncs``: the gpu_sync records with a stream, ``rank, device, stream,
+    start_ns, launch_start_ns``; ``syncs``: the gpu_sync records with a stream, ``rank, device, stream,
     name, start_ns``): a GPU stream-wait record (gpu_sync named like ``*Wait*``) on the op's
     stream was issued (``w_start``, ns) after the previous launch on that stream (``prev_ls``)
-    and at or before this launch (``ls``): ``prev_ls < w_start <= ls``. The queued part of a gap
+    and at or before this launch (``ls``, its launch start): ``prev_ls < w_start <= ls``. The queued part of a gap
     ended by such an op is ``cross_stream_wait`` (``attribution.queued_cause``)::
 
         host      [L k1]            [L k2]
@@ -141,18 +141,20 @@ def stream_wait_flags(work: pl.DataFrame, syncs: pl.DataFrame) -> pl.Series:
     )
     if waits.height == 0:
         return pl.Series("wait_ok", [False] * work.height, dtype=pl.Boolean)
-    ops = work.select("event_id", "rank", "device", "stream", "start_ns", "ls").with_columns(
-        pl.col("ls")
+    ops = work.select(
+        "event_id", "rank", "device", "stream", "start_ns", "launch_start_ns"
+    ).with_columns(
+        pl.col("launch_start_ns")
         .shift(1)
         .over(["rank", "device", "stream"], order_by="start_ns")
         .alias("prev_ls")
     )
     joined = (
-        ops.filter(pl.col("ls").is_not_null())
-        .sort("ls")
+        ops.filter(pl.col("launch_start_ns").is_not_null())
+        .sort("launch_start_ns")
         .join_asof(
             waits,
-            left_on="ls",
+            left_on="launch_start_ns",
             right_on="w_start",
             by=["rank", "device", "stream"],
             strategy="backward",

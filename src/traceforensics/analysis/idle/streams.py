@@ -38,7 +38,7 @@ def stream_idle(ctx: AnalysisContext) -> list[StreamIdle]:
     order = np.argsort(sk, kind="stable")
     q = (gap_g << shift) | (gap_e - ctx.t0_ns)
     idx = order[np.minimum(np.searchsorted(sk[order], q), order.size - 1)]
-    host_late = (o.thr[idx] >= 0) & (o.ls[idx] > gap_s)
+    host_late = (o.thr[idx] >= 0) & (o.launch_start[idx] > gap_s)
     n_g = keys.size
     first = np.full(n_g, np.iinfo(np.int64).max)
     last = np.zeros(n_g, dtype=np.int64)

@@ -1,6 +1,6 @@
-"""Idle gaps of devices inside arbitrary windows, attributed by ``attribution.attribute``.
+"""Idle gaps of devices inside arbitrary windows, attributed by ``attribution.attribute_gaps``.
 
-Shared by the whole-device view (``gaps.analyze_gaps``: one window per device) and the per-step
+Shared by the whole-device view (``gaps.analyze_idle``: one window per device) and the per-step
 view (``step_idle.step_breakdown``: one window per step). All times are integer ns. A gap clipped
 by its window keeps the causes it has in the unclipped gap (the rule is told where the gap
 really began)::
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from traceforensics.analysis.context import AnalysisContext
-from traceforensics.analysis.idle.attribution import Parts, attribute
+from traceforensics.analysis.idle.attribution import Parts, attribute_gaps
 from traceforensics.analysis.idle.causes import CAUSES
 from traceforensics.analysis.intervals import holes
 from traceforensics.model.units import I64
@@ -66,7 +66,7 @@ def window_gaps(ctx: AnalysisContext, dev: I64, lo: I64, hi: I64) -> WindowGaps:
     op = ending_ops(ctx, g, e)
     prev = ending_ops(ctx, g, s, before=True)
     s0 = gap_begin(ctx, g, s)
-    mat, parts = attribute(
+    mat, parts = attribute_gaps(
         s,
         e,
         op,

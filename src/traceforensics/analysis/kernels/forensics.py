@@ -19,7 +19,7 @@ from traceforensics.analysis.kernels.peaks import DevicePeak, resolve_peaks, unk
 from traceforensics.analysis.kernels.results import KernelAnalysis, UnknownFlops
 from traceforensics.analysis.kernels.rows import family_rows, mfu_rows, op_rows
 from traceforensics.analysis.kernels.short import short_kernel_rows
-from traceforensics.analysis.kernels.throughput import attribute, ideal_ns, math_dtype, op_costs
+from traceforensics.analysis.kernels.throughput import charge_flops, ideal_ns, math_dtype, op_costs
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.optree import ancestors_pick
 from traceforensics.model.session import TraceSession
@@ -63,7 +63,7 @@ def analyze_kernels(
         costs = costs_f.result()
     known = costs.filter(pl.col("flops").is_not_null()).get_column("op_id")
     charged = ancestors_pick(ctx.tree_index, kl.get_column("op_id"), known)
-    kern = ideal_ns(math_dtype(attribute(kl, pl.Series(charged), costs), peaks), peaks)
+    kern = ideal_ns(math_dtype(charge_flops(kl, pl.Series(charged), costs), peaks), peaks)
     keep = opts.rows_kept
     return KernelAnalysis(
         short_kernels=short[:keep],
@@ -94,8 +94,8 @@ def kernel_links(ctx: AnalysisContext) -> pl.DataFrame:
             "dur_ns",
             pl.col("name").alias("kname"),
             "api_id",
-            pl.col("ls").alias("api_start_ns"),
-            (pl.col("le") - pl.col("ls")).alias("api_dur_ns"),
+            pl.col("launch_start_ns").alias("api_start_ns"),
+            (pl.col("launch_end_ns") - pl.col("launch_start_ns")).alias("api_dur_ns"),
             "op_id",
         )
         .sort("kernel_id")

@@ -104,7 +104,9 @@ def _tensor_shapes(dims_json: str | None) -> str:
     return json.dumps([d for d in parse_json_list(dims_json) if d], separators=(",", ""))
 
 
-def attribute(launches: pl.DataFrame, charged_op: pl.Series, costs: pl.DataFrame) -> pl.DataFrame:
+def charge_flops(
+    launches: pl.DataFrame, charged_op: pl.Series, costs: pl.DataFrame
+) -> pl.DataFrame:
     """Kernels with the op they are charged to and their share of its FLOPs/bytes.
 
     Adds ``flops_op_id`` (null = unknown FLOPs), op columns, ``op_kernel_ns`` and float
