@@ -11,8 +11,8 @@ from traceforensics.analysis.idle.causes import (
     OUTLIER_MAD_SIGMAS,
     OUTLIER_MIN_EXCESS_FRACTION,
     PRIORITY,
-    classify_host,
 )
+from traceforensics.analysis.idle.classify import classify_host
 from traceforensics.analysis.idle.results import StepStats
 from traceforensics.analysis.idle.step_idle import step_statistics
 from traceforensics.analysis.steps import GENERIC_STEP_RE

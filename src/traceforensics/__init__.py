@@ -43,7 +43,8 @@ def load_monitor_log(
     from traceforensics.ingest.monitor import load_monitor_log as _load
     from traceforensics.ingest.monitor import parse_utc_offset, shift_to_utc
 
-    return shift_to_utc(_load(os.fspath(path), columns=columns), parse_utc_offset(utc_offset))
+    offset = parse_utc_offset(utc_offset)  # a bad option fails before the file is read
+    return shift_to_utc(_load(os.fspath(path), columns=columns), offset)
 
 
 def analyze(

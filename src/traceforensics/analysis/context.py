@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from traceforensics.analysis.busy import DeviceBusy, device_busy
-from traceforensics.analysis.idle.causes import launch_part_cause
+from traceforensics.analysis.idle.classify import launch_part_cause
 from traceforensics.analysis.idle.prepare import HostClasses, classify_threads, stream_wait_flags
 from traceforensics.analysis.intervals import pack_shift
 from traceforensics.analysis.links import launch_links
@@ -175,8 +175,7 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
         )
         .sort(["thr", "start_ns", "end_ns", "event_id"], descending=[False, False, True, False])
     )
-    n_threads = host.get_column("thr").n_unique()
-    shift = pack_shift(trace_span[1] - t0 + 1, max(n_threads, 1))
+    shift = pack_shift(trace_span[1] - t0 + 1, max(host.get_column("thr").n_unique(), 1))
     d2h = (
         f["work"]
         .filter(pl.col("copy_kind") == "d2h")
@@ -194,43 +193,65 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
             t0_ns=t0,
             shift=shift,
         )
-        tree = host_tree(host)
-        work = _gpu_work(f["work"], f["calls"], f["ext"], tree)
-        devices_df = work.select("rank", "device", "dev").unique("dev").sort("dev")
-        devices = [(int(r), int(d)) for r, d, _ in devices_df.iter_rows()]
-        busy = device_busy(work, len(devices), t0, trace_span[1] - t0 + 1)
-        lo, hi = _windows(f.get("spans"), devices, busy, opts.steps.marker_re)
-        launched = (
-            work.filter(pl.col("l_thr").is_not_null())
-            .select("rank", "device", "l_pid", "launch_start_ns", "start_ns", "end_ns")
-            .sort("launch_start_ns")
-        )
-        steps = detect_steps(
-            f["ranges"], launched, devices_df, opts.steps.pattern, opts.steps.window
-        )
+        gpu = _gpu_side(f, host, opts, t0, trace_span)
         classes = classes_f.result()
-    ops = _op_table(work, classes, f["waits"], t0, shift)
-    dev = work.get_column("dev").to_numpy().astype(np.int64)
-    n = np.arange(len(devices))
+    dev = gpu.work.get_column("dev").to_numpy().astype(np.int64)
+    n = np.arange(len(gpu.devices))
     return AnalysisContext(
         session=session,
         options=opts,
         events=ev,
         t0_ns=t0,
         shift=shift,
-        devices=devices,
+        devices=gpu.devices,
         dev_lo=np.searchsorted(dev, n, side="left").astype(np.int64),
         dev_hi=np.searchsorted(dev, n, side="right").astype(np.int64),
-        work=work,
-        ops=ops,
+        work=gpu.work,
+        ops=_op_table(gpu.work, classes, f["waits"], t0, shift),
         host=classes,
-        tree=tree,
-        busy=busy,
-        window_lo=lo,
-        window_hi=hi,
-        steps=steps,
+        tree=gpu.tree,
+        busy=gpu.busy,
+        window_lo=gpu.window_lo,
+        window_hi=gpu.window_hi,
+        steps=gpu.steps,
         trace_span=trace_span,
     )
+
+
+@dataclass
+class _GpuSide:
+    """What ``prepare`` derives from the GPU ops while the host rows are being classified."""
+
+    tree: pl.DataFrame
+    work: pl.DataFrame
+    devices: list[tuple[int, int]]
+    busy: DeviceBusy
+    window_lo: I64
+    window_hi: I64
+    steps: pl.DataFrame
+
+
+def _gpu_side(
+    f: dict[str, pl.DataFrame],
+    host: pl.DataFrame,
+    opts: AnalysisOptions,
+    t0: int,
+    trace_span: tuple[int, int],
+) -> _GpuSide:
+    """Op tree, linked GPU ops, devices, busy unions, windows and the step table."""
+    tree = host_tree(host)
+    work = _gpu_work(f["work"], f["calls"], f["ext"], tree)
+    devices_df = work.select("rank", "device", "dev").unique("dev").sort("dev")
+    devices = [(int(r), int(d)) for r, d, _ in devices_df.iter_rows()]
+    busy = device_busy(work, len(devices), t0, trace_span[1] - t0 + 1)
+    lo, hi = _windows(f.get("spans"), devices, busy, opts.steps.marker_re)
+    launched = (
+        work.filter(pl.col("l_thr").is_not_null())
+        .select("rank", "device", "l_pid", "launch_start_ns", "start_ns", "end_ns")
+        .sort("launch_start_ns")
+    )
+    steps = detect_steps(f["ranges"], launched, devices_df, opts.steps.pattern, opts.steps.window)
+    return _GpuSide(tree, work, devices, busy, lo, hi, steps)
 
 
 def _gpu_work(

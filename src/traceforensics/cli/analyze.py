@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
+from traceforensics import load_monitor_log
 from traceforensics.analysis.options import DEFAULTS
-from traceforensics.analysis.pipeline import analyze
+from traceforensics.analysis.pipeline import Analysis, analyze
 from traceforensics.cli.options import (
     PLOT_SUFFIXES,
     check_output,
@@ -122,20 +124,12 @@ def analyze_command(
     path: str,
     as_json: bool,
     no_cache: bool,
-    top: int,
-    top_gaps: int,
-    step_pattern: str | None,
-    data_patterns: tuple[str, ...],
-    short_kernel_us: float,
-    peak_tflops: float | None,
-    window: str,
-    step_window: str,
-    bin_ms: float,
     monitor_path: str | None,
     columns: str | None,
     log_utc_offset: str,
     markdown_path: Path | None,
     plot_path: Path | None,
+    **flat: Any,
 ) -> None:
     """Analyze a trace: PyTorch Profiler .json/.json.gz, a directory of rank files,
     an Nsight Systems .sqlite export or a .nsys-rep report."""
@@ -147,21 +141,9 @@ def analyze_command(
     session = load_path(path, use_cache=not no_cache)
     monitor_log = None
     if monitor_path is not None:
-        from traceforensics.ingest.monitor import load_monitor_log, parse_utc_offset, shift_to_utc
-
-        offset = parse_utc_offset(log_utc_offset)
-        monitor_log = shift_to_utc(load_monitor_log(monitor_path, columns=columns), offset)
-    options = DEFAULTS.with_(
-        top=top,
-        top_gaps=top_gaps,
-        step_pattern=step_pattern,
-        data_patterns=data_patterns,
-        short_kernel_us=short_kernel_us,
-        peak_tflops=peak_tflops,
-        bin_ms=bin_ms,
-        window=window,
-        step_window=step_window,
-    )
+        monitor_log = load_monitor_log(monitor_path, columns=columns, utc_offset=log_utc_offset)
+    # the analysis options' flat names are the flags' parameter names (``analysis.options``)
+    options = DEFAULTS.with_(**flat)
     try:
         result = analyze(session, options, monitor_log)
     except OptionError as exc:  # still name the file; main() adds the flag
@@ -170,6 +152,13 @@ def analyze_command(
         if path in str(exc):
             raise
         raise type(exc)(f"{path}: {exc}") from exc
+    _write(result, as_json, markdown_path, plot_path)
+
+
+def _write(
+    result: Analysis, as_json: bool, markdown_path: Path | None, plot_path: Path | None
+) -> None:
+    """The report on stdout (text or JSON), and the optional Markdown and plot files."""
     if markdown_path is not None:
         from traceforensics.report.markdown import render_markdown
 

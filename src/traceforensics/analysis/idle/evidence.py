@@ -38,33 +38,11 @@ def gap_evidence(
     ctx: AnalysisContext, i: int, *, s: int, e: int, op: int, parts: Parts, causes: dict[str, int]
 ) -> list[Evidence]:
     """Evidence for gap ``[s, e)`` (row ``i`` of ``parts``) ended by op row ``op`` (-1: none)."""
-    out: list[Evidence] = []
     if op < 0:
-        thr = int(parts.thr[i])
-        tid = _tid(ctx, thr)
-        out.append(
-            Evidence(
-                "",
-                "none",
-                "",
-                e,
-                0,
-                tid,
-                "no GPU work follows this gap in the trace; classified on the thread "
-                "that launched the last GPU work",
-            )
-        )
-        if thr >= 0:
-            out.extend(_sync_evidence(ctx, i, s, parts, tid))
-            out.extend(
-                _host_ranges(
-                    ctx, thr, int(parts.drain_end[i]), e, dispatch=e, tid=tid, causes=causes
-                )
-            )
-        return out
+        return _trailing_gap_evidence(ctx, i, s=s, e=e, parts=parts, causes=causes)
     row = ctx.work.row(op, named=True)
     o = ctx.ops
-    out.append(
+    out = [
         Evidence(
             CAUSES[int(parts.qcause[i])] if e > int(parts.t2[i]) else "",
             str(row["kind"]),
@@ -75,28 +53,14 @@ def gap_evidence(
             f"first GPU work after the gap (stream {row['stream']}, correlation "
             f"{row['correlation']})",
         )
-    )
+    ]
     thr = int(o.thr[op])
     if thr < 0:
         out.append(Evidence(UNTRACED, "none", "", s, e - s, None, "no launch call linked"))
         return out
     tid = row["l_tid"]
     tl, t2 = int(parts.tl[i]), int(parts.t2[i])
-    late = tl - s
-    lcause = CAUSES[int(o.launch_cause[op])]
-    out.append(
-        Evidence(
-            lcause,
-            "cuda_api",
-            str(row["l_name"]),
-            int(o.launch_start[op]),
-            int(o.launch_end[op] - o.launch_start[op]),
-            tid,
-            f"launch call; issued {_us(late)} after the GPU went idle"
-            if late > 0
-            else "launch call; issued before the GPU went idle",
-        )
-    )
+    out.append(_launch_evidence(ctx, op, str(row["l_name"]), tid, late=tl - s))
     out.extend(_sync_evidence(ctx, i, s, parts, tid))
     if o.wait_ok[op] and causes.get(CROSS_STREAM_WAIT, 0) > 0:
         out.append(
@@ -110,18 +74,9 @@ def gap_evidence(
                 f"a stream-wait record on stream {row['stream']} precedes the launch",
             )
         )
-    out.extend(
-        _host_ranges(
-            ctx,
-            thr,
-            int(parts.drain_end[i]),
-            tl,
-            dispatch=int(parts.dispatch_from[i]),
-            tid=tid,
-            causes=causes,
-        )
-    )
-    if causes.get(UNTRACED, 0) > 0 and late > 0:
+    drain_end, dispatch = int(parts.drain_end[i]), int(parts.dispatch_from[i])
+    out.extend(_host_ranges(ctx, thr, drain_end, tl, dispatch=dispatch, tid=tid, causes=causes))
+    if causes.get(UNTRACED, 0) > 0 and tl > s:
         out.append(
             Evidence(
                 UNTRACED,
@@ -134,6 +89,49 @@ def gap_evidence(
             )
         )
     return out
+
+
+def _trailing_gap_evidence(
+    ctx: AnalysisContext, i: int, *, s: int, e: int, parts: Parts, causes: dict[str, int]
+) -> list[Evidence]:
+    """A gap no GPU work ends: the absence itself, then what the last launching thread did."""
+    thr = int(parts.thr[i])
+    tid = _tid(ctx, thr)
+    out = [
+        Evidence(
+            "",
+            "none",
+            "",
+            e,
+            0,
+            tid,
+            "no GPU work follows this gap in the trace; classified on the thread "
+            "that launched the last GPU work",
+        )
+    ]
+    if thr >= 0:
+        out.extend(_sync_evidence(ctx, i, s, parts, tid))
+        drain_end = int(parts.drain_end[i])
+        out.extend(_host_ranges(ctx, thr, drain_end, e, dispatch=e, tid=tid, causes=causes))
+    return out
+
+
+def _launch_evidence(
+    ctx: AnalysisContext, op: int, name: str, tid: int | None, *, late: int
+) -> Evidence:
+    """The launch call of op row ``op``; ``late`` ns after the GPU went idle (<= 0: before)."""
+    o = ctx.ops
+    return Evidence(
+        CAUSES[int(o.launch_cause[op])],
+        "cuda_api",
+        name,
+        int(o.launch_start[op]),
+        int(o.launch_end[op] - o.launch_start[op]),
+        tid,
+        f"launch call; issued {_us(late)} after the GPU went idle"
+        if late > 0
+        else "launch call; issued before the GPU went idle",
+    )
 
 
 def _tid(ctx: AnalysisContext, thr: int) -> int | None:

@@ -16,13 +16,8 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from traceforensics.analysis.idle.causes import (
-    CAUSE_INDEX,
-    CPU_COMPUTE,
-    HOST_SYNC,
-    classify_host,
-    slow_api_is_compilation,
-)
+from traceforensics.analysis.idle.causes import CAUSE_INDEX, CPU_COMPUTE, HOST_SYNC
+from traceforensics.analysis.idle.classify import classify_host, slow_api_is_compilation
 from traceforensics.analysis.idle.host_timeline import HostTimeline, build_timeline
 from traceforensics.analysis.intervals import overlap_components
 from traceforensics.analysis.names import matching
@@ -123,11 +118,12 @@ def classify_threads(
 
 def stream_wait_flags(work: pl.DataFrame, syncs: pl.DataFrame) -> pl.Series:
     """``wait_ok`` per row of ``work`` (GPU ops with ``event_id, rank, device, stream,
-    start_ns, launch_start_ns``; ``syncs``: the gpu_sync records with a stream, ``rank, device, stream,
-    name, start_ns``): a GPU stream-wait record (gpu_sync named like ``*Wait*``) on the op's
-    stream was issued (``w_start``, ns) after the previous launch on that stream (``prev_ls``)
-    and at or before this launch (``ls``, its launch start): ``prev_ls < w_start <= ls``. The queued part of a gap
-    ended by such an op is ``cross_stream_wait`` (``attribution.queued_cause``)::
+    start_ns, launch_start_ns``; ``syncs``: the gpu_sync records with a stream, ``rank,
+    device, stream, name, start_ns``): a GPU stream-wait record (gpu_sync named like
+    ``*Wait*``) on the op's stream was issued (``w_start``, ns) after the previous launch on
+    that stream (``prev_ls``) and at or before this op's launch start (``ls``): ``prev_ls <
+    w_start <= ls``. The queued part of a gap ended by such an op is ``cross_stream_wait``
+    (``attribution.queued_cause``)::
 
         host      [L k1]            [L k2]
         gpu_sync             ^ Stream Wait Event on the stream of k2

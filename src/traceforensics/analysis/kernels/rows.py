@@ -7,6 +7,8 @@ Input is the kernel frame built by ``kernels.analyze_kernels`` (``throughput.att
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 from traceforensics.analysis.kernels.peaks import DevicePeak
@@ -136,68 +138,75 @@ def mfu_rows(
         step 2 window:      [s0 ................................ s1)
         MFU(step 2) = ideal time of step 2's kernels at peak / (s1 - s0)
     """
-    keys = ["rank", "device"]
     if "step" not in windows.columns:
-        win = windows
-        k = kern.with_columns(pl.lit(None, dtype=pl.Int64).alias("step"))
+        keys = ["rank", "device"]
+        k, win = kern.with_columns(pl.lit(None, dtype=pl.Int64).alias("step")), windows
+    elif windows.height == 0:
+        return []
     else:
-        if windows.height == 0:
-            return []
-        k = (
-            kern.sort("start_ns")
-            .join_asof(
-                windows.sort("s0"),
-                left_on="start_ns",
-                right_on="s0",
-                by=["rank", "device"],
-                strategy="backward",
-                check_sortedness=False,
-            )
-            .filter(pl.col("step").is_not_null() & (pl.col("start_ns") < pl.col("s1")))
-        )
         keys = ["rank", "device", "step"]
-        # the window is the whole step, idle included: idle inside it (data loading, syncs)
-        # must lower the step's MFU
-        win = k.group_by(keys).agg(
-            pl.col("s0").first().alias("w0"), pl.col("s1").first().alias("w1")
-        )
+        k, win = _in_step_windows(kern, windows)
     agg = k.group_by(keys).agg(
         pl.col("kflops").sum().alias("flops"),
         pl.col("ideal_ns").sum().alias("ideal"),
-        pl.col("ideal_ns").null_count().alias("_ideal_nulls"),
         pl.col("kflops").is_not_null().sum().alias("_nflops"),
         pl.col("dur_ns").sum().alias("kernel_ns"),
         pl.col("dur_ns").filter(pl.col("kflops").is_not_null()).sum().alias("known_ns"),
-        pl.col("step").first().alias("_step") if "step" not in keys else pl.len().alias("_n"),
     )
     rows = agg.join(win, on=keys, how="left").sort(keys)
-    out: list[MfuRow] = []
-    for g in rows.iter_rows(named=True):
-        peak = peaks[(g["rank"], g["device"])]
-        window = int(g["w1"] - g["w0"]) if g["w0"] is not None else 0
-        flops = float(g["flops"] or 0.0)
-        # ideal time only where the kernel's dtype has a peak; null-peak FLOPs make MFU unknown
-        peak_known = g["_nflops"] > 0 and g["ideal"] and g["ideal"] > 0
-        mfu = g["ideal"] / window if peak_known and window > 0 else None
-        out.append(
-            MfuRow(
-                rank=int(g["rank"]),
-                device=int(g["device"]),
-                step=int(g["step"]) if "step" in keys else None,
-                window_start_ns=int(g["w0"] or 0),
-                window_ns=window,
-                flops=round(flops),
-                tflops=flops / window / 1e3 if window > 0 and g["_nflops"] > 0 else None,
-                peak_tflops=flops / g["ideal"] / 1e3 if peak_known else None,
-                mfu=mfu,
-                kernel_ns=int(g["kernel_ns"]),
-                flops_known_kernel_ns=int(g["known_ns"] or 0),
-                device_name=peak.device_name,
-                peak_source=peak.source,
-                peak_how=peak.how,
-            )
+    per_step = "step" in keys
+    return [
+        _mfu_row(g, peaks[(g["rank"], g["device"])], per_step) for g in rows.iter_rows(named=True)
+    ]
+
+
+def _in_step_windows(
+    kern: pl.DataFrame, windows: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Kernels with the step window they started in (``step, s0, s1``; kernels outside every
+    window dropped), and each (rank, device, step)'s window ``w0, w1``."""
+    k = (
+        kern.sort("start_ns")
+        .join_asof(
+            windows.sort("s0"),
+            left_on="start_ns",
+            right_on="s0",
+            by=["rank", "device"],
+            strategy="backward",
+            check_sortedness=False,
         )
-    return out
+        .filter(pl.col("step").is_not_null() & (pl.col("start_ns") < pl.col("s1")))
+    )
+    # the window is the whole step, idle included: idle inside it (data loading, syncs)
+    # must lower the step's MFU
+    win = k.group_by("rank", "device", "step").agg(
+        pl.col("s0").first().alias("w0"), pl.col("s1").first().alias("w1")
+    )
+    return k, win
+
+
+def _mfu_row(g: dict[str, Any], peak: DevicePeak, per_step: bool) -> MfuRow:
+    """One ``MfuRow`` from a group's sums: ``flops``, ``ideal`` (ns at peak), kernel ns."""
+    window = int(g["w1"] - g["w0"]) if g["w0"] is not None else 0
+    flops = float(g["flops"] or 0.0)
+    # ideal time only where the kernel's dtype has a peak; null-peak FLOPs make MFU unknown
+    peak_known = bool(g["_nflops"] > 0 and g["ideal"] and g["ideal"] > 0)
+    return MfuRow(
+        rank=int(g["rank"]),
+        device=int(g["device"]),
+        step=int(g["step"]) if per_step else None,
+        window_start_ns=int(g["w0"] or 0),
+        window_ns=window,
+        flops=round(flops),
+        tflops=flops / window / 1e3 if window > 0 and g["_nflops"] > 0 else None,
+        peak_tflops=flops / g["ideal"] / 1e3 if peak_known else None,
+        mfu=g["ideal"] / window if peak_known and window > 0 else None,
+        kernel_ns=int(g["kernel_ns"]),
+        flops_known_kernel_ns=int(g["known_ns"] or 0),
+        device_name=peak.device_name,
+        peak_source=peak.source,
+        peak_how=peak.how,
+    )
 
 
 def _f(v: float | str | None) -> float | None:

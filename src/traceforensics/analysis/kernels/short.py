@@ -28,6 +28,7 @@ Remedy, from the row's facts, first rule that fits:
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import polars as pl
 
@@ -76,10 +77,46 @@ def idle_before(ctx: AnalysisContext) -> pl.DataFrame:
 
 
 def short_kernel_rows(ctx: AnalysisContext, kern: pl.DataFrame) -> list[ShortKernelRow]:
-    """Short-kernel groups of the attributed kernel frame, most recoverable first (all rows;
-    the caller keeps the top ones)."""
-    tree = ctx.tree
+    """Short-kernel groups of the linked kernel frame (``kernel_id, rank, device, op_id,
+    dur_ns, api_start_ns, api_dur_ns, norm_name, launching_op``), most recoverable first (all
+    rows; the caller keeps the top ones)."""
     threshold_ns = round(ctx.options.kernels.short_kernel_us * NS_PER_US)
+    busy_union = pl.LazyFrame(
+        {
+            "rank": [r for r, _ in ctx.devices],
+            "device": [d for _, d in ctx.devices],
+            "busy_ns": ctx.busy.busy_ns,
+        },
+        schema={"rank": pl.Int32, "device": pl.Int32, "busy_ns": pl.Int64},
+    )
+    groups = (
+        _recoverable(ctx, kern)
+        .filter(pl.col("dur_ns") < threshold_ns)
+        .group_by(["rank", "device", "norm_name", "launching_op"])
+        .agg(
+            pl.len().alias("count"),
+            pl.col("dur_ns").sum().alias("total_ns"),
+            pl.col("recoverable_ns").sum().alias("recoverable_ns"),
+            pl.col("host_ns").sum().alias("host_launch_ns"),
+            pl.col("gap_ns").sum().alias("idle_between_ns"),
+            pl.col("launch_bound").sum().alias("launch_bound_count"),
+            pl.col("context").drop_nulls().first().alias("context"),
+        )
+        .join(busy_union, on=["rank", "device"], how="left")
+        # full key: group_by order is arbitrary, ties must not reorder rows between runs
+        .sort(
+            ["recoverable_ns", "total_ns", "rank", "device", "norm_name", "launching_op"],
+            descending=[True, True, False, False, False, False],
+        )
+        .collect(engine="in-memory")
+    )
+    return [_row(g) for g in groups.iter_rows(named=True)]
+
+
+def _recoverable(ctx: AnalysisContext, kern: pl.DataFrame) -> pl.LazyFrame:
+    """Per kernel: ``gap_ns`` (idle before it), ``host_ns`` (its launch cost), ``launch_bound``,
+    ``recoverable_ns`` and the optimizer ``context`` it ran under (see module docstring)."""
+    tree = ctx.tree
     # dispatch share only for framework ops (``ns::op``): an annotation or a user NVTX range (a
     # whole step, a region) encloses far more than the launch; there the cost is the API alone
     op_dur = tree.filter((pl.col("kind") == "cpu_op") & matching(tree, "::", literal=True)).select(
@@ -88,14 +125,6 @@ def short_kernel_rows(ctx: AnalysisContext, kern: pl.DataFrame) -> list[ShortKer
     optim_ids = tree.filter(matching(tree, OPTIMIZER_RE)).get_column("event_id")
     ctx_id = ancestors_pick(ctx.tree_index, kern.get_column("op_id"), optim_ids)
     ctx_names = tree.select(pl.col("event_id").alias("_ctx"), pl.col("name").alias("context"))
-    busy_union = pl.DataFrame(
-        {
-            "rank": [r for r, _ in ctx.devices],
-            "device": [d for _, d in ctx.devices],
-            "busy_ns": ctx.busy.busy_ns,
-        },
-        schema={"rank": pl.Int32, "device": pl.Int32, "busy_ns": pl.Int64},
-    )
     k = (
         kern.lazy()
         .with_columns(pl.Series("_ctx", ctx_id).replace(-1, None).cast(pl.Int64))
@@ -118,7 +147,7 @@ def short_kernel_rows(ctx: AnalysisContext, kern: pl.DataFrame) -> list[ShortKer
         .group_by(["rank", "device"])
         .agg(pl.col("gap_ns").median().fill_null(0).cast(pl.Int64).alias("overhead_ns"))
     )
-    groups = (
+    return (
         k.join(overhead, on=["rank", "device"], how="left")
         .with_columns(pl.col("overhead_ns").fill_null(0))
         .with_columns(
@@ -128,48 +157,28 @@ def short_kernel_rows(ctx: AnalysisContext, kern: pl.DataFrame) -> list[ShortKer
             .alias("recoverable_ns")
         )
         .join(ctx_names.lazy(), on="_ctx", how="left")
-        .filter(pl.col("dur_ns") < threshold_ns)
-        .group_by(["rank", "device", "norm_name", "launching_op"])
-        .agg(
-            pl.len().alias("count"),
-            pl.col("dur_ns").sum().alias("total_ns"),
-            pl.col("recoverable_ns").sum().alias("recoverable_ns"),
-            pl.col("host_ns").sum().alias("host_launch_ns"),
-            pl.col("gap_ns").sum().alias("idle_between_ns"),
-            pl.col("launch_bound").sum().alias("launch_bound_count"),
-            pl.col("context").drop_nulls().first().alias("context"),
-        )
-        .join(busy_union.lazy(), on=["rank", "device"], how="left")
-        # full key: group_by order is arbitrary, ties must not reorder rows between runs
-        .sort(
-            ["recoverable_ns", "total_ns", "rank", "device", "norm_name", "launching_op"],
-            descending=[True, True, False, False, False, False],
-        )
-        .collect(engine="in-memory")
     )
-    rows: list[ShortKernelRow] = []
-    for g in groups.iter_rows(named=True):
-        code = _remedy(g)
-        rows.append(
-            ShortKernelRow(
-                name=g["norm_name"],
-                launching_op=g["launching_op"],
-                count=int(g["count"]),
-                total_ns=int(g["total_ns"]),
-                mean_ns=int(g["total_ns"] // g["count"]),
-                recoverable_ns=int(g["recoverable_ns"]),
-                remedy=REMEDIES[code],
-                remedy_code=code,
-                rank=int(g["rank"]),
-                device=int(g["device"]),
-                share_of_busy=(g["total_ns"] / g["busy_ns"]) if g["busy_ns"] else None,
-                host_launch_ns=int(g["host_launch_ns"]),
-                idle_between_ns=int(g["idle_between_ns"]),
-                launch_bound_count=int(g["launch_bound_count"]),
-                context=g["context"],
-            )
-        )
-    return rows
+
+
+def _row(g: dict[str, Any]) -> ShortKernelRow:
+    code = _remedy(g)
+    return ShortKernelRow(
+        name=g["norm_name"],
+        launching_op=g["launching_op"],
+        count=int(g["count"]),
+        total_ns=int(g["total_ns"]),
+        mean_ns=int(g["total_ns"] // g["count"]),
+        recoverable_ns=int(g["recoverable_ns"]),
+        remedy=REMEDIES[code],
+        remedy_code=code,
+        rank=int(g["rank"]),
+        device=int(g["device"]),
+        share_of_busy=(g["total_ns"] / g["busy_ns"]) if g["busy_ns"] else None,
+        host_launch_ns=int(g["host_launch_ns"]),
+        idle_between_ns=int(g["idle_between_ns"]),
+        launch_bound_count=int(g["launch_bound_count"]),
+        context=g["context"],
+    )
 
 
 def _remedy(g: dict[str, object]) -> str:
