@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -15,6 +17,7 @@ if str(TOOLS) not in sys.path:
 SHARED = ROOT.parent / "shared"
 TRACES = SHARED / "traces"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+T = TypeVar("T")
 
 
 def shared_trace(rel: str) -> Path:
@@ -71,3 +74,11 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         code = exc.code if isinstance(exc.code, int) else 1
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def nonempty(items: Iterable[T]) -> list[T]:
+    """``items`` as a list, failing the test when there is nothing to check (a loop of asserts
+    over an empty list passes without checking anything)."""
+    out = list(items)
+    assert out, "nothing to check: the list is empty"
+    return out

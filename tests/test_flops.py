@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import shared_trace
+from tests.conftest import nonempty, shared_trace
 from traceforensics.analysis.kernels.flops import op_cost
 from traceforensics.analysis.kernels.forensics import analyze_kernels
 from traceforensics.analysis.kernels.results import KernelAnalysis
@@ -241,7 +241,7 @@ def test_gemm_real_ops(case: GemmCase) -> None:
     assert sum(r.flops for r in rows) == len(calls) * case.flops_per_call
     got_ns = sum(r.kernel_ns for r in rows)
     assert abs(got_ns - kernel_ns) <= sum(r.kernel_count for r in rows)  # µs->ns rounding
-    for row in rows:
+    for row in nonempty(rows):
         assert row.flops == row.count * case.flops_per_call
         assert row.tflops == pytest.approx(row.flops / row.kernel_ns / 1e3)
         if case.peak is not None:
@@ -270,7 +270,7 @@ def test_resnet50_v100_conv_flops_plain_formula() -> None:
     assert sum(r.count for r in rows) == raw_calls  # every forward conv got its FLOPs
     stem = [r for r in rows if r.shapes == "[[32,3,224,224],[64,3,7,7]]"]
     assert stem and stem[0].flops == stem[0].count * 2 * 32 * 64 * 112 * 112 * 3 * 7 * 7
-    for r in rows:
+    for r in nonempty(rows):
         (n, cin, h, w), (cout, cin_g, k, _) = json.loads(r.shapes)[:2]
         allowed = {
             r.count * conv_plain((n, cin, h, w), cout, k, s=s, p=k // 2, g=cin // cin_g)
@@ -298,7 +298,7 @@ def test_resnet50_v100_conv_weight_gradient() -> None:
     rel = "kineto/resnet50_v100_workers0.pt.trace.json.gz"
     events = _raw(rel)
     want: dict[str, int] = defaultdict(int)
-    for e in events:
+    for e in nonempty(events):
         if e.get("name") == "aten::cudnn_convolution_backward":
             inp, grad, (cout, cin_g, kh, kw) = e["args"]["Input Dims"][:3]
             n, cout_g, ho, wo = grad

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from synth import SynthTrace
-from tests.conftest import shared_trace
+from tests.conftest import nonempty, shared_trace
 from tests.json_contract import OP_FIELDS, SHORT_KERNEL_FIELDS
 from traceforensics.analysis.kernels.forensics import (
     analyze_kernels,
@@ -115,7 +115,7 @@ def test_short_rows_match_reference(loaded: Any) -> None:
     ref = reference_rows(tr, 10_000)
     got = {(r.name, r.launching_op): r for r in result.short_kernels}
     assert set(got) == set(ref)
-    for key, want in ref.items():
+    for key, want in nonempty(ref.items()):
         r = got[key]
         assert (r.count, r.total_ns, r.recoverable_ns) == (
             want["count"],

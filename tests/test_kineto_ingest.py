@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tests.conftest import kineto_trace_files, shared_trace
+from tests.conftest import kineto_trace_files, nonempty, shared_trace
 from traceforensics.analysis.intervals import union
 from traceforensics.ingest.kineto import load_kineto
 from traceforensics.model.session import TraceSession
@@ -294,7 +294,9 @@ def test_args_side_table_values_round_trip() -> None:
     }
     assert "Ev Idx" not in set(table["key"].cast(pl.String).to_list())
     first = session.events["event_id"][0]
-    for event_id, key, value in table.select("event_id", "key", "value").head(3000).iter_rows():
+    for event_id, key, value in nonempty(
+        table.select("event_id", "key", "value").head(3000).iter_rows()
+    ):
         expected = rows[event_id - first]["args"][key]
         assert json.loads(value, parse_float=Decimal) == expected
 

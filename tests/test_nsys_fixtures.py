@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import FIXTURES, ROOT, nonempty
 from traceforensics.ingest import load_path
 from traceforensics.model.session import TraceSession
 
@@ -111,7 +111,7 @@ def test_correlation_links_resolve_within_the_process(variant: str) -> None:
     for r in RAW["CUPTI_ACTIVITY_KIND_RUNTIME"]:
         pid = (r["globalTid"] >> 24) & 0xFFFFFF
         launcher[(pid, r["correlationId"])] = (r["globalTid"] & 0xFFFFFF, r["start"])
-    for pid, corr, tid in linked.select("pid", "correlation", "tid_right").iter_rows():
+    for pid, corr, tid in nonempty(linked.select("pid", "correlation", "tid_right").iter_rows()):
         assert launcher[(pid, corr)][0] == tid
     assert set(ev["pid"].drop_nulls().unique().to_list()) == set(GEN.PIDS)
 

@@ -1,7 +1,7 @@
 """The synthetic trace writers (tools/synth*.py): raw format checks and round trips.
 
 Raw checks read the written files with json/sqlite3 only; round trips go through
-``traceforensics.ingest.load_path`` and are skipped while an ingester is not importable.
+``traceforensics.ingest.load_path``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import pytest
 
 import synth
 from synth_nsys import global_tid, short_kernel_name
+from tests.conftest import nonempty
+from traceforensics.ingest import load_path
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,15 +27,8 @@ STALL_CAUSES = synth.STALL_CAUSES
 
 
 def _loader(fmt: str) -> Any:
-    """``load_path`` when the ingester for ``fmt`` is importable, else skip."""
-    try:
-        if fmt == "kineto":
-            from traceforensics.ingest.kineto import load_kineto  # noqa: F401
-        else:
-            from traceforensics.ingest.nsys import load_nsys  # noqa: F401
-        from traceforensics.ingest import load_path
-    except ImportError as exc:
-        pytest.skip(f"{fmt} ingester not importable yet: {exc}")
+    """``load_path`` (one loader for both formats; ``fmt`` names the writer under test)."""
+    assert fmt in ("kineto", "nsys")
     return load_path
 
 
@@ -85,7 +80,7 @@ def test_kineto_raw_times_ids_and_flows(tmp_path: Path) -> None:
     # every GPU op's correlation has a runtime call and an ac2g s/f pair
     runtime = {e["args"]["correlation"]: e for e in evs if e.get("cat") == "cuda_runtime"}
     flows = {(e["ph"], e["id"]) for e in evs if e.get("cat") == "ac2g"}
-    for e in gpu:
+    for e in nonempty(gpu):
         corr = e["args"]["correlation"]
         assert corr in runtime
         assert ("s", corr) in flows and ("f", corr) in flows
@@ -179,7 +174,7 @@ def test_round_trip_gpu_ops_exact(tmp_path: Path, fmt: str) -> None:
     # correlations of kernels link to a cuda_api row with the launch's start
     api = ev.filter(ev["kind"] == "cuda_api")
     api_start = dict(zip(api["correlation"].to_list(), api["start_ns"].to_list(), strict=True))
-    for e in tr.of_kind("kernel"):
+    for e in nonempty(tr.of_kind("kernel")):
         launch = next(a for a in tr.of_kind("cuda_api") if a.correlation == e.correlation)
         assert api_start[e.correlation] == launch.start_ns + offset
     assert session.meta.devices[0].sm_count == 132
@@ -191,8 +186,7 @@ def test_round_trip_gpu_ops_exact(tmp_path: Path, fmt: str) -> None:
 def test_example_is_current_and_small() -> None:
     """examples/synthetic_training.pt.trace.json.gz is what tools/make_example.py writes."""
     example = ROOT / "examples" / "synthetic_training.pt.trace.json.gz"
-    if not example.exists():
-        pytest.skip("examples/synthetic_training.pt.trace.json.gz not generated yet")
+    assert example.exists(), "the bundled example is missing: run make fixtures"
     import make_example
 
     fresh = make_example.training_loop(steps=6, checkpoint_steps=(3,))
