@@ -23,6 +23,7 @@ from traceforensics.analysis import (
 from traceforensics.analysis.devices import device_records
 from traceforensics.analysis.export import device_json
 from traceforensics.analysis.kernels.forensics import kernel_links, step_windows
+from traceforensics.analysis.links import LINK_COLUMNS
 from traceforensics.ingest import load_path
 from traceforensics.model.session import TraceMeta, TraceSession
 
@@ -153,6 +154,7 @@ def _check_links(session: TraceSession) -> None:
         pl.col("kind").is_in(["kernel", "memcpy", "memset"]) & pl.col("device").is_not_null()
     ).height
     assert work.height == n_gpu == work.get_column("event_id").n_unique()
+    assert set(LINK_COLUMNS) <= set(work.columns)
     # the rule, recomputed independently
     want = _plain_links(session)
     got = dict(work.select("event_id", "api_id").iter_rows())

@@ -55,7 +55,6 @@ class OpTable:
     end: I64
     stream: I64
     is_comm: Mask
-    is_kernel: Mask
     thr: I64
     launch_start: I64
     launch_end: I64
@@ -279,7 +278,6 @@ def _op_table(
         end=col("end_ns"),
         stream=col("stream", -1),
         is_comm=work.get_column("is_comm").fill_null(False).to_numpy().astype(bool),
-        is_kernel=(work.get_column("kind") == "kernel").to_numpy().astype(bool),
         thr=thr,
         launch_start=start,
         launch_end=end,

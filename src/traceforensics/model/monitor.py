@@ -49,11 +49,6 @@ MONITOR_SCHEMA: Final[dict[str, pl.DataType]] = {
     "throttle_reasons": pl.String(),
 }
 
-#: Numeric metric columns (everything but the keys and the reason text).
-METRIC_COLUMNS: Final[tuple[str, ...]] = tuple(
-    c for c in MONITOR_SCHEMA if c not in ("gpu", "time_ns", "throttle_reasons")
-)
-
 #: ``--columns`` keys (short names users type) -> schema column.
 COLUMN_KEYS: Final[dict[str, str]] = {
     "time": "time_ns",
