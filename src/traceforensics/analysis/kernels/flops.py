@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -253,43 +254,102 @@ def _conv_out(
     return [*batch, weight[0], *spatial]
 
 
-def _conv_fwd_flops(b: str, dims: list[list[int]], conc: list[str]) -> tuple[int, list[int]] | None:
-    """(flops, output shape) of a forward convolution, or None when stride/padding are unknown."""
-    if len(dims) < 2 or not dims[0] or len(dims[1]) < 3:
-        return None
-    inp, w = dims[0], dims[1]
-    # argument positions of stride / padding / dilation / transposed per overload
-    if b in {"cudnn_convolution", "miopen_convolution"}:
-        pos_s, pos_p, pos_d, pos_t = 3, 2, 4, None
-    elif b == "cudnn_convolution_transpose":
-        pos_s, pos_p, pos_d, pos_t = 4, 2, 5, None
-    else:
-        pos_s, pos_p, pos_d, pos_t = 3, 4, 5, (6 if b in {"convolution", "_convolution"} else None)
-    if len(conc) <= pos_d:
-        return None
-    transposed = b.startswith(("conv_transpose", "cudnn_convolution_transpose")) or (
+#: Concrete-Inputs positions of (stride, padding, dilation, transposed flag) per conv overload;
+#: the aten overloads order these arguments differently. Overloads not listed use
+#: ``_CONV_ARG_POS_DEFAULT`` (``conv1d/2d/3d``, ``conv_transpose*``: no transposed flag).
+_CONV_ARG_POS: Final[dict[str, tuple[int, int, int, int | None]]] = {
+    "cudnn_convolution": (3, 2, 4, None),
+    "miopen_convolution": (3, 2, 4, None),
+    "cudnn_convolution_transpose": (4, 2, 5, None),
+    "convolution": (3, 4, 5, 6),
+    "_convolution": (3, 4, 5, 6),
+}
+_CONV_ARG_POS_DEFAULT: Final[tuple[int, int, int, int | None]] = (3, 4, 5, None)
+
+
+def _conv_flops_for(out_shape: list[int], weight: list[int]) -> int:
+    """Conv FLOPs: 2 x numel(output) x prod(weight[1:]) (weight[1] is C_in/groups)."""
+    return 2 * _numel(out_shape) * _numel(weight[1:])
+
+
+def _conv_is_transposed(b: str, conc: list[str], pos_t: int | None) -> bool:
+    """Transposed by name, or by the ``transposed`` flag of ``convolution``/``_convolution``."""
+    return b.startswith(("conv_transpose", "cudnn_convolution_transpose")) or (
         pos_t is not None and len(conc) > pos_t and conc[pos_t].strip() == "True"
     )
-    if transposed:
-        # each input element scatters into prod(weight[1:]) outputs: 2 x numel(in) x prod(w[1:])
-        return 2 * _numel(inp) * _numel(w[1:]), []
-    pad_text = conc[pos_p].strip().strip("'\"")
-    stride, dil = _ints(conc[pos_s]), _ints(conc[pos_d])
-    if pad_text == "valid":
-        pad: list[int] | None = [0]
-    elif pad_text == "same":
-        pad = None
-        if stride is not None and all(x == 1 for x in stride):
-            out = [*inp[: -(len(w) - 1)], w[0], *inp[-(len(w) - 2) :]]
-            return 2 * _numel(out) * _numel(w[1:]), out
-    else:
-        pad = _ints(conc[pos_p])
+
+
+def _conv_same_padding(
+    inp: list[int], w: list[int], stride: list[int] | None
+) -> tuple[int, list[int]] | None:
+    """``padding="same"``: output spatial size = input's, but only claimed with stride 1
+    (PyTorch rejects "same" with other strides); None otherwise."""
+    if stride is None or not all(x == 1 for x in stride):
+        return None
+    out = [*inp[: -(len(w) - 1)], w[0], *inp[-(len(w) - 2) :]]
+    return _conv_flops_for(out, w), out
+
+
+def _conv_explicit_padding(
+    inp: list[int],
+    w: list[int],
+    stride: list[int] | None,
+    pad: list[int] | None,
+    dil: list[int] | None,
+) -> tuple[int, list[int]] | None:
+    """Output shape from numeric stride/padding/dilation; None when any is unreadable or the
+    computed shape is not positive."""
     if stride is None or pad is None or dil is None:
         return None
     out_shape = _conv_out(inp, w, stride, pad, dil)
     if out_shape is None or any(x <= 0 for x in out_shape):
         return None
-    return 2 * _numel(out_shape) * _numel(w[1:]), out_shape
+    return _conv_flops_for(out_shape, w), out_shape
+
+
+def _conv_fwd_flops(b: str, dims: list[list[int]], conc: list[str]) -> tuple[int, list[int]] | None:
+    """(flops, output shape) of a forward convolution, or None when stride/padding are unknown."""
+    if len(dims) < 2 or not dims[0] or len(dims[1]) < 3:
+        return None
+    inp, w = dims[0], dims[1]
+    pos_s, pos_p, pos_d, pos_t = _CONV_ARG_POS.get(b, _CONV_ARG_POS_DEFAULT)
+    if len(conc) <= pos_d:
+        return None
+    if _conv_is_transposed(b, conc, pos_t):
+        # each input element scatters into prod(weight[1:]) outputs: 2 x numel(in) x prod(w[1:])
+        return _conv_flops_for(inp, w), []
+    pad_text = conc[pos_p].strip().strip("'\"")
+    stride, dil = _ints(conc[pos_s]), _ints(conc[pos_d])
+    if pad_text == "same":
+        return _conv_same_padding(inp, w, stride)
+    pad = [0] if pad_text == "valid" else _ints(conc[pos_p])
+    return _conv_explicit_padding(inp, w, stride, pad, dil)
+
+
+def _convolution_backward(
+    dims: list[list[int]], concrete: list[str]
+) -> tuple[int, list[int]] | None:
+    """``convolution_backward(grad_out, input, weight, ..., output_mask)``: forward FLOPs x
+    (number of True in output_mask[:2]); grad_input and grad_weight each cost one forward conv,
+    grad_bias (mask[2]) is not counted. The mask is Concrete Inputs[10]; None without it."""
+    mask = _bools(concrete[10]) if len(concrete) > 10 else None
+    if mask is None or len(dims) < 3 or not dims[0] or len(dims[2]) < 3:
+        return None
+    return _conv_flops_for(dims[0], dims[2]) * sum(mask[:2]), []
+
+
+def _conv(b: str, dims: list[list[int]], concrete: list[str]) -> tuple[int, list[int]] | None:
+    """(flops, output shape or []) of any conv-family op.
+
+    ``cudnn_convolution_backward_input(input_size, grad_out, weight, ...)``: 2 x numel(grad_out)
+    x prod(weight[1:]). Every other op, including backward ops whose shapes are missing, goes
+    through the forward rule: for ``*_backward_weight``/``*_backward_input`` the first argument
+    is a size list (no Input Dims), so that rule returns None rather than guessing."""
+    if b == "cudnn_convolution_backward_input" and len(dims) >= 3 and dims[1] and dims[2]:
+        return _conv_flops_for(dims[1], dims[2]), []
+    if b == "convolution_backward":
+        return _convolution_backward(dims, concrete)
+    return _conv_fwd_flops(b, dims, concrete)
 
 
 def _attention(b: str, dims: list[list[int]]) -> tuple[int, list[int]] | None:
@@ -310,17 +370,25 @@ def _attention(b: str, dims: list[list[int]]) -> tuple[int, list[int]] | None:
     return 2 * bsz * h * lq * lk * (e + ev), out
 
 
-def _gemm(b: str, dims: list[list[int]]) -> tuple[int, list[int]] | None:
-    if b in {"addmm", "baddbmm", "_addmm_activation"}:
-        dims = dims[1:3]
-    if b == "linear":
-        if len(dims) < 2 or not dims[0] or len(dims[1]) != 2:
-            return None
-        x, w = dims[0], dims[1]
-        n, k = w
-        if x[-1] != k:
-            return None
-        return 2 * _numel(x[:-1]) * k * n, [*x[:-1], n]
+#: GEMMs whose first argument is the added bias/input (``addmm(bias, m1, m2)``): the FLOPs
+#: come from arguments 1 and 2; the epilogue add is not counted.
+_GEMM_WITH_BIAS: Final = frozenset({"addmm", "baddbmm", "_addmm_activation"})
+
+
+def _linear(dims: list[list[int]]) -> tuple[int, list[int]] | None:
+    """``linear(x[..., K], w[N, K], b)``: 2 x prod(x[:-1]) x K x N; output [..., N]."""
+    if len(dims) < 2 or not dims[0] or len(dims[1]) != 2:
+        return None
+    x, w = dims[0], dims[1]
+    n, k = w
+    if x[-1] != k:
+        return None
+    return 2 * _numel(x[:-1]) * k * n, [*x[:-1], n]
+
+
+def _matmul(dims: list[list[int]]) -> tuple[int, list[int]] | None:
+    """``mm``/``bmm``/``matmul`` [..., M, K] x [..., K, N]: broadcast batch x 2MKN. A 1-D
+    operand gets M=1 (left) or N=1 (right), and that dimension is dropped from the output."""
     if len(dims) < 2 or not dims[0] or not dims[1]:
         return None
     a, bb = list(dims[0]), list(dims[1])
@@ -340,39 +408,52 @@ def _gemm(b: str, dims: list[list[int]]) -> tuple[int, list[int]] | None:
     return 2 * _numel(batch) * m * k * n, out
 
 
+def _gemm(b: str, dims: list[list[int]]) -> tuple[int, list[int]] | None:
+    """(flops, output shape) of a GEMM-family op; None when the shapes do not multiply."""
+    if b in _GEMM_WITH_BIAS:
+        dims = dims[1:3]
+    if b == "linear":
+        return _linear(dims)
+    return _matmul(dims)
+
+
+def _elementwise(dims: list[list[int]], types: list[str]) -> tuple[int, list[int]] | None:
+    """1 FLOP per output element; the output is the broadcast of the tensor (non-Scalar)
+    inputs. None without tensor inputs or when they do not broadcast."""
+    tensors = [d for d, t in zip(dims, types, strict=False) if d and t != "Scalar"]
+    if not tensors:
+        return None
+    shape = _broadcast(tensors)
+    return None if shape is None else (_numel(shape), shape)
+
+
+_FlopsRule = Callable[[str, list[list[int]], list[str], list[str]], tuple[int, list[int]] | None]
+
+#: FLOPs rule per op family: (base name, Input Dims, Input type, Concrete Inputs) ->
+#: (flops, output shape) or None when unknown. Families not listed have no FLOPs model.
+_FLOPS_RULES: Final[dict[str, _FlopsRule]] = {
+    "gemm": lambda b, dims, _types, _conc: _gemm(b, dims),
+    "attention": lambda b, dims, _types, _conc: _attention(b, dims),
+    "elementwise": lambda _b, dims, types, _conc: _elementwise(dims, types),
+    "conv": lambda b, dims, _types, conc: _conv(b, dims, conc),
+}
+
+
+def _op_dtype(types: list[str]) -> tuple[str | None, int | None]:
+    """(dtype id, itemsize) of the first floating-point tensor input; (None, None) if none."""
+    for t in types:
+        if t in DTYPE_OF:
+            return DTYPE_OF[t]
+    return None, None
+
+
 def op_cost(op: str, dims: list[list[int]], types: list[str], concrete: list[str]) -> OpCost:
     """FLOPs/bytes/dtype of one op call. Unknown FLOPs -> ``flops=None`` (never guessed)."""
     family = family_of(op) or "other"
-    b = base_name(op)
-    dtype, itemsize = None, None
-    for t in types:
-        if t in DTYPE_OF:
-            dtype, itemsize = DTYPE_OF[t]
-            break
-    flops: int | None = None
-    out: list[int] | None = None
-    res: tuple[int, list[int]] | None = None
-    if family == "gemm":
-        res = _gemm(b, dims)
-    elif family == "attention":
-        res = _attention(b, dims)
-    elif family == "elementwise":
-        tensors = [d for d, t in zip(dims, types, strict=False) if d and t != "Scalar"]
-        if tensors:
-            shape = _broadcast(tensors)
-            res = None if shape is None else (_numel(shape), shape)
-    elif family == "conv":
-        if b == "cudnn_convolution_backward_input" and len(dims) >= 3 and dims[1] and dims[2]:
-            res = (2 * _numel(dims[1]) * _numel(dims[2][1:]), [])
-        elif b == "convolution_backward":
-            mask = _bools(concrete[10]) if len(concrete) > 10 else None
-            if mask is not None and len(dims) >= 3 and dims[0] and len(dims[2]) >= 3:
-                fwd = 2 * _numel(dims[0]) * _numel(dims[2][1:])
-                res = (fwd * sum(mask[:2]), [])
-        else:
-            res = _conv_fwd_flops(b, dims, concrete)
-    if res is not None:
-        flops, out = res
+    dtype, itemsize = _op_dtype(types)
+    rule = _FLOPS_RULES.get(family)
+    res = None if rule is None else rule(base_name(op), dims, types, concrete)
+    flops, out = (None, None) if res is None else res
     nbytes = _bytes(dims, types, out, itemsize)
     return OpCost(flops, nbytes, dtype, family)
 

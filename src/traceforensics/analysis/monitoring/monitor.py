@@ -14,7 +14,6 @@ import numpy.typing as npt
 import polars as pl
 
 from traceforensics.analysis.monitoring.throttle import (
-    NS_PER_S,
     THROTTLE_MAX_CLOCK_RATIO,
     ThrottleEpisode,
     col_array,
@@ -27,11 +26,17 @@ from traceforensics.analysis.utilization.patterns import (
     classify_utilization,
 )
 from traceforensics.model.monitor import MonitorLog, first_time_ns, gpu_ids, gpu_rows
+from traceforensics.model.units import F64, NS_PER_S
 
-F64 = npt.NDArray[np.float64]
 MONITOR_SCHEMA_ID: Final = "traceforensics.monitor/1"
 MEM_GROWTH_FINDING_MIB: Final = 1024.0
 MEM_TREND_MIN_SAMPLES: Final = 10
+#: Sample interval (s) from which sub-second behaviour is invisible, so findings warn about it.
+COARSE_INTERVAL_S: Final = 0.5
+#: Classes where a reader looks for a period: when none is claimable, the findings say why.
+_PERIODIC_LOOKING: Final = ("irregular", "high_frequency_sawtooth", "low_frequency_tidal")
+#: Classes a sub-second sawtooth turns into when coarse sampling averages it.
+_SAWTOOTH_LOOKALIKES: Final = ("persistent_half_saturation", "irregular")
 
 
 @dataclass
@@ -178,68 +183,99 @@ def analyze_gpu(
 
 
 def _findings(r: GpuMonitorReport, util: F64) -> list[str]:
+    """Plain-language findings for one GPU, in report order: series source, pattern (or why
+    none is claimed), missing samples, clock episodes, memory growth. ``util`` holds the
+    finite utilization samples (%)."""
     p = r.pattern
     out: list[str] = []
     if r.series_source == "sm_active":
         out.append("utilization read from DCGM SM activity (x100): no GPU-utilization column")
     if p.pattern == "insufficient_data":
-        out.append(f"{p.period_note} ({r.samples} samples over {r.span_s:.3g} s)")
-        if util.size:
-            out.append(
-                f"utilization ranges {util.min():.1f}%..{util.max():.1f}% "
-                f"(mean {util.mean():.1f}%); no pattern or period is claimed from so few samples"
-            )
-        if p.interval_s >= 0.5:
-            out.append(
-                f"at {p.interval_s:.3g} s sampling no period under {2 * p.interval_s:.3g} s can be "
-                f"seen even in a longer log; record longer, or bin a trace at 100 ms or finer"
-            )
+        out.extend(_insufficient_data_findings(r, util))
     elif util.size:
-        lead = f"pattern {p.pattern}"
-        if p.period_s is not None:
-            lead += f": period {p.period_s:.3g} s (autocorrelation {p.acf_peak:.2f})"
-        out.append(
-            f"{lead}; duty cycle {100 * (p.duty_cycle or 0):.0f}% of samples >= 50%, "
-            f"{p.drop_count} drops from >= 80% to < 20%, median {p.p50_pct:.1f}%"
-        )
-        if p.period_s is None and p.pattern in (
-            "irregular",
-            "high_frequency_sawtooth",
-            "low_frequency_tidal",
-        ):
-            out.append(f"no period claimed: {p.period_note}")
-        if p.pattern in ("persistent_half_saturation", "irregular") and p.interval_s >= 0.5:
-            out.append(
-                f"at {p.interval_s:.3g} s sampling a sub-second sawtooth is averaged into mid "
-                f"values; a trace binned at 100 ms tells the two apart"
-            )
-        if p.likely_causes:
-            out.append("check: " + "; ".join(c.text for c in p.likely_causes))
+        out.extend(_pattern_findings(p))
     if p.missing:
         out.append(
             f"{p.missing} missing samples (gaps in the timestamps) were interpolated for the "
             f"pattern"
         )
-    for e in r.throttle_episodes:
+    out.extend(_clock_findings(r))
+    out.extend(_memory_findings(r))
+    return out
+
+
+def _insufficient_data_findings(r: GpuMonitorReport, util: F64) -> list[str]:
+    """Why no pattern is claimed: the sample count and span, the observed range, and, at
+    coarse sampling, the shortest period a longer log could still show (2 x interval)."""
+    p = r.pattern
+    out = [f"{p.period_note} ({r.samples} samples over {r.span_s:.3g} s)"]
+    if util.size:
         out.append(
-            f"clock throttling {e.start:.0f}-{e.end:.0f} s: SM {e.sm_clock_mhz:.0f} of "
-            f"{e.sm_clock_ref_mhz:.0f} MHz at {e.util_mean:.0f}% utilization, reason {e.reason}"
-            f" ({e.reason_source})"
+            f"utilization ranges {util.min():.1f}%..{util.max():.1f}% "
+            f"(mean {util.mean():.1f}%); no pattern or period is claimed from so few samples"
         )
+    if p.interval_s >= COARSE_INTERVAL_S:
+        out.append(
+            f"at {p.interval_s:.3g} s sampling no period under {2 * p.interval_s:.3g} s can be "
+            f"seen even in a longer log; record longer, or bin a trace at 100 ms or finer"
+        )
+    return out
+
+
+def _pattern_findings(p: PatternResult) -> list[str]:
+    """The classified pattern with its evidence (period, duty cycle >= 50%, drops from >= 80%
+    to < 20%, median %), why no period is claimed for a periodic-looking class, the
+    coarse-sampling caveat, and the causes to check."""
+    lead = f"pattern {p.pattern}"
+    if p.period_s is not None:
+        lead += f": period {p.period_s:.3g} s (autocorrelation {p.acf_peak:.2f})"
+    out = [
+        f"{lead}; duty cycle {100 * (p.duty_cycle or 0):.0f}% of samples >= 50%, "
+        f"{p.drop_count} drops from >= 80% to < 20%, median {p.p50_pct:.1f}%"
+    ]
+    if p.period_s is None and p.pattern in _PERIODIC_LOOKING:
+        out.append(f"no period claimed: {p.period_note}")
+    if p.pattern in _SAWTOOTH_LOOKALIKES and p.interval_s >= COARSE_INTERVAL_S:
+        out.append(
+            f"at {p.interval_s:.3g} s sampling a sub-second sawtooth is averaged into mid "
+            f"values; a trace binned at 100 ms tells the two apart"
+        )
+    if p.likely_causes:
+        out.append("check: " + "; ".join(c.text for c in p.likely_causes))
+    return out
+
+
+def _clock_findings(r: GpuMonitorReport) -> list[str]:
+    """One line per throttle episode (times in s from the first sample, clocks in MHz), then
+    the count of idle down-clock samples, which are not throttling."""
+    out = [
+        f"clock throttling {e.start:.0f}-{e.end:.0f} s: SM {e.sm_clock_mhz:.0f} of "
+        f"{e.sm_clock_ref_mhz:.0f} MHz at {e.util_mean:.0f}% utilization, reason {e.reason}"
+        f" ({e.reason_source})"
+        for e in r.throttle_episodes
+    ]
     if r.idle_downclock_samples:
         out.append(
             f"{r.idle_downclock_samples} samples with SM clock < "
             f"{THROTTLE_MAX_CLOCK_RATIO:.0%} of {r.sm_clock_ref_mhz or 0:.0f} MHz while "
             f"utilization < {LOW_LEVEL_PCT:.0f}%: idle down-clocking, not throttling"
         )
-    if r.mem_trend_mib_per_h is not None:
-        growth = r.mem_trend_mib_per_h * r.span_s / 3600
-        if growth >= MEM_GROWTH_FINDING_MIB:
-            out.append(
-                f"memory used grows {r.mem_trend_mib_per_h:.0f} MiB/h ({growth:.0f} MiB over the "
-                f"log): check for a leak or a growing cache"
-            )
     return out
+
+
+def _memory_findings(r: GpuMonitorReport) -> list[str]:
+    """A leak warning when the memory trend (MiB/h) over the log's span adds up to at least
+    MEM_GROWTH_FINDING_MIB."""
+    if r.mem_trend_mib_per_h is None:
+        return []
+    growth = r.mem_trend_mib_per_h * r.span_s / 3600
+    # ">=" kept positive: a NaN trend must not produce a finding
+    if growth >= MEM_GROWTH_FINDING_MIB:
+        return [
+            f"memory used grows {r.mem_trend_mib_per_h:.0f} MiB/h ({growth:.0f} MiB over the "
+            f"log): check for a leak or a growing cache"
+        ]
+    return []
 
 
 def analyze_monitor(log: MonitorLog) -> MonitorReport:

@@ -24,14 +24,13 @@ import numpy.typing as npt
 import polars as pl
 
 from traceforensics.analysis.utilization.patterns import LOW_LEVEL_PCT
+from traceforensics.model.units import F64, NS_PER_S
 
-F64 = npt.NDArray[np.float64]
 THROTTLE_MIN_UTIL_PCT: Final = 80.0
 THROTTLE_MAX_CLOCK_RATIO: Final = 0.85
 THROTTLE_MIN_SAMPLES: Final = 3
 THERMAL_MIN_C: Final = 83.0
 POWER_NEAR_LIMIT_RATIO: Final = 0.95
-NS_PER_S: Final = 1e9
 _NOT_SLOWDOWN: Final = frozenset({"gpu_idle", ""})
 
 

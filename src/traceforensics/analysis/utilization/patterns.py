@@ -32,7 +32,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-F64 = npt.NDArray[np.float64]
+from traceforensics.model.units import F64
 
 IDLE_MAX_MEAN_PCT: Final = 5.0
 IDLE_MAX_P95_PCT: Final = 15.0
@@ -230,60 +230,19 @@ def _fill_missing(values: F64) -> tuple[F64, int]:
 
 
 def classify_utilization(values: npt.ArrayLike, interval_s: float) -> PatternResult:
-    """Classify utilization ``values`` (%, NaN = missing) sampled every ``interval_s`` s."""
+    """Classify utilization ``values`` (%, NaN = missing) sampled every ``interval_s`` s.
+
+    Missing samples are interpolated for the statistics and the period; ``samples`` counts the
+    finite ones. The rules and their order are in the module docstring."""
     raw = np.asarray(values, dtype=np.float64)
     x, missing = _fill_missing(raw)
     n_ok = int(np.isfinite(raw).sum())
     if n_ok < MIN_SAMPLES_FOR_PATTERN:
-        note = (
-            f"{n_ok} samples are too few to classify or to claim a period (need >= "
-            f"{MIN_SAMPLES_FOR_PATTERN} to classify, >= {MIN_SAMPLES_FOR_PERIOD} covering >= "
-            f"{MIN_CYCLES_FOR_PERIOD} cycles for a period)"
-        )
-        ok = raw[np.isfinite(raw)]
-        st: tuple[float | None, ...] = _stats(ok) if ok.size else (None,) * 7
-        return PatternResult(
-            pattern="insufficient_data",
-            samples=n_ok,
-            interval_s=float(interval_s),
-            missing=missing,
-            mean_pct=st[0],
-            p10_pct=st[1],
-            p50_pct=st[2],
-            p90_pct=st[3],
-            duty_cycle=st[4],
-            high_fraction=st[5],
-            low_fraction=st[6],
-            drop_count=_drop_count(ok),
-            period_s=None,
-            acf_peak=None,
-            period_note=note,
-        )
+        return _insufficient_data(raw, n_ok, float(interval_s), missing)
     mean, p10, p50, p90, duty, high, low = _stats(x)
     drops = _drop_count(x)
     period, peak, note = autocorr_period(x, interval_s)
-    p95 = float(np.percentile(x, 95))
-    mid = float(np.mean((x >= HALF_BAND_LOW_PCT) & (x <= HALF_BAND_HIGH_PCT)))
-    if mean < IDLE_MAX_MEAN_PCT and p95 < IDLE_MAX_P95_PCT:
-        pattern = "idle"
-    elif high >= STEADY_HIGH_MIN_FRACTION and drops == 0:
-        pattern = "steady_high"
-    elif high >= SPORADIC_MIN_HIGH_FRACTION and low <= SPORADIC_MAX_LOW_FRACTION and drops > 0:
-        pattern = "sporadic_drops"
-    elif (
-        high + low >= SWING_MIN_FRACTION
-        and min(high, low) >= SWING_MIN_SIDE_FRACTION
-        and period is not None
-    ):
-        pattern = (
-            "high_frequency_sawtooth" if period < SAWTOOTH_MAX_PERIOD_S else ("low_frequency_tidal")
-        )
-    elif HALF_LOW_PCT <= p50 <= HALF_HIGH_PCT and mid >= HALF_MIN_FRACTION:
-        pattern = "persistent_half_saturation"
-    elif high >= STEADY_HIGH_MIN_FRACTION:
-        pattern = "steady_high"
-    else:
-        pattern = "irregular"
+    pattern = _pattern_name(x, mean=mean, p50=p50, high=high, low=low, drops=drops, period=period)
     return PatternResult(
         pattern,
         n_ok,
@@ -302,6 +261,76 @@ def classify_utilization(values: npt.ArrayLike, interval_s: float) -> PatternRes
         note,
         list(LIKELY_CAUSES[pattern]),
     )
+
+
+def _insufficient_data(raw: F64, n_ok: int, interval_s: float, missing: int) -> PatternResult:
+    """``insufficient_data`` with the statistics of the finite samples (all None without any);
+    no period, and a note saying how many samples each claim needs."""
+    note = (
+        f"{n_ok} samples are too few to classify or to claim a period (need >= "
+        f"{MIN_SAMPLES_FOR_PATTERN} to classify, >= {MIN_SAMPLES_FOR_PERIOD} covering >= "
+        f"{MIN_CYCLES_FOR_PERIOD} cycles for a period)"
+    )
+    ok = raw[np.isfinite(raw)]
+    st: tuple[float | None, ...] = _stats(ok) if ok.size else (None,) * 7
+    return PatternResult(
+        pattern="insufficient_data",
+        samples=n_ok,
+        interval_s=interval_s,
+        missing=missing,
+        mean_pct=st[0],
+        p10_pct=st[1],
+        p50_pct=st[2],
+        p90_pct=st[3],
+        duty_cycle=st[4],
+        high_fraction=st[5],
+        low_fraction=st[6],
+        drop_count=_drop_count(ok),
+        period_s=None,
+        acf_peak=None,
+        period_note=note,
+    )
+
+
+def _pattern_name(
+    x: F64,
+    *,
+    mean: float,
+    p50: float,
+    high: float,
+    low: float,
+    drops: int,
+    period: float | None,
+) -> str:
+    """The first matching rule of the module docstring, for a gap-free series ``x`` (%).
+
+    ``high``/``low``: fractions of samples >= HIGH_LEVEL_PCT / < LOW_LEVEL_PCT; ``drops``: runs
+    below LOW_LEVEL_PCT after a high sample; ``period``: claimable period (s) or None. The
+    second steady_high check is a fallback for a mostly-high series that none of the rules
+    before it matched."""
+    p95 = float(np.percentile(x, 95))
+    mid = float(np.mean((x >= HALF_BAND_LOW_PCT) & (x <= HALF_BAND_HIGH_PCT)))
+    if mean < IDLE_MAX_MEAN_PCT and p95 < IDLE_MAX_P95_PCT:
+        pattern = "idle"
+    elif high >= STEADY_HIGH_MIN_FRACTION and drops == 0:
+        pattern = "steady_high"
+    elif high >= SPORADIC_MIN_HIGH_FRACTION and low <= SPORADIC_MAX_LOW_FRACTION and drops > 0:
+        pattern = "sporadic_drops"
+    elif (
+        high + low >= SWING_MIN_FRACTION
+        and min(high, low) >= SWING_MIN_SIDE_FRACTION
+        and period is not None
+    ):
+        pattern = (
+            "high_frequency_sawtooth" if period < SAWTOOTH_MAX_PERIOD_S else "low_frequency_tidal"
+        )
+    elif HALF_LOW_PCT <= p50 <= HALF_HIGH_PCT and mid >= HALF_MIN_FRACTION:
+        pattern = "persistent_half_saturation"
+    elif high >= STEADY_HIGH_MIN_FRACTION:
+        pattern = "steady_high"
+    else:
+        pattern = "irregular"
+    return pattern
 
 
 def _stats(x: F64) -> tuple[float, float, float, float, float, float, float]:

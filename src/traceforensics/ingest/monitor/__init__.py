@@ -23,6 +23,7 @@ from traceforensics.ingest.monitor.smi_csv import is_smi_csv_header, parse_smi_c
 from traceforensics.ingest.monitor.table import parse_table
 from traceforensics.model.errors import InputError, OptionError
 from traceforensics.model.monitor import MONITOR_SCHEMA, MonitorLog
+from traceforensics.model.units import NS_PER_S
 
 _SNIFF_BYTES = 65_536
 
@@ -100,7 +101,7 @@ def parse_utc_offset(text: str) -> int:
             "utc_offset",
         )
     sign = -1 if m.group(1) == "-" else 1
-    return sign * (int(m.group(2)) * 3600 + int(m.group(3) or 0) * 60) * 1_000_000_000
+    return sign * (int(m.group(2)) * 3600 + int(m.group(3) or 0) * 60) * NS_PER_S
 
 
 def shift_to_utc(log: MonitorLog, utc_offset_ns: int) -> MonitorLog:
