@@ -66,42 +66,35 @@ def run_child(src: Path, trace: Path, repeat: int) -> dict[str, float]:
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("trace", nargs="?", default=str(DEFAULT_TRACE))
-    ap.add_argument("--repeat", type=int, default=5, help="analyze() runs per child; best kept")
-    ap.add_argument("--rounds", type=int, default=3, help="alternating child runs per side")
-    ap.add_argument("--baseline", default=DEFAULT_BASELINE, help="git ref, or 'none'")
-    ap.add_argument("--json", action="store_true", help="print one JSON object")
-    args = ap.parse_args(argv)
-    trace = Path(args.trace)
-    if not trace.exists():
-        print(f"{trace}: not found (the default needs ../shared/traces)", file=sys.stderr)
-        return 2
+def measure(trace: Path, baseline: str, rounds: int, repeat: int) -> dict[str, dict[str, float]]:
+    """Best child result per side (``current``, and ``baseline`` unless it is ``none``)."""
     sides = {"current": ROOT / "src"}
+    best: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="tf-bench-") as tmp:
-        if args.baseline != "none":
-            wt = Path(tmp) / "baseline"
+        wt = Path(tmp) / "baseline"
+        git = ["git", "-C", str(ROOT), "worktree"]
+        if baseline != "none":
             subprocess.run(
-                ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(wt), args.baseline],
-                check=True,
-                capture_output=True,
+                [*git, "add", "--detach", str(wt), baseline], check=True, capture_output=True
             )
             sides = {"baseline": wt / "src", **sides}
         try:
-            best: dict[str, dict[str, float]] = {}
-            for _ in range(max(args.rounds, 1)):
+            for _ in range(max(rounds, 1)):
                 for name, src in sides.items():
-                    r = run_child(src, trace, max(args.repeat, 1))
+                    r = run_child(src, trace, max(repeat, 1))
                     if name not in best or r["analyze_s"] < best[name]["analyze_s"]:
                         best[name] = r
         finally:
-            if args.baseline != "none":
+            if baseline != "none":
                 subprocess.run(
-                    ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(wt)],
-                    check=False,
-                    capture_output=True,
+                    [*git, "remove", "--force", str(wt)], check=False, capture_output=True
                 )
+    return best
+
+
+def summary(
+    trace: Path, args: argparse.Namespace, best: dict[str, dict[str, float]]
+) -> dict[str, object]:
     cur = best["current"]
     out: dict[str, object] = {
         "trace": trace.name,
@@ -119,14 +112,30 @@ def main(argv: list[str] | None = None) -> int:
             "speedup": round(base["analyze_s"] / cur["analyze_s"], 2),
             "same_idle_ns": base["idle_ns"] == cur["idle_ns"],
         }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace", nargs="?", default=str(DEFAULT_TRACE))
+    ap.add_argument("--repeat", type=int, default=5, help="analyze() runs per child; best kept")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating child runs per side")
+    ap.add_argument("--baseline", default=DEFAULT_BASELINE, help="git ref, or 'none'")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    args = ap.parse_args(argv)
+    trace = Path(args.trace)
+    if not trace.exists():
+        print(f"{trace}: not found (the default needs ../shared/traces)", file=sys.stderr)
+        return 2
+    out = summary(trace, args, measure(trace, args.baseline, args.rounds, args.repeat))
     if args.json:
         print(json.dumps(out))
         return 0
     print(f"{out['trace']}: {out['events']} events (load {out['load_s']} s)")
-    if "baseline" in best:
+    if "speedup" in out:
         print(f"  baseline {args.baseline}: analyze() {out['baseline_analyze_s']:.4f} s")
     print(f"  this tree:        analyze() {out['analyze_s']:.4f} s")
-    if "baseline" in best:
+    if "speedup" in out:
         print(f"  speedup {out['speedup']}x (target >= 2), same idle total: {out['same_idle_ns']}")
     return 0
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -30,6 +31,7 @@ from traceforensics.ingest.kineto.flows import (
     metadata_events,
 )
 from traceforensics.ingest.kineto.payload import (
+    Payload,
     args_table,
     dim_series,
     gpu_payload,
@@ -113,14 +115,34 @@ def _times(
     return start_ns, dur_ns, negative
 
 
-def extract(raw: RawTrace, rank: int, id_offset: int, base_ns: int | None) -> Extracted:
-    """Build the partial event table and args table of one parsed file."""
-    src = raw.path
-    rows = _row_events(raw.events)
-    warnings: list[str] = []
-    n = len(rows)
-    ph = [e.get("ph") for e in rows]
-    cat = [e.get("cat") for e in rows]
+@dataclass
+class _Columns:
+    """The per-row fields of one file's row events, in file order.
+
+    ``*_raw`` lists hold the values exactly as the JSON had them (the flow fallback and GPU
+    placement need the raw pid/tid/ts/dur); ``kind``, ``name`` and ``args`` are cleaned;
+    ``start_ns``/``dur_ns`` are int64 ns (see the module docstring for the rule).
+    """
+
+    ph: list[Any]
+    cat: list[Any]
+    kind: list[str]
+    name: list[str]
+    pid_raw: list[Any]
+    tid_raw: list[Any]
+    args: list[dict[str, Any]]
+    ts_raw: list[Any]
+    dur_raw: list[Any]
+    start_ns: np.ndarray
+    dur_ns: np.ndarray
+
+
+def _kinds(ph: list[Any], cat: list[Any], src: Path, warnings: list[str]) -> list[str]:
+    """``kind`` of each row: from ``cat`` for ``X`` events, ``marker`` for instants.
+
+    An ``X`` event of a category not in ``KIND_BY_CAT`` is read as ``annotation``; the
+    categories concerned are reported once in ``warnings``.
+    """
     kind = map_unique(cat, _kind_of)
     if any(p != "X" for p in ph):
         kind = [k if p == "X" else "marker" for p, k in zip(ph, kind, strict=True)]
@@ -134,106 +156,191 @@ def extract(raw: RawTrace, rank: int, id_offset: int, base_ns: int | None) -> Ex
             f"{src}: {sum(unknown.values())} events of unknown categories "
             f"{sorted(map(str, unknown))} were read as annotation"
         )
-    name_raw: list[Any] = [e.get("name") for e in rows]
-    name: list[str] = (
-        name_raw
-        if all(type(v) is str for v in name_raw)
-        else ["" if v is None else str(v) for v in name_raw]
-    )
-    pid_raw = [e.get("pid") for e in rows]
-    tid_raw = [e.get("tid") for e in rows]
+    return kind
+
+
+def _names(name_raw: list[Any]) -> list[str]:
+    """``name`` of each row as text: a missing name is ``""``, a non-string one its ``str``."""
+    if all(type(v) is str for v in name_raw):
+        return name_raw  # the common case: no copy
+    return ["" if v is None else str(v) for v in name_raw]
+
+
+def _arg_dicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``args`` of each row; a missing or non-dict ``args`` is the shared empty dict."""
     args = [e.get("args") or _EMPTY for e in rows]
     if not all(type(a) is dict for a in args):
         args = [a if type(a) is dict else _EMPTY for a in args]
+    return args
+
+
+def _read_columns(
+    rows: list[dict[str, Any]], src: Path, base_ns: int | None, warnings: list[str]
+) -> _Columns:
+    """Pull every field out of ``rows`` with one comprehension each (the per-event work of
+    the loader: keep these as plain comprehensions, no per-event call of our own)."""
+    ph = [e.get("ph") for e in rows]
+    cat = [e.get("cat") for e in rows]
+    kind = _kinds(ph, cat, src, warnings)
+    name = _names([e.get("name") for e in rows])
+    pid_raw = [e.get("pid") for e in rows]
+    tid_raw = [e.get("tid") for e in rows]
+    args = _arg_dicts(rows)
     ts_raw = [e.get("ts") for e in rows]
     dur_raw = [e.get("dur") for e in rows]
     start_ns, dur_ns, negative = _times(ph, ts_raw, dur_raw, base_ns)
     if negative:
         warnings.append(f"{src}: {negative} events had a negative dur; clamped to 0")
+    return _Columns(ph, cat, kind, name, pid_raw, tid_raw, args, ts_raw, dur_raw, start_ns, dur_ns)
 
-    # host ids for every row, then GPU rows get device/stream instead of an OS thread
-    pid: list[int | None] = map_unique(pid_raw, gpu.parse_int)
-    tid: list[int | None] = map_unique(tid_raw, gpu.parse_int)
-    gpu_idx = [i for i, k in enumerate(kind) if k in cats.GPU_ROW_KINDS]
-    meta = metadata_events(raw.events)
-    device, stream = place_gpu_rows(
-        gpu_idx,
-        args,
-        pid_raw=pid_raw,
-        tid_raw=tid_raw,
-        labels=gpu_labels(meta),
-        host_pid=cpu_pid(meta),
-        pid=pid,
-        tid=tid,
-    )
 
+def _linking_ids(
+    all_events: list[Any], c: _Columns
+) -> tuple[list[int | None], list[int | None], int]:
+    """``(external_id, correlation, flow_filled)``: the ids that tie host ops, runtime calls
+    and GPU activity together.
+
+    ``external_id`` is ``args["External id"]`` (or the lower-case spelling) of every row;
+    ``correlation`` is ``args.correlation`` of ``CORRELATED_KINDS`` rows, completed from the
+    launch flow events where missing (``flow_filled`` = rows so completed).
+    """
+    args = c.args
     external_id = _ints([a.get("External id", a.get("external id")) for a in args])
-    correlation: list[int | None] = [None] * n
-    corr_idx = [i for i, k in enumerate(kind) if k in cats.CORRELATED_KINDS]
+    correlation: list[int | None] = [None] * len(args)
+    corr_idx = [i for i, k in enumerate(c.kind) if k in cats.CORRELATED_KINDS]
     for i in corr_idx:
         correlation[i] = gpu.parse_int(args[i].get("correlation"))
     flow_filled = fill_correlation_from_flows(
-        raw.events,
+        all_events,
         corr_idx,
         correlation,
-        pid_raw=pid_raw,
-        tid_raw=tid_raw,
-        ts_raw=ts_raw,
-        dur_raw=dur_raw,
+        pid_raw=c.pid_raw,
+        tid_raw=c.tid_raw,
+        ts_raw=c.ts_raw,
+        dur_raw=c.dur_raw,
     )
-    pay = gpu_payload(kind, name, args, gpu_idx, correlation)
+    return external_id, correlation, flow_filled
 
-    frame = pl.DataFrame(
+
+def _category_series(cat: list[Any]) -> pl.Series:
+    """``category`` column: the ``cat`` text, null where it is missing or not a string."""
+    if not all(type(c) is str or c is None for c in cat):
+        cat = [c if type(c) is str else None for c in cat]
+    return pl.Series(cat, dtype=pl.Categorical)
+
+
+def _event_frame(
+    c: _Columns,
+    *,
+    rank: int,
+    id_offset: int,
+    placement: tuple[list[int | None], list[int | None], list[int | None], list[int | None]],
+    external_id: list[int | None],
+    correlation: list[int | None],
+    pay: Payload,
+) -> pl.DataFrame:
+    """The partial event table in schema column order; ``placement`` is ``(device, stream,
+    pid, tid)``. ``event_id = id_offset + row position``."""
+    n = len(c.kind)
+    device, stream, pid, tid = placement
+    return pl.DataFrame(
         {
             "event_id": np.arange(id_offset, id_offset + n, dtype=np.int64),
-            "kind": pl.Series(kind, dtype=KIND_DTYPE),
-            "start_ns": start_ns,
-            "dur_ns": dur_ns,
+            "kind": pl.Series(c.kind, dtype=KIND_DTYPE),
+            "start_ns": c.start_ns,
+            "dur_ns": c.dur_ns,
             "rank": pl.Series([rank] * n, dtype=pl.Int32),
             "device": pl.Series(device, dtype=pl.Int32),
             "stream": pl.Series(stream, dtype=pl.Int64),
             "pid": pl.Series(pid, dtype=pl.Int64),
             "tid": pl.Series(tid, dtype=pl.Int64),
-            "name": pl.Series(name, dtype=pl.Categorical),
-            "category": pl.Series(
-                cat
-                if all(type(c) is str or c is None for c in cat)
-                else [c if type(c) is str else None for c in cat],
-                dtype=pl.Categorical,
-            ),
+            "name": pl.Series(c.name, dtype=pl.Categorical),
+            "category": _category_series(c.cat),
             "correlation": pl.Series(correlation, dtype=pl.Int64),
             "external_id": pl.Series(external_id, dtype=pl.Int64),
             "bytes": pl.Series(pay.nbytes, dtype=pl.Int64),
             "copy_kind": pl.Series(pay.copy_kind, dtype=COPY_KIND_DTYPE),
             "src_mem": pl.Series(pay.src_mem, dtype=MEM_KIND_DTYPE),
             "dst_mem": pl.Series(pay.dst_mem, dtype=MEM_KIND_DTYPE),
-            **{c: dim_series(c, n, *pv) for c, pv in pay.dims.items()},
+            **{col: dim_series(col, n, *pv) for col, pv in pay.dims.items()},
             "is_comm": pl.Series(pay.is_comm, dtype=pl.Boolean),
         }
     )
-    args_frame = args_table(kind, args, id_offset)
 
-    # GPU work rows need a device (schema rule); one we cannot place is dropped, not guessed
+
+def _drop_unplaced(
+    src: Path,
+    kind: list[str],
+    device: list[int | None],
+    gpu_idx: list[int],
+    id_offset: int,
+    tables: tuple[pl.DataFrame, pl.DataFrame],
+    warnings: list[str],
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``(events, args)`` without the GPU work rows that have no device index.
+
+    The schema requires a device on GPU work rows; one we cannot place is dropped (warned),
+    not guessed. If *every* GPU work row is unplaceable, ``CorruptTraceError``: dropping
+    them all would report a "CPU-only" trace.
+    """
+    frame, args_frame = tables
     lost = [i for i in gpu_idx if device[i] is None and kind[i] in cats.WORK_KINDS]
-    if lost and len(lost) == sum(1 for i in gpu_idx if kind[i] in cats.WORK_KINDS):
-        # every GPU op is unplaceable: dropping them all would report a "CPU-only" trace
+    if not lost:
+        return frame, args_frame
+    if len(lost) == sum(1 for i in gpu_idx if kind[i] in cats.WORK_KINDS):
         raise CorruptTraceError(
             f"{src}: none of the {len(lost)} GPU ops has a device index (no args.device and "
             "a pid that is not a GPU index); re-export the trace with a current PyTorch"
         )
-    if lost:
-        warnings.append(f"{src}: {len(lost)} GPU rows without a device index were dropped")
-        lost_ids = pl.Series([id_offset + i for i in lost], dtype=pl.Int64).implode()
-        frame = frame.filter(~pl.col("event_id").is_in(lost_ids))
-        args_frame = args_frame.filter(~pl.col("event_id").is_in(lost_ids))
+    warnings.append(f"{src}: {len(lost)} GPU rows without a device index were dropped")
+    lost_ids = pl.Series([id_offset + i for i in lost], dtype=pl.Int64).implode()
+    keep = ~pl.col("event_id").is_in(lost_ids)
+    return frame.filter(keep), args_frame.filter(keep)
+
+
+def extract(raw: RawTrace, rank: int, id_offset: int, base_ns: int | None) -> Extracted:
+    """Build the partial event table and args table of one parsed file."""
+    src = raw.path
+    warnings: list[str] = []
+    c = _read_columns(_row_events(raw.events), src, base_ns, warnings)
+    kind = c.kind
+
+    # host ids for every row, then GPU rows get device/stream instead of an OS thread
+    pid: list[int | None] = map_unique(c.pid_raw, gpu.parse_int)
+    tid: list[int | None] = map_unique(c.tid_raw, gpu.parse_int)
+    gpu_idx = [i for i, k in enumerate(kind) if k in cats.GPU_ROW_KINDS]
+    meta = metadata_events(raw.events)
+    device, stream = place_gpu_rows(
+        gpu_idx,
+        c.args,
+        pid_raw=c.pid_raw,
+        tid_raw=c.tid_raw,
+        labels=gpu_labels(meta),
+        host_pid=cpu_pid(meta),
+        pid=pid,
+        tid=tid,
+    )
+    external_id, correlation, flow_filled = _linking_ids(raw.events, c)
+    pay = gpu_payload(kind, c.name, c.args, gpu_idx, correlation)
+    frame = _event_frame(
+        c,
+        rank=rank,
+        id_offset=id_offset,
+        placement=(device, stream, pid, tid),
+        external_id=external_id,
+        correlation=correlation,
+        pay=pay,
+    )
+    tables = (frame, args_table(kind, c.args, id_offset))
+    frame, args_frame = _drop_unplaced(src, kind, device, gpu_idx, id_offset, tables, warnings)
     return Extracted(
         events=frame,
         args=args_frame,
         devices_seen=sorted({d for d in device if d is not None}),
-        runtime_names=sorted({name[i] for i, k in enumerate(kind) if k == "cuda_api"}),
-        legacy_categories=any(c in cats.LEGACY_CATEGORIES for c in set(map_unique(cat, str))),
-        float_timestamps=any(type(v) is float for v in ts_raw),
+        runtime_names=sorted({c.name[i] for i, k in enumerate(kind) if k == "cuda_api"}),
+        legacy_categories=any(x in cats.LEGACY_CATEGORIES for x in set(map_unique(c.cat, str))),
+        float_timestamps=any(type(v) is float for v in c.ts_raw),
         flow_filled=flow_filled,
-        ids_used=n,
+        ids_used=len(kind),
         warnings=warnings,
     )

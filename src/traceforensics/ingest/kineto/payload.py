@@ -115,6 +115,75 @@ def runtime_bytes(
     return out
 
 
+def _kernel_dims(
+    kernel_idx: list[int], args: list[dict[str, Any]]
+) -> dict[str, tuple[list[int], list[list[int]]]]:
+    """``grid``/``block`` -> (kernel row positions, their ``[x, y, z]``), in row order; a
+    kernel whose value is not three ints is left out (null in the column)."""
+    dims: dict[str, tuple[list[int], list[list[int]]]] = {"grid": ([], []), "block": ([], [])}
+    for prefix, (positions, values) in dims.items():
+        for i in kernel_idx:
+            xyz = _dim3(args[i].get(prefix))
+            if xyz is not None:
+                positions.append(i)
+                values.append(xyz)
+    return dims
+
+
+def _fill_memory_rows(
+    pay: Payload,
+    mem_idx: list[int],
+    kind: list[str],
+    name: list[str],
+    args: list[dict[str, Any]],
+    correlation: list[int | None],
+) -> None:
+    """Fill ``bytes`` of memcpy/memset rows, ``copy_kind``/``src_mem``/``dst_mem`` of memcpy
+    rows and ``dst_mem`` of memset rows, in place.
+
+    ``bytes`` is ``args.bytes`` (never ``memory bandwidth (GB/s)``), else the size the
+    launching runtime call carries (``runtime_bytes``, built only when first needed: most
+    traces have ``bytes`` on every copy). Copy kinds are parsed once per (name, args.kind).
+    """
+    api_bytes: dict[int, int] | None = None
+    copy_cache: dict[tuple[str, Any], tuple[str, str | None, str | None]] = {}
+    for i in mem_idx:
+        a = args[i]
+        size = gpu.parse_int(a.get("bytes"))
+        corr = correlation[i]
+        if size is None and corr is not None:
+            if api_bytes is None:
+                api_bytes = runtime_bytes(kind, args, correlation)
+            size = api_bytes.get(corr)
+        pay.nbytes[i] = size
+        if kind[i] == "memcpy":
+            key = (name[i], a.get("kind"))
+            if key not in copy_cache:
+                copy_cache[key] = gpu.memcpy_kinds(name[i], a.get("kind"))
+            pay.copy_kind[i], pay.src_mem[i], pay.dst_mem[i] = copy_cache[key]
+        else:
+            pay.dst_mem[i] = gpu.memset_dst(name[i])
+
+
+def _mark_comm(
+    is_comm: list[bool],
+    kernel_idx: list[int],
+    kind: list[str],
+    name: list[str],
+    args: list[dict[str, Any]],
+) -> None:
+    """Set ``is_comm`` in place: NCCL/RCCL kernel names or kernels carrying ``Collective
+    name``; host ops (``HOST_COMM_KINDS``) whose name is a collective (``nccl:*``,
+    ``c10d::*``, ``gloo*``, ``record_param_comms``; tested once per distinct name)."""
+    for i in kernel_idx:
+        is_comm[i] = gpu.is_comm_kernel(name[i]) or "Collective name" in args[i]
+    comm_names = {v for v in set(name) if gpu.is_comm_host(v)}
+    if comm_names:
+        for i, k in enumerate(kind):
+            if k in cats.HOST_COMM_KINDS and name[i] in comm_names:
+                is_comm[i] = True
+
+
 def gpu_payload(
     kind: list[str],
     name: list[str],
@@ -129,45 +198,21 @@ def gpu_payload(
     ops named ``nccl:*``, ``c10d::*``, ``gloo*``, ``record_param_comms``.
     """
     n = len(kind)
-    nbytes: list[int | None] = [None] * n
-    copy_kind: list[str | None] = [None] * n
-    src_mem: list[str | None] = [None] * n
-    dst_mem: list[str | None] = [None] * n
-    is_comm = [False] * n
-    dims: dict[str, tuple[list[int], list[list[int]]]] = {"grid": ([], []), "block": ([], [])}
-    api_bytes: dict[int, int] | None = None
-    copy_cache: dict[tuple[str, Any], tuple[str, str | None, str | None]] = {}
-    for i in gpu_idx:
-        k = kind[i]
-        a = args[i]
-        if k == "kernel":
-            for prefix, (positions, values) in dims.items():
-                xyz = _dim3(a.get(prefix))
-                if xyz is not None:
-                    positions.append(i)
-                    values.append(xyz)
-            is_comm[i] = gpu.is_comm_kernel(name[i]) or "Collective name" in a
-        elif k in ("memcpy", "memset"):
-            size = gpu.parse_int(a.get("bytes"))
-            corr = correlation[i]
-            if size is None and corr is not None:
-                if api_bytes is None:
-                    api_bytes = runtime_bytes(kind, args, correlation)
-                size = api_bytes.get(corr)
-            nbytes[i] = size
-            if k == "memcpy":
-                key = (name[i], a.get("kind"))
-                if key not in copy_cache:
-                    copy_cache[key] = gpu.memcpy_kinds(name[i], a.get("kind"))
-                copy_kind[i], src_mem[i], dst_mem[i] = copy_cache[key]
-            else:
-                dst_mem[i] = gpu.memset_dst(name[i])
-    comm_names = {v for v in set(name) if gpu.is_comm_host(v)}
-    if comm_names:
-        for i, k in enumerate(kind):
-            if k in cats.HOST_COMM_KINDS and name[i] in comm_names:
-                is_comm[i] = True
-    return Payload(nbytes, copy_kind, src_mem, dst_mem, is_comm, dims)
+    # each rule runs over the GPU rows of its own kinds only; every cell is written by one
+    # rule, so the order of the passes does not change the result
+    kernel_idx = [i for i in gpu_idx if kind[i] == "kernel"]
+    mem_idx = [i for i in gpu_idx if kind[i] in ("memcpy", "memset")]
+    pay = Payload(
+        nbytes=[None] * n,
+        copy_kind=[None] * n,
+        src_mem=[None] * n,
+        dst_mem=[None] * n,
+        is_comm=[False] * n,
+        dims=_kernel_dims(kernel_idx, args),
+    )
+    _fill_memory_rows(pay, mem_idx, kind, name, args, correlation)
+    _mark_comm(pay.is_comm, kernel_idx, kind, name, args)
+    return pay
 
 
 _SENTINEL = "\x00tf-arg-sep\x00"

@@ -212,6 +212,99 @@ def gpu_expr(lf: pl.LazyFrame, col: str, sample: pl.Series) -> pl.Expr:
     return text_col.replace_strict(order, default=None, return_dtype=pl.Int32)
 
 
+#: Schema columns that ``build_frame`` reads with their own rule, not as plain numbers.
+_NON_NUMERIC_TARGETS: Final = ("time_ns", "gpu", "throttle_reasons")
+
+
+def _metric_exprs(
+    plan: ColumnPlan, extra: dict[str, pl.Expr] | None, columns: list[str], path: Path
+) -> list[pl.Expr]:
+    """One expression per metric column: mapped numbers scaled to the schema unit (MiB, MHz,
+    W; see ``unit_scale``), throttle reasons as stripped text, then ``extra`` as given.
+
+    Raises ``OptionError`` when there is none: a log without metrics cannot be analysed.
+    """
+    exprs: list[pl.Expr] = []
+    for target, src in plan.sources.items():
+        if target in _NON_NUMERIC_TARGETS:
+            continue
+        exprs.append(numeric(src, plan.scales.get(target, 1.0)).alias(target))
+    if "throttle_reasons" in plan.sources:
+        exprs.append(
+            pl.col(plan.sources["throttle_reasons"]).str.strip_chars().alias("throttle_reasons")
+        )
+    for target, expr in (extra or {}).items():
+        exprs.append(expr.alias(target))
+    if not exprs:
+        raise OptionError(
+            f"{path}: no metric column recognised (columns: {', '.join(columns)}); "
+            f"name them with a column mapping, e.g. util=ColA,sm_clock=ColB",
+            "columns",
+        )
+    return exprs
+
+
+def _gpu_column(lf: pl.LazyFrame, plan: ColumnPlan, sample: pl.DataFrame) -> pl.Expr:
+    """``gpu`` (Int32): the mapped GPU column read by ``gpu_expr``; 0 for a log without one
+    and for cells it cannot read."""
+    gpu_src = plan.sources.get("gpu")
+    gpu = gpu_expr(lf, gpu_src, sample.get_column(gpu_src)) if gpu_src else pl.lit(0)
+    return gpu.cast(pl.Int32).fill_null(0).alias("gpu")
+
+
+def _time_column(
+    plan: ColumnPlan, sample: pl.DataFrame, warnings: list[str]
+) -> tuple[pl.Expr | None, str]:
+    """``(time_ns expression, time kind)``; kind ``absolute``/``relative`` (``time_expr``), or
+    ``index`` with no expression when there is no time column or ``time_rule`` cannot read it
+    (warned): the sample index then stands in for time."""
+    time_src = plan.sources.get("time_ns")
+    if time_src is None:
+        return None, "index"
+    rule = time_rule(sample.get_column(time_src))
+    if rule is None:
+        warnings.append(f"timestamps in column {time_src!r} could not be read; using sample index")
+        return None, "index"
+    expr, time_kind = time_expr(time_src, rule)
+    return expr.alias("time_ns"), time_kind
+
+
+def _named_throttle_reasons(out: pl.DataFrame) -> pl.DataFrame:
+    """Replace the ``MASK_COLUMN`` bit masks (if any) by ``throttle_reasons`` names; each
+    distinct mask is decoded once."""
+    if MASK_COLUMN not in out.columns:
+        return out
+    masks = out.get_column(MASK_COLUMN).drop_nulls().unique().to_list()
+    names = {m: mask_names(int(m)) for m in masks}
+    return out.with_columns(
+        pl.col(MASK_COLUMN)
+        .replace_strict(names, default=None, return_dtype=pl.String)
+        .alias("throttle_reasons")
+    ).drop(MASK_COLUMN)
+
+
+def _drop_unreadable_times(out: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
+    """Rows whose timestamp could not be read (null ``time_ns``) are skipped, and counted in
+    ``warnings``: a sample without a time cannot be placed."""
+    bad = out.get_column("time_ns").null_count()
+    if not bad:
+        return out
+    warnings.append(f"{bad} rows with unreadable timestamps were skipped")
+    return out.filter(pl.col("time_ns").is_not_null())
+
+
+def _index_times(out: pl.DataFrame, interval_s: float | None) -> tuple[pl.DataFrame, float]:
+    """``(frame with time_ns, step in s)`` for a log without usable timestamps: sample ``k``
+    of each GPU is at ``k * step`` ns, the step being ``interval_s`` (s), else
+    ``DEFAULT_INTERVAL_S``."""
+    step_s = interval_s or DEFAULT_INTERVAL_S
+    step_ns = round(step_s * NS_PER_S)
+    out = out.with_columns(
+        (pl.int_range(pl.len(), dtype=pl.Int64).over("gpu") * step_ns).alias("time_ns")
+    )
+    return out, step_s
+
+
 def build_frame(
     raw: pl.LazyFrame | pl.DataFrame,
     plan: ColumnPlan,
@@ -227,63 +320,22 @@ def build_frame(
     expressions (e.g. throttle reasons) by schema column.
     """
     lf = raw.lazy()
-    columns = lf.collect_schema().names()
     warnings: list[str] = []
-    exprs: list[pl.Expr] = []
-    for target, src in plan.sources.items():
-        if target in ("time_ns", "gpu", "throttle_reasons"):
-            continue
-        exprs.append(numeric(src, plan.scales.get(target, 1.0)).alias(target))
-    if "throttle_reasons" in plan.sources:
-        exprs.append(
-            pl.col(plan.sources["throttle_reasons"]).str.strip_chars().alias("throttle_reasons")
-        )
-    for target, expr in (extra or {}).items():
-        exprs.append(expr.alias(target))
-    if not exprs:
-        raise OptionError(
-            f"{path}: no metric column recognised (columns: {', '.join(columns)}); "
-            f"name them with a column mapping, e.g. util=ColA,sm_clock=ColB",
-            "columns",
-        )
+    exprs = _metric_exprs(plan, extra, lf.collect_schema().names(), path)
     sample = lf.head(SNIFF_ROWS).collect()
-    gpu_src = plan.sources.get("gpu")
-    gpu = gpu_expr(lf, gpu_src, sample.get_column(gpu_src)) if gpu_src else pl.lit(0)
-    exprs.append(gpu.cast(pl.Int32).fill_null(0).alias("gpu"))
-    time_kind = "index"
-    time_src = plan.sources.get("time_ns")
-    if time_src is not None:
-        rule = time_rule(sample.get_column(time_src))
-        if rule is None:
-            warnings.append(
-                f"timestamps in column {time_src!r} could not be read; using sample index"
-            )
-        else:
-            expr, time_kind = time_expr(time_src, rule)
-            exprs.append(expr.alias("time_ns"))
+    exprs.append(_gpu_column(lf, plan, sample))
+    time_ns, time_kind = _time_column(plan, sample, warnings)
+    if time_ns is not None:
+        exprs.append(time_ns)
     # rows stay in log order: sorting a multi-GPU log by GPU would hold a second copy of the
     # table at peak; analyses take one GPU at a time (``gpu_rows``)
-    out = lf.select(exprs).collect()
-    if MASK_COLUMN in out.columns:
-        masks = out.get_column(MASK_COLUMN).drop_nulls().unique().to_list()
-        names = {m: mask_names(int(m)) for m in masks}
-        out = out.with_columns(
-            pl.col(MASK_COLUMN)
-            .replace_strict(names, default=None, return_dtype=pl.String)
-            .alias("throttle_reasons")
-        ).drop(MASK_COLUMN)
-    if time_kind != "index":
-        bad = out.get_column("time_ns").null_count()
-        if bad:
-            warnings.append(f"{bad} rows with unreadable timestamps were skipped")
-            out = out.filter(pl.col("time_ns").is_not_null())
-    step_s = interval_s
+    out = _named_throttle_reasons(lf.select(exprs).collect())
+    step_s: float | None
     if time_kind == "index":
-        step_s = interval_s or DEFAULT_INTERVAL_S
-        step_ns = round(step_s * NS_PER_S)
-        out = out.with_columns(
-            (pl.int_range(pl.len(), dtype=pl.Int64).over("gpu") * step_ns).alias("time_ns")
-        )
+        out, step_s = _index_times(out, interval_s)
+    else:
+        out = _drop_unreadable_times(out, warnings)
+        step_s = interval_s
     frame = conform_monitor(out, sort=False)
     if frame.height == 0:
         raise OptionError(

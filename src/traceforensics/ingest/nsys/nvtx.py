@@ -64,14 +64,13 @@ def _type_ids(db: ExportDb) -> dict[str, int]:
     return dict(_FALLBACK_IDS)
 
 
-def nvtx_events(db: ExportDb, strings: Strings) -> tuple[Part | None, int]:
-    """The NVTX part and the number of open (never-ended) ranges dropped."""
-    if not db.has(NVTX):
-        return None, 0
-    ids = _type_ids(db)
-    ranges = [ids[t] for t in RANGE_TYPES]
-    marks = [ids[t] for t in MARK_TYPES]
-    wanted = ", ".join(str(i) for i in [*ranges, *marks, ids[DOMAIN_TYPE]])
+def _fetch_nvtx(db: ExportDb, strings: Strings, type_ids: list[int]) -> pl.DataFrame:
+    """``NVTX_EVENTS`` rows of the event types ``type_ids``, with their label.
+
+    Times are the export's int64 ns; ``_label`` is ``text`` (a plain string) else the
+    registered string ``StringIds[textId]``; columns a schema version lacks read as NULL.
+    """
+    wanted = ", ".join(str(i) for i in type_ids)
     cols = {
         "start_ns": "start",
         "end_ns": col_sql(db, NVTX, "end"),
@@ -88,19 +87,26 @@ def nvtx_events(db: ExportDb, strings: Strings) -> tuple[Part | None, int]:
     )
     frame = frame.with_columns(pl.col("_text").cast(pl.String))
     frame = strings.attach(frame, "_text_id", "_registered")
-    frame = frame.with_columns(pl.coalesce("_text", "_registered").alias("_label"))
+    return frame.with_columns(pl.coalesce("_text", "_registered").alias("_label"))
 
-    domains = (
-        frame.filter(pl.col("_type") == ids[DOMAIN_TYPE])
+
+def _domain_table(frame: pl.DataFrame, domain_type: int) -> pl.DataFrame:
+    """``(pid, _domain_id) -> _domain`` from the ``NvtxDomainCreate`` rows; the last creation
+    of a (process, id) pair wins."""
+    return (
+        frame.filter(pl.col("_type") == domain_type)
         .select("pid", "_domain_id", pl.col("_label").alias("_domain"))
         .unique(subset=["pid", "_domain_id"], keep="last")
     )
-    is_range = pl.col("_type").is_in(ranges)
-    open_ranges = frame.filter(is_range & pl.col("end_ns").is_null()).height
-    frame = frame.filter((is_range & pl.col("end_ns").is_not_null()) | pl.col("_type").is_in(marks))
-    frame = frame.join(
-        domains, on=["pid", "_domain_id"], how="left", nulls_equal=False, maintain_order="left"
-    )
+
+
+def _classified(frame: pl.DataFrame, marks: list[int]) -> pl.DataFrame:
+    """Kind, name, PyTorch ``sizes``/``seq`` text, ``is_comm``, ``dur_ns`` (ns, end - start
+    clipped at 0; 0 for marks) and ``category`` of each kept row, plus ``_row``.
+
+    A PyTorch autograd range (``aten::addmm, seq = 12, ...`` or a bare ``aten::addmm``) is a
+    ``cpu_op`` named by the text before the first comma; other ranges are ``annotation``.
+    """
     label = pl.col("_label").fill_null("<unnamed NVTX range>")
     torch_op = label.str.contains(_TORCH_SUFFIX_RE) | label.str.contains(_TORCH_BARE_RE)
     kind = (
@@ -110,7 +116,7 @@ def nvtx_events(db: ExportDb, strings: Strings) -> tuple[Part | None, int]:
         .then(pl.lit("cpu_op"))
         .otherwise(pl.lit("annotation"))
     )
-    frame = with_row(
+    return with_row(
         frame.with_columns(
             kind.alias("kind"),
             pl.when(torch_op)
@@ -127,12 +133,36 @@ def nvtx_events(db: ExportDb, strings: Strings) -> tuple[Part | None, int]:
             pl.lit(NVTX).alias("category"),
         )
     )
+
+
+def _with_domain_json(frame: pl.DataFrame) -> pl.DataFrame:
+    """Add ``_domain_json``, the JSON text of ``_domain`` (encoded once per distinct name)."""
     domain_names = frame.select("_domain").unique().drop_nulls().get_column("_domain").to_list()
     domain_json = pl.DataFrame(
         {"_domain": domain_names, "_domain_json": json_text(domain_names)},
         schema={"_domain": pl.String(), "_domain_json": pl.String()},
     )
-    frame = frame.join(domain_json, on="_domain", how="left", maintain_order="left")
+    return frame.join(domain_json, on="_domain", how="left", maintain_order="left")
+
+
+def nvtx_events(db: ExportDb, strings: Strings) -> tuple[Part | None, int]:
+    """The NVTX part and the number of open (never-ended) ranges dropped."""
+    if not db.has(NVTX):
+        return None, 0
+    ids = _type_ids(db)
+    ranges = [ids[t] for t in RANGE_TYPES]
+    marks = [ids[t] for t in MARK_TYPES]
+    frame = _fetch_nvtx(db, strings, [*ranges, *marks, ids[DOMAIN_TYPE]])
+    domains = _domain_table(frame, ids[DOMAIN_TYPE])
+
+    # a range with a NULL end never closed inside the capture: counted, then dropped
+    is_range = pl.col("_type").is_in(ranges)
+    open_ranges = frame.filter(is_range & pl.col("end_ns").is_null()).height
+    frame = frame.filter((is_range & pl.col("end_ns").is_not_null()) | pl.col("_type").is_in(marks))
+    frame = frame.join(
+        domains, on=["pid", "_domain_id"], how="left", nulls_equal=False, maintain_order="left"
+    )
+    frame = _with_domain_json(_classified(frame, marks))
     args = [
         arg_rows(frame, ARG_DOMAIN, "_domain_json"),
         arg_rows(frame, ARG_INPUT_DIMS, "_dims"),
