@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from traceforensics.analysis.utilization.patterns import PATTERNS as ALL_PATTERNS
+
 F64 = npt.NDArray[np.float64]
 START_EPOCH_S = 1_742_551_200  # 2025-03-21 10:00:00 UTC
 SM_CLOCK_MAX_MHZ = 1980.0
@@ -180,14 +182,8 @@ def write_table_custom(path: Path, gpus: list[Gpu], interval_s: float) -> None:
 
 
 CUSTOM_COLUMNS = "time=when,gpu=card,util=busy,sm_clock=clk,temperature=heat,power=watts"
-PATTERNS = (
-    "high_frequency_sawtooth",
-    "low_frequency_tidal",
-    "persistent_half_saturation",
-    "sporadic_drops",
-    "steady_high",
-    "idle",
-)
+#: every pattern a generated log can show (not "irregular" or "insufficient_data")
+PATTERNS = tuple(p for p in ALL_PATTERNS if p not in ("irregular", "insufficient_data"))
 # format -> (file suffix, writer, has timestamps, fastest interval it can sample at)
 FORMATS: dict[str, tuple[str, Callable[[Path, list[Gpu], float], None], bool, float]] = {
     "smi_csv": ("csv", lambda p, g, i: write_smi_csv(p, g, i, True), True, 0.1),

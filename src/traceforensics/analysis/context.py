@@ -10,7 +10,9 @@ Python loops:
 - ``windows``: the analysis window of each device (``IdleOptions.window``);
 - ``steps``: the step table (``steps.detect_steps``, honouring the step pattern);
 - ``host``: host rows classified into causes, as a per-thread timeline (``idle.prepare``);
-- ``tree``: the host op tree (``optree.host_tree``).
+- ``tree``: the host op tree (``optree.host_tree``);
+- ``cpu_ops`` and ``args``: the operator rows and the args (shapes, dtypes, sequence numbers)
+  the FLOPs model reads.
 
 Passes take the context (``AnalysisContext``) and never recompute any of these.
 """
@@ -28,6 +30,7 @@ from traceforensics.analysis.busy import DeviceBusy, device_busy
 from traceforensics.analysis.idle.classify import launch_part_cause
 from traceforensics.analysis.idle.prepare import HostClasses, classify_threads, stream_wait_flags
 from traceforensics.analysis.intervals import pack_shift
+from traceforensics.analysis.kernels.throughput import FLOP_ARG_KEYS
 from traceforensics.analysis.links import launch_links
 from traceforensics.analysis.names import matching
 from traceforensics.analysis.options import AnalysisOptions
@@ -37,6 +40,8 @@ from traceforensics.model.schema import BUSY_KINDS
 from traceforensics.model.session import TraceSession
 from traceforensics.model.units import I64, Mask
 
+#: Args side-table keys the passes read.
+ANALYSIS_ARG_KEYS = FLOP_ARG_KEYS
 #: Host kinds that can explain idle time (each host row belongs to one thread).
 HOST_KINDS = ("cpu_op", "annotation", "python", "os_call", "cuda_api", "overhead")
 
@@ -84,6 +89,8 @@ class AnalysisContext:
     window_hi: I64
     steps: pl.DataFrame
     trace_span: tuple[int, int]
+    cpu_ops: pl.DataFrame
+    args: pl.DataFrame
 
     @cached_property
     def tree_index(self) -> TreeIndex:
@@ -107,7 +114,10 @@ def _queries(session: TraceSession, window: str) -> dict[str, pl.LazyFrame]:
     kind = pl.col("kind")
     out = {
         "events": ev,
-        "host": ev.filter(kind.is_in(HOST_KINDS) & pl.col("tid").is_not_null()).select(
+        # threads numbered in (rank, pid, tid) order; one sort serves the op tree and the
+        # host classes
+        "host": ev.filter(kind.is_in(HOST_KINDS) & pl.col("tid").is_not_null())
+        .select(
             "event_id",
             "rank",
             pl.col("pid").fill_null(-1),
@@ -118,7 +128,11 @@ def _queries(session: TraceSession, window: str) -> dict[str, pl.LazyFrame]:
             "end_ns",
             "correlation",
             "is_comm",
-        ),
+        )
+        .with_columns(
+            (pl.struct("rank", "pid", "tid").rank("dense") - 1).cast(pl.Int64).alias("thr")
+        )
+        .sort(["thr", "start_ns", "end_ns", "event_id"], descending=[False, False, True, False]),
         "work": ev.filter(kind.is_in(BUSY_KINDS) & pl.col("device").is_not_null()).select(
             "event_id",
             "rank",
@@ -148,6 +162,9 @@ def _queries(session: TraceSession, window: str) -> dict[str, pl.LazyFrame]:
             "kind", "rank", "device", "pid", "name", "start_ns", "end_ns"
         ),
     }
+    out["cpu_ops"] = ev.filter(kind == "cpu_op").select("event_id", "rank", "name")
+    # the args any rule reads (shapes, dtypes, sequence numbers), out of the whole side table
+    out["args"] = session.args.lazy().filter(pl.col("key").is_in(ANALYSIS_ARG_KEYS))
     if window == "trace":
         out["spans"] = (
             ev.filter(kind != "marker")
@@ -166,14 +183,7 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
     ev = f["events"]
     t0 = int(ev.get_column("start_ns").min() or 0)  # type: ignore[arg-type]
     trace_span = (t0, int(ev.get_column("end_ns").max() or 0))  # type: ignore[arg-type]
-    # threads numbered in (rank, pid, tid) order; one sort serves the op tree and the classes
-    host = (
-        f["host"]
-        .with_columns(
-            (pl.struct("rank", "pid", "tid").rank("dense") - 1).cast(pl.Int64).alias("thr")
-        )
-        .sort(["thr", "start_ns", "end_ns", "event_id"], descending=[False, False, True, False])
-    )
+    host = f["host"]
     shift = pack_shift(trace_span[1] - t0 + 1, max(host.get_column("thr").n_unique(), 1))
     d2h = (
         f["work"]
@@ -214,6 +224,8 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
         window_hi=gpu.window_hi,
         steps=gpu.steps,
         trace_span=trace_span,
+        cpu_ops=f["cpu_ops"],
+        args=f["args"],
     )
 
 

@@ -41,9 +41,9 @@ SAME_PID, UNKNOWN_PID, OTHER_PID = 0, 1, 2
 def launch_links(
     work: pl.DataFrame, calls: pl.DataFrame, ext: pl.DataFrame, tree: pl.DataFrame
 ) -> pl.DataFrame:
-    """``work`` (GPU ops with ``event_id, rank, pid, correlation, external_id``) with
-    ``LINK_COLUMNS`` added: the launch call's event id, pid, tid, start/end (ns), name and
-    thread index, and the launching op's event id.
+    """``work`` (GPU ops with ``event_id, rank, pid, correlation, external_id``; row order not
+    kept) with ``LINK_COLUMNS`` added: the launch call's event id, pid, tid, start/end (ns),
+    name and thread index, and the launching op's event id.
 
     ``calls``: the ``cuda_api`` rows with a correlation id (``event_id, rank, correlation, pid,
     tid, start_ns, end_ns, name``); ``ext``: ``rank, external_id, ext_op`` (the lowest cpu_op
@@ -83,10 +83,10 @@ def launch_links(
         pl.col("parent_id").alias("op_id"),
     )
     return (
-        work.join(pick, on="event_id", how="left", maintain_order="left")
-        .join(detail, on="api_id", how="left", maintain_order="left")
-        .join(parents, on="api_id", how="left", maintain_order="left")
-        .join(ext, on=["rank", "external_id"], how="left", maintain_order="left")
+        work.join(pick, on="event_id", how="left")
+        .join(detail, on="api_id", how="left")
+        .join(parents, on="api_id", how="left")
+        .join(ext, on=["rank", "external_id"], how="left")
         .with_columns(
             pl.when(pl.col("api_id").is_null())
             .then(pl.col("ext_op"))

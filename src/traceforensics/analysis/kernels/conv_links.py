@@ -53,7 +53,8 @@ def fill_conv_from_sequence(
 ) -> pl.DataFrame:
     """Fill unknown forward-conv FLOPs from the backward node sharing the op's Sequence number
     (same rank): that node's first input is grad_output, whose shape is the conv's output.
-    ``costs`` is ``throughput.op_costs``'s frame (``op_id, family, flops, Input Dims``, ...)."""
+    ``events``: the cpu_op rows; ``costs`` is ``throughput.op_costs``'s frame (``op_id, family,
+    flops, Input Dims``, ...)."""
     todo = costs.filter((pl.col("family") == "conv") & pl.col("flops").is_null()).get_column(
         "op_id"
     )
@@ -118,17 +119,17 @@ def fill_wgrad_from_parent(
     )
     if todo.len() == 0:
         return costs
-    dims = args.filter(pl.col("key") == ARG_INPUT_DIMS).select("event_id", "value")
-    parents = tree.select("event_id", "name", "parent_id")
+    child = tree.filter(pl.col("event_id").is_in(todo.implode())).select("event_id", "parent_id")
+    parent = tree.filter(
+        pl.col("event_id").is_in(child.get_column("parent_id").implode())
+        & pl.col("name").is_in(list(WGRAD_PARENTS))
+    ).select(pl.col("event_id").alias("parent_id"))
+    wanted = pl.concat([child.get_column("event_id"), parent.get_column("parent_id")])
+    dims = args.filter(
+        (pl.col("key") == ARG_INPUT_DIMS) & pl.col("event_id").is_in(wanted.implode())
+    ).select("event_id", "value")
     links = (
-        parents.filter(pl.col("event_id").is_in(todo.implode()))
-        .join(
-            parents.select(
-                pl.col("event_id").alias("parent_id"), pl.col("name").alias("parent_name")
-            ),
-            on="parent_id",
-        )
-        .filter(pl.col("parent_name").is_in(list(WGRAD_PARENTS)))
+        child.join(parent, on="parent_id")
         .join(dims.rename({"value": "child_dims"}), on="event_id")
         .join(dims.rename({"event_id": "parent_id", "value": "parent_dims"}), on="parent_id")
     )

@@ -51,7 +51,7 @@ def analyze_kernels(
     # the FLOPs model (op costs: mostly Python over distinct shapes) runs beside the short
     # kernel rows, which need only the launch links and names
     with ThreadPoolExecutor(max_workers=1) as pool:
-        costs_f = pool.submit(op_costs, ctx.events, ctx.session.args, tree)
+        costs_f = pool.submit(op_costs, ctx.cpu_ops, ctx.args, tree)
         names = tree.select(pl.col("event_id").alias("op_id"), pl.col("name").alias("launching_op"))
         kl = _with_norm_names(
             kernel_links(ctx)

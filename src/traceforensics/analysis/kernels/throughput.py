@@ -43,12 +43,13 @@ FLOP_ARG_KEYS: Final = (ARG_INPUT_DIMS, ARG_INPUT_TYPE, ARG_CONCRETE_INPUTS, ARG
 
 
 def op_costs(
-    events: pl.DataFrame, args: pl.DataFrame, tree: pl.DataFrame | None = None
+    cpu: pl.DataFrame, args: pl.DataFrame, tree: pl.DataFrame | None = None
 ) -> pl.DataFrame:
     """Per host op with a FLOPs model: ``op_id, op, family, shapes, dtype, flops, bytes``.
-    ``flops`` is null when the op's shapes do not determine it. Old-PyTorch convolutions get
-    their missing shapes from linked ops (``conv_links``; the parent link needs ``tree``)."""
-    cpu = events.filter(pl.col("kind") == "cpu_op")
+    ``cpu``: the cpu_op rows (``event_id, rank, name``); ``args``: the args side table (rows
+    of other keys than ``FLOP_ARG_KEYS`` are ignored). ``flops`` is null when the op's shapes do
+    not determine it. Old-PyTorch convolutions get their missing shapes from linked ops
+    (``conv_links``; the parent link needs ``tree``)."""
     names = cpu.get_column("name").unique().drop_nulls()
     modelled = names.filter(
         pl.Series(
@@ -93,7 +94,7 @@ def op_costs(
         .explode("op_id")
         .sort("op_id")
     )
-    costs = fill_conv_from_sequence(events, args, costs)
+    costs = fill_conv_from_sequence(cpu, args, costs)
     if tree is not None:
         costs = fill_wgrad_from_parent(tree, args, costs)
     return costs.select("op_id", "op", *cost_cols)
