@@ -10,10 +10,10 @@ Default baseline: ``8c7a4c8``, the last commit before the shared analysis contex
 ``--baseline none`` measures this tree alone.
 
 The baseline is checked out into a temporary ``git worktree`` and both sides run in fresh child
-processes with the same Python and packages, alternating for ``--rounds`` rounds (default 3) so
+processes with the same Python and packages, alternating for ``--rounds`` rounds (default 5) so
 that load on a shared machine hits both alike. In each child: load the trace once (no cache), one
 untimed ``analyze`` (first-call imports, polars' thread pool), then the best of ``--repeat``
-(default 5) wall times of ``analysis.pipeline.analyze(session)`` with default options: what
+(default 10) wall times of ``analysis.pipeline.analyze(session)`` with default options: what
 ``tf analyze`` adds after loading. Figures: the best over all rounds per side; ``speedup`` =
 baseline / this tree (target for issue 9: >= 2). The load time is reported for scale.
 """
@@ -118,8 +118,8 @@ def summary(
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace", nargs="?", default=str(DEFAULT_TRACE))
-    ap.add_argument("--repeat", type=int, default=5, help="analyze() runs per child; best kept")
-    ap.add_argument("--rounds", type=int, default=3, help="alternating child runs per side")
+    ap.add_argument("--repeat", type=int, default=10, help="analyze() runs per child; best kept")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating child runs per side")
     ap.add_argument("--baseline", default=DEFAULT_BASELINE, help="git ref, or 'none'")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
