@@ -28,7 +28,12 @@ import polars as pl
 
 from traceforensics.analysis.busy import DeviceBusy, device_busy
 from traceforensics.analysis.idle.classify import launch_part_cause
-from traceforensics.analysis.idle.prepare import HostClasses, classify_threads, stream_wait_flags
+from traceforensics.analysis.idle.prepare import (
+    HostClasses,
+    classify_rows,
+    host_classes,
+    stream_wait_flags,
+)
 from traceforensics.analysis.intervals import pack_shift
 from traceforensics.analysis.kernels.throughput import FLOP_ARG_KEYS
 from traceforensics.analysis.links import launch_links
@@ -36,10 +41,14 @@ from traceforensics.analysis.names import matching
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.optree import TreeIndex, host_tree
 from traceforensics.analysis.steps import detect_steps
+from traceforensics.model.errors import OptionError
 from traceforensics.model.schema import BUSY_KINDS
 from traceforensics.model.session import TraceSession
 from traceforensics.model.units import I64, Mask
 
+#: Kinds whose rows can be step ranges (left out of the trace window: the profiler may leave a
+#: step open until it stops).
+STEP_RANGE_KINDS = ("annotation", "cpu_op", "gpu_annotation")
 #: Args side-table keys the passes read.
 ANALYSIS_ARG_KEYS = FLOP_ARG_KEYS
 #: Host kinds that can explain idle time (each host row belongs to one thread).
@@ -74,7 +83,6 @@ class AnalysisContext:
 
     session: TraceSession
     options: AnalysisOptions
-    events: pl.DataFrame
     t0_ns: int
     shift: int
     devices: list[tuple[int, int]]
@@ -108,15 +116,12 @@ class AnalysisContext:
         )
 
 
-def _queries(session: TraceSession, window: str) -> dict[str, pl.LazyFrame]:
-    """The slices of the event table the context needs, as lazy queries run together."""
-    ev = session.events.lazy().with_columns((pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"))
-    kind = pl.col("kind")
-    out = {
-        "events": ev,
-        # threads numbered in (rank, pid, tid) order; one sort serves the op tree and the
-        # host classes
-        "host": ev.filter(kind.is_in(HOST_KINDS) & pl.col("tid").is_not_null())
+def _host_rows(ev: pl.LazyFrame) -> pl.LazyFrame:
+    """Host rows that can explain idle time, with ``thr``: threads numbered in (rank, pid, tid)
+    order. Sorted by (thr, start, -end, event id): one sort serves the op tree and the host
+    classes."""
+    return (
+        ev.filter(pl.col("kind").is_in(HOST_KINDS) & pl.col("tid").is_not_null())
         .select(
             "event_id",
             "rank",
@@ -132,7 +137,17 @@ def _queries(session: TraceSession, window: str) -> dict[str, pl.LazyFrame]:
         .with_columns(
             (pl.struct("rank", "pid", "tid").rank("dense") - 1).cast(pl.Int64).alias("thr")
         )
-        .sort(["thr", "start_ns", "end_ns", "event_id"], descending=[False, False, True, False]),
+        .sort(["thr", "start_ns", "end_ns", "event_id"], descending=[False, False, True, False])
+    )
+
+
+def _queries(session: TraceSession, window: str) -> dict[str, pl.LazyFrame]:
+    """The slices of the event table the context needs, as lazy queries run together."""
+    ev = session.events.lazy().with_columns((pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"))
+    kind = pl.col("kind")
+    out = {
+        "bounds": ev.select(pl.col("start_ns").min(), pl.col("end_ns").max()),
+        "host": _host_rows(ev),
         "work": ev.filter(kind.is_in(BUSY_KINDS) & pl.col("device").is_not_null()).select(
             "event_id",
             "rank",
@@ -168,10 +183,26 @@ def _queries(session: TraceSession, window: str) -> dict[str, pl.LazyFrame]:
     if window == "trace":
         out["spans"] = (
             ev.filter(kind != "marker")
-            .group_by("rank", "name")
+            .group_by("rank", "name", kind.is_in(STEP_RANGE_KINDS).alias("is_range"))
             .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
         )
     return out
+
+
+def as_context(
+    source: AnalysisContext | TraceSession, options: AnalysisOptions | None
+) -> AnalysisContext:
+    """The context a pass runs on: ``source`` itself when it is one (``options`` must then be
+    None or the options it was prepared with), else ``prepare(source, options)``."""
+    if isinstance(source, AnalysisContext):
+        if options is not None and options != source.options:
+            raise OptionError(
+                "this context was prepared with other options; pass the session instead, or "
+                "prepare(session, options) first",
+                "options",
+            )
+        return source
+    return prepare(source, options)
 
 
 def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> AnalysisContext:
@@ -180,36 +211,30 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
     opts.check()
     queries = _queries(session, opts.idle.window)
     f = dict(zip(queries, pl.collect_all(list(queries.values()), engine="in-memory"), strict=True))
-    ev = f["events"]
-    t0 = int(ev.get_column("start_ns").min() or 0)  # type: ignore[arg-type]
-    trace_span = (t0, int(ev.get_column("end_ns").max() or 0))  # type: ignore[arg-type]
+    first, last = f["bounds"].row(0)
+    t0 = int(first or 0)
+    trace_span = (t0, int(last or 0))
     host = f["host"]
     shift = pack_shift(trace_span[1] - t0 + 1, max(host.get_column("thr").n_unique(), 1))
-    d2h = (
-        f["work"]
-        .filter(pl.col("copy_kind") == "d2h")
-        .select("rank", "correlation")
-        .drop_nulls("correlation")
-        .unique()
-    )
-    with ThreadPoolExecutor(max_workers=1) as pool:  # host classes beside the GPU side
+    # the host rows are classified on a second thread while the GPU side is linked; the
+    # blocking-copy rule needs the links, so it runs there once they exist
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        rows_f = pool.submit(classify_rows, host, opts.idle.data_patterns, opts.steps.marker_re)
+        tree = host_tree(host)
+        work = _gpu_work(f["work"], f["calls"], f["ext"], tree)
+        blocking = work.filter(
+            (pl.col("copy_kind") == "d2h") & pl.col("api_id").is_not_null()
+        ).get_column("api_id")
         classes_f = pool.submit(
-            classify_threads,
-            host,
-            d2h,
-            opts.idle.data_patterns,
-            opts.steps.marker_re,
-            t0_ns=t0,
-            shift=shift,
+            lambda: host_classes(host, rows_f.result(), blocking, t0_ns=t0, shift=shift)
         )
-        gpu = _gpu_side(f, host, opts, t0, trace_span)
+        gpu = _gpu_side(f, tree, work, opts, t0, trace_span)
         classes = classes_f.result()
     dev = gpu.work.get_column("dev").to_numpy().astype(np.int64)
     n = np.arange(len(gpu.devices))
     return AnalysisContext(
         session=session,
         options=opts,
-        events=ev,
         t0_ns=t0,
         shift=shift,
         devices=gpu.devices,
@@ -244,14 +269,13 @@ class _GpuSide:
 
 def _gpu_side(
     f: dict[str, pl.DataFrame],
-    host: pl.DataFrame,
+    tree: pl.DataFrame,
+    work: pl.DataFrame,
     opts: AnalysisOptions,
     t0: int,
     trace_span: tuple[int, int],
 ) -> _GpuSide:
-    """Op tree, linked GPU ops, devices, busy unions, windows and the step table."""
-    tree = host_tree(host)
-    work = _gpu_work(f["work"], f["calls"], f["ext"], tree)
+    """Devices, busy unions, windows and the step table of the linked GPU ops ``work``."""
     devices_df = work.select("rank", "device", "dev").unique("dev").sort("dev")
     devices = [(int(r), int(d)) for r, d, _ in devices_df.iter_rows()]
     busy = device_busy(work, len(devices), t0, trace_span[1] - t0 + 1)
@@ -304,7 +328,8 @@ def _windows(
 ) -> tuple[I64, I64]:
     """Analysis window per device: first to last GPU work (``device``: ``spans`` is None), or
     the rank's first to last recorded interval, instant markers and step ranges excluded
-    (``trace``: ``spans`` holds each (rank, name)'s first start and last end). A device whose
+    (``trace``: ``spans`` holds each (rank, name, is_range)'s first start and last end; only
+    ranges can be step markers, never GPU work). A device whose
     work all has zero length has an empty window at its first op."""
     lo, hi = busy.first_start.copy(), busy.first_start.copy()
     has = busy.has_work()
@@ -312,7 +337,7 @@ def _windows(
     if spans is None or not devices:
         return lo, hi
     per_rank = (
-        spans.filter(~matching(spans, marker_re))
+        spans.filter(~(pl.col("is_range") & matching(spans, marker_re)))
         .group_by("rank")
         .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
     )

@@ -7,7 +7,9 @@ Rules (all times integer ns):
   start, last GPU op end) over its kernel, memcpy and memset rows (zero-length ops do not open
   or close it); ``trace`` = the rank's first to last recorded interval;
 - busy    = length of the busy union (``busy``), ``busy_by_kind`` the union of each kind;
-- idle    = window - busy = the sum of ``idle_by_cause`` (the idle pass splits it exactly).
+- idle    = window - busy = the sum of ``idle_by_cause`` (the idle pass splits it exactly);
+- mfu     = the kernel pass's MFU over the device's GPU-active span (first to last GPU work),
+  whichever window kind the record uses.
 
       stream 7:   |==k1==|    |==k3==|
       stream 9:       |==k2==|           |=m=|

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from traceforensics.analysis.busy import BUSY_CLASSES
-from traceforensics.analysis.idle.causes import CAUSES
+from traceforensics.analysis.idle.causes import CAUSES, ranked_causes
 from traceforensics.analysis.kernels.results import OpRow, ShortKernelRow
 
 if TYPE_CHECKING:
@@ -95,7 +95,8 @@ def analysis_frames(analysis: Analysis) -> dict[str, pl.DataFrame]:
     ]
     gaps, gap_causes = [], []
     for k, g in enumerate(analysis.idle.gaps):
-        top = max(g.causes, key=lambda c: g.causes[c]) if g.causes else None
+        ranked = ranked_causes(g.causes)
+        top = ranked[0][0] if ranked else None
         gaps.append(
             {
                 "gap": k,

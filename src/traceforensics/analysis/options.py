@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final, Literal
 
+import polars as pl
+
 from traceforensics.analysis.idle.causes import DEFAULT_DATA_PATTERNS
 from traceforensics.analysis.steps import STEP_MARKER_RE
 from traceforensics.model.errors import InputError, OptionError
@@ -118,8 +120,9 @@ class AnalysisOptions:
             if value is None and attr not in ("pattern", "peak_tflops"):
                 continue
             new = value
-            if name == "data_patterns":  # an empty list means "the defaults", as on the CLI
-                new = tuple(value) if value else DEFAULT_DATA_PATTERNS
+            if name == "data_patterns":  # one word or several; empty means "the defaults"
+                words = (value,) if isinstance(value, str) else tuple(value)
+                new = words or DEFAULT_DATA_PATTERNS
             groups[group] = replace(groups[group], **{attr: new})
         out = AnalysisOptions(**groups)
         out.check()
@@ -137,7 +140,7 @@ class AnalysisOptions:
         if k.peak_tflops is not None:
             _positive("peak_tflops", k.peak_tflops)
         for name, v in (("top", k.top), ("top_gaps", i.top_gaps)):
-            if not isinstance(v, int) or v < 0:
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise OptionError(f"{name} {v!r}: must be an integer >= 0", name)
         if i.window not in ("device", "trace"):
             raise OptionError(f"window {i.window!r}: must be 'device' or 'trace'", "window")
@@ -146,13 +149,30 @@ class AnalysisOptions:
                 f"step_window {st.window!r}: must be 'tiled' or 'annotation'", "step_window"
             )
         if st.pattern is not None:
-            try:
-                re.compile(st.pattern)
-            except re.error as exc:
+            check_regex("step_pattern", st.pattern)
+        for word in i.data_patterns:
+            if not isinstance(word, str):
                 raise OptionError(
-                    f"step_pattern {st.pattern!r}: invalid regular expression ({exc})",
-                    "step_pattern",
-                ) from exc
+                    f"data_patterns {word!r}: must be words (strings)", "data_patterns"
+                )
+
+
+def regex_error(pattern: str) -> str | None:
+    """Why ``pattern`` is not a usable regex (one line), or None. It must compile in Python and
+    in polars, which runs it (a Rust engine: no look-around or back-references)."""
+    try:
+        re.compile(pattern)
+        pl.Series([""]).str.contains(pattern)
+    except (re.error, pl.exceptions.PolarsError) as exc:
+        return " ".join(str(exc).split())[:160]
+    return None
+
+
+def check_regex(name: str, pattern: str) -> None:
+    """Raise ``OptionError`` naming option ``name`` when ``regex_error(pattern)``."""
+    detail = regex_error(pattern)
+    if detail is not None:
+        raise OptionError(f"{name} {pattern!r}: invalid regular expression ({detail})", name)
 
 
 def _positive(name: str, v: float) -> None:

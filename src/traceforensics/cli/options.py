@@ -7,13 +7,12 @@ and must never be one of the inputs (a report written over the trace would destr
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import click
-import polars as pl
 
+from traceforensics.analysis.options import regex_error
 from traceforensics.model.errors import InputError
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -49,15 +48,9 @@ def regex(ctx: click.Context, param: click.Parameter, value: str | None) -> str 
     """A click callback accepting a regular expression that compiles."""
     if value is None:
         return None
-    try:
-        re.compile(value)
-        # the pattern runs in polars (Rust regex: no look-around or back-references)
-        pl.Series([""]).str.contains(value)
-    except (re.error, pl.exceptions.PolarsError) as exc:
-        detail = " ".join(str(exc).split())[:160]
-        raise InputError(
-            f"{_flag(param)} {value!r}: invalid regular expression ({detail})"
-        ) from exc
+    detail = regex_error(value)
+    if detail is not None:
+        raise InputError(f"{_flag(param)} {value!r}: invalid regular expression ({detail})")
     return value
 
 

@@ -14,6 +14,8 @@ import numpy.typing as npt
 I64 = npt.NDArray[np.int64]
 #: Float arrays (fractions, percentages, seconds).
 F64 = npt.NDArray[np.float64]
+#: Small class codes (cause indices).
+I8 = npt.NDArray[np.int8]
 #: Boolean masks.
 Mask = npt.NDArray[np.bool_]
 

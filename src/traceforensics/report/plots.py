@@ -74,7 +74,7 @@ def figure_analysis(analysis: Analysis) -> Any:
         for g in analysis.idle.gaps:
             if (g.rank, g.device) != (p.rank, p.device) or not g.causes:
                 continue
-            cause = max(g.causes.items(), key=lambda kv: kv[1])[0]
+            cause = ranked_causes(g.causes)[0][0]
             ax.axvspan(
                 g.start_ns / NS_PER_S - t0,
                 (g.start_ns + g.dur_ns) / NS_PER_S - t0,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from traceforensics.analysis.busy import COMMUNICATION, KERNEL
-from traceforensics.analysis.context import AnalysisContext, prepare
+from traceforensics.analysis.context import AnalysisContext, as_context
 from traceforensics.analysis.idle.causes import CAUSES
 from traceforensics.analysis.idle.comm import comm_in_window
 from traceforensics.analysis.idle.evidence import gap_evidence
@@ -71,7 +71,7 @@ def analyze_idle(
     ``idle_by_cause`` of each device sums exactly to the idle of its window (the device
     record's ``idle_ns``). Called on a session it prepares the context itself (same result as
     ``analyze``'s idle part for the same options)."""
-    ctx = source if isinstance(source, AnalysisContext) else prepare(source, options)
+    ctx = as_context(source, options)
     n_dev = len(ctx.devices)
     devs = np.arange(n_dev, dtype=np.int64)
     wg = window_gaps(ctx, devs, ctx.window_lo, ctx.window_hi)

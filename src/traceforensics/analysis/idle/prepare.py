@@ -13,15 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 import polars as pl
 
-from traceforensics.analysis.idle.causes import CAUSE_INDEX, CPU_COMPUTE, HOST_SYNC
+from traceforensics.analysis.idle.causes import CAUSE_INDEX, CPU_COMPUTE, HOST_SYNC, MEMCPY
 from traceforensics.analysis.idle.classify import classify_host, slow_api_is_compilation
 from traceforensics.analysis.idle.host_timeline import HostTimeline, build_timeline
 from traceforensics.analysis.intervals import overlap_components
 from traceforensics.analysis.names import matching
-from traceforensics.model.units import I64, Mask
+from traceforensics.model.units import I8, I64, Mask
 
 
 @dataclass
@@ -37,7 +36,8 @@ class SyncIndex:
 
 @dataclass
 class HostClasses:
-    """Classified host rows (``frame``: ``thr, kind, name, tid, start_ns, end_ns, cause``,
+    """Classified host rows (``frame``: ``event_id, thr, kind, name, tid, start_ns, end_ns,
+    cause``,
     sorted by thread then start; ``thr``, ``start``, ``end``, ``cause`` and ``is_op`` are the
     same columns as numpy arrays), their timeline, the sync index and the dispatch operators
     (packed ``(thread, time)`` keys of the outermost generic operators)."""
@@ -46,19 +46,19 @@ class HostClasses:
     thr: I64
     start: I64
     end: I64
-    cause: npt.NDArray[np.int8]
+    cause: I8
     is_op: Mask
     tline: HostTimeline
     sync: SyncIndex
     dispatch_s: I64
     dispatch_e: I64
 
-    def dispatch_start(self, thr: I64, ls: I64, t0_ns: int, shift: int) -> I64:
-        """Start (ns) of the outermost generic operator enclosing each launch at ``ls`` on
-        thread ``thr``; ``ls`` itself when none (or no thread) is known."""
+    def dispatch_start(self, thr: I64, launch: I64, t0_ns: int, shift: int) -> I64:
+        """Start (ns) of the outermost generic operator enclosing each launch starting at
+        ``launch`` on thread ``thr``; ``launch`` itself when none (or no thread) is known."""
         if self.dispatch_s.size == 0:
-            return ls.copy()
-        lk = (np.maximum(thr, 0) << shift) | (ls - t0_ns)
+            return launch.copy()
+        lk = (np.maximum(thr, 0) << shift) | (launch - t0_ns)
         ci = np.searchsorted(self.dispatch_s, lk, side="right") - 1
         cs = np.maximum(ci, 0)
         inside = (
@@ -67,38 +67,38 @@ class HostClasses:
             & ((self.dispatch_s[cs] >> shift) == thr)
             & (thr >= 0)
         )
-        out: I64 = np.where(inside, (self.dispatch_s[cs] & ((1 << shift) - 1)) + t0_ns, ls)
+        out: I64 = np.where(inside, (self.dispatch_s[cs] & ((1 << shift) - 1)) + t0_ns, launch)
         return out.astype(np.int64)
 
 
-def classify_threads(
-    host: pl.DataFrame,
-    d2h: pl.DataFrame,
-    data_patterns: Sequence[str],
-    marker_re: str,
-    *,
-    t0_ns: int,
-    shift: int,
-) -> HostClasses:
-    """Classify the prepared host rows into causes. ``host`` has ``thr`` (the thread index) and
-    is sorted by (thr, start, -end, event id), the order of ``HostClasses.frame``.
+def classify_rows(host: pl.DataFrame, data_patterns: Sequence[str], marker_re: str) -> I8:
+    """Cause index of each row of the prepared host table (``causes.CAUSE_INDEX``, -1: none),
+    before the blocking-copy rule (``host_classes``)."""
+    flagged = host.with_columns(pl.lit(False).alias("blocking_d2h"))
+    is_api = (host.get_column("kind") == "cuda_api").to_numpy()
+    dur = (host.get_column("end_ns") - host.get_column("start_ns")).to_numpy()
+    cause = slow_api_is_compilation(classify_host(flagged, data_patterns, marker_re), is_api, dur)
+    out: I8 = cause.to_numpy().astype(np.int8)
+    return out
 
-    ``d2h``: ``rank, correlation`` of device-to-host copies (their copy calls block until the
-    queue drains, so they are ``host_sync``)."""
-    if d2h.height:
-        keys = d2h.select(pl.struct("rank", "correlation")).to_series()
-        blocking = pl.struct("rank", "correlation").is_in(keys.implode()).fill_null(False)
-    else:
-        blocking = pl.lit(False)
-    full = host.with_columns(blocking.alias("blocking_d2h"))
-    is_api = (full.get_column("kind") == "cuda_api").to_numpy()
-    dur = (full.get_column("end_ns") - full.get_column("start_ns")).to_numpy()
-    cause = slow_api_is_compilation(classify_host(full, data_patterns, marker_re), is_api, dur)
-    frame = full.with_columns(cause.alias("cause"))
+
+def host_classes(
+    host: pl.DataFrame, cause: I8, blocking_calls: pl.Series, *, t0_ns: int, shift: int
+) -> HostClasses:
+    """The classified host table (``host``: the prepared host rows with ``thr``, sorted by
+    (thr, start, -end, event id); ``cause``: ``classify_rows``), its timeline, sync index and
+    dispatch operators.
+
+    ``blocking_calls``: event ids of the copy calls whose linked GPU copy (``links``) is
+    device-to-host: such a call blocks until the queue drains, so its ``memcpy`` class becomes
+    ``host_sync``."""
+    c = cause.copy()
+    blocking = host.get_column("event_id").is_in(blocking_calls.implode()).to_numpy()
+    c[blocking & (c == CAUSE_INDEX[MEMCPY])] = CAUSE_INDEX[HOST_SYNC]
+    frame = host.with_columns(pl.Series("cause", c, dtype=pl.Int8))
     thr = frame.get_column("thr").to_numpy().astype(np.int64)
     s = frame.get_column("start_ns").to_numpy().astype(np.int64)
     e = frame.get_column("end_ns").to_numpy().astype(np.int64)
-    c = frame.get_column("cause").to_numpy().astype(np.int8)
     tline = build_timeline(thr, s, e, c, t0_ns=t0_ns, shift=shift)
 
     sync_m = c == CAUSE_INDEX[HOST_SYNC]
@@ -112,7 +112,7 @@ def classify_threads(
     dke = (thr[disp] << shift) | (e[disp] - t0_ns)
     o = np.argsort(dks, kind="stable")
     comp_s, comp_e = overlap_components(dks[o], dke[o])
-    keep = frame.select("thr", "kind", "name", "tid", "start_ns", "end_ns", "cause")
+    keep = frame.select("event_id", "thr", "kind", "name", "tid", "start_ns", "end_ns", "cause")
     return HostClasses(keep, thr, s, e, c, is_op, tline, sync, comp_s, comp_e)
 
 

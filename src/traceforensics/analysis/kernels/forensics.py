@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import polars as pl
 
-from traceforensics.analysis.context import AnalysisContext, prepare
+from traceforensics.analysis.context import AnalysisContext, as_context
 from traceforensics.analysis.kernels.peaks import DevicePeak, resolve_peaks, unknown_peak
 from traceforensics.analysis.kernels.results import KernelAnalysis, UnknownFlops
 from traceforensics.analysis.kernels.rows import family_rows, mfu_rows, op_rows
@@ -45,7 +45,7 @@ def analyze_kernels(
 ) -> KernelAnalysis:
     """Short kernels, op throughput, families, MFU per device and per step. Called on a
     session it prepares the context itself (same result as ``analyze``'s kernel part)."""
-    ctx = source if isinstance(source, AnalysisContext) else prepare(source, options)
+    ctx = as_context(source, options)
     opts = ctx.options.kernels
     tree = ctx.tree
     # the FLOPs model (op costs: mostly Python over distinct shapes) runs beside the short

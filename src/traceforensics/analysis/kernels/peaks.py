@@ -16,7 +16,7 @@ datasheet). Rules:
 Lookup order for a device: (1) ``name_regex`` against ``deviceProperties.name`` /
 ``TARGET_INFO_GPU.name``, first match in file order; (2) SM/CU count + compute capability
 (+ memory size to split 40/80 GB or H100/H200), among rows marked ``fallback=yes``;
-(3) nothing (MFU is then unknown, never guessed). A user override (``--peak-tflops``) replaces
+(3) nothing (MFU is then unknown, never guessed). A user override (``peak_tflops``) replaces
 the compute peak of every dtype.
 """
 
@@ -192,7 +192,7 @@ def resolve_device_peak(info: DeviceInfo, override_tflops: float | None = None) 
             "override",
             {"*": float(override_tflops)},
             bw,
-            "user override (--peak-tflops)",
+            "user override (peak_tflops)",
         )
     if row is None:
         return DevicePeak(info.rank, info.device, info.name, None, "unknown", {}, bw, None)

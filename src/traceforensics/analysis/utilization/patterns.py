@@ -32,6 +32,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from traceforensics.analysis.idle.causes import ranked_causes
 from traceforensics.model.units import F64
 
 IDLE_MAX_MEAN_PCT: Final = 5.0
@@ -385,7 +386,7 @@ def check_causes(pattern: str, idle_ns_by_cause: Mapping[str, int]) -> list[Caus
         out.append(CauseVerdict(cause.cause_id, cause.text, verdict, ns, share))
     listed = {c.cause_id for c in LIKELY_CAUSES.get(pattern, ())}
     if total > 0:
-        for cid, v in sorted(idle_ns_by_cause.items(), key=lambda kv: -kv[1]):
+        for cid, v in ranked_causes(idle_ns_by_cause):
             if cid not in listed and v / total >= CONFIRM_MIN_SHARE:
                 text = "attributed idle time outside this pattern's usual causes"
                 out.append(CauseVerdict(cid, text, "also_attributed", int(v), v / total))

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from traceforensics.analysis.context import AnalysisContext, prepare
+from traceforensics.analysis.context import AnalysisContext, as_context
 from traceforensics.analysis.intervals import cumulative
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.utilization.patterns import PatternResult, classify_utilization
@@ -110,7 +110,7 @@ def analyze_utilization(
     """One ``DevicePattern`` per device: the timeline at ``bin_ms`` (for JSON and plots) and
     the pattern of the curve binned at ``pattern_bin_ms`` (fine enough for the trace's length).
     Raises ``InputError`` when ``bin_ms`` would give more than ``MAX_UTILIZATION_BINS`` bins."""
-    ctx = source if isinstance(source, AnalysisContext) else prepare(source, options)
+    ctx = as_context(source, options)
     if not ctx.devices:
         return []
     bin_ms = ctx.options.utilization.bin_ms

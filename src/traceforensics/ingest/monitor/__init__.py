@@ -57,7 +57,7 @@ def load_monitor_log(
 ) -> MonitorLog:
     """Read a monitoring log of any supported format.
 
-    ``columns`` is the ``--columns`` text (``util=ColA,sm_clock=ColB``); with it the file is
+    ``columns`` is a column mapping (``util=ColA,sm_clock=ColB``); with it the file is
     read as a plain table (header names are still matched for unmapped metrics).
     ``interval_s`` is the sample interval used when the log has no timestamps (default 1 s).
     Raises ``InputError`` with a one-line "<file>: <problem>; <what to do>" message.

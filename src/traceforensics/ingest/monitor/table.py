@@ -2,7 +2,8 @@
 
 Separated by commas, tabs or runs of spaces. The header names are matched through
 ``HEADER_ALIASES`` (English and Chinese, units in brackets/parentheses are read and used to
-scale), and ``--columns KEY=COLUMN`` names anything else::
+scale), and a column mapping (``columns="KEY=COLUMN,..."``, ``--columns``) names anything
+else::
 
     时间戳 GPU利用率(%) 显存占用(MB) SM时钟(MHz) 温度(°C)
     2025-03-21 10:00:01 98.2 21432 1815 68
@@ -19,7 +20,7 @@ from pathlib import Path
 import polars as pl
 
 from traceforensics.ingest.monitor.common import build_frame, plan_from_headers
-from traceforensics.model.errors import InputError
+from traceforensics.model.errors import InputError, OptionError
 from traceforensics.model.monitor import MonitorLog
 
 
@@ -49,8 +50,9 @@ def parse_table(
     sep = "\t" if "\t" in header_line else "," if "," in header_line else None
     headers = _split_header(header_line, sep)
     if len(set(headers)) != len(headers):
-        raise InputError(
-            f"{path}: repeated column names in the header; rename them or use --columns"
+        raise OptionError(
+            f"{path}: repeated column names in the header; rename them or map the columns",
+            "columns",
         )
     plan = plan_from_headers(headers, overrides, path)
     if sep is not None:
@@ -77,9 +79,10 @@ def parse_table(
             else:
                 bad += 1
         if not rows:
-            raise InputError(
+            raise OptionError(
                 f"{path}: no line has as many values as the header has columns "
-                f"({len(headers)}); check the separator or map columns with --columns"
+                f"({len(headers)}); check the separator or map the columns",
+                "columns",
             )
         raw = pl.DataFrame(rows, schema=dict.fromkeys(headers, pl.String), orient="row")
     fmt = "table-csv" if sep else "table"
@@ -88,8 +91,9 @@ def parse_table(
         log.warnings.append(f"{bad} lines with a different number of values were skipped")
     missing = [c for c in ("util_pct",) if c not in plan.sources]
     if missing and "sm_active" not in plan.sources:
-        raise InputError(
+        raise OptionError(
             f"{path}: no utilization column found (columns: {', '.join(headers)}); "
-            f"name it with --columns util=COLUMN"
+            f"name it with a column mapping, e.g. util=COLUMN",
+            "columns",
         )
     return log
