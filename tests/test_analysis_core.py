@@ -11,7 +11,7 @@ import orjson
 import polars as pl
 import pytest
 
-from tests.conftest import FIXTURES, kineto_trace_files, nsys_trace_files, shared_trace
+from tests.conftest import FIXTURES, kineto_trace_files, nsys_trace_files, plain_union, shared_trace
 from traceforensics.analysis import (
     AnalysisOptions,
     analyze,
@@ -22,7 +22,8 @@ from traceforensics.analysis import (
 )
 from traceforensics.analysis.devices import device_records
 from traceforensics.analysis.export import device_json
-from traceforensics.analysis.kernels.forensics import kernel_links, step_windows
+from traceforensics.analysis.idle.causes import CAUSE_INDEX
+from traceforensics.analysis.kernels.forensics import kernel_links
 from traceforensics.analysis.links import LINK_COLUMNS
 from traceforensics.ingest import load_path
 from traceforensics.model.session import TraceMeta, TraceSession
@@ -90,11 +91,10 @@ def _check_alone_equals_analyze(session: TraceSession, opts: AnalysisOptions) ->
     assert _canon([device_json(d) for d in records]) == _canon(
         [device_json(d) for d in full.devices]
     )
-    # and the steps of the MFU table are the steps of the step table
-    ctx = prepare(session, opts)
-    want = {(s.rank, s.device, s.start_ns, s.start_ns + s.dur_ns) for s in full.idle.steps}
-    got = {(r, d, a, b) for r, d, _n, a, b in step_windows(ctx).iter_rows()}
-    assert got == want
+    # and every window of the MFU step table is a window of the step table
+    want = {(s.rank, s.device, s.start_ns, s.dur_ns) for s in full.idle.steps}
+    got = {(m.rank, m.device, m.window_start_ns, m.window_ns) for m in full.kernels.mfu_by_step}
+    assert got <= want
 
 
 @pytest.mark.parametrize("rel", ALL)
@@ -105,6 +105,40 @@ def test_each_pass_alone_matches_analyze(rel: str) -> None:
 @pytest.mark.parametrize("rel", OTHER_TRACES)
 def test_each_pass_alone_matches_analyze_other_options(rel: str) -> None:
     _check_alone_equals_analyze(_load(rel), OTHER)
+
+
+def _check_record_invariants(session: TraceSession, opts: AnalysisOptions) -> None:
+    """Independent of the tool's unions: busy is the plain-Python union of the device's work
+    inside its window, idle is the rest, and the causes split it exactly."""
+    result = analyze(session, opts)
+    spans: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+    for r, d, s, dur in (
+        session.events.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
+        .select("rank", "device", "start_ns", "dur_ns")
+        .iter_rows()
+    ):
+        spans[(r, d)].append((s, s + dur))
+    assert {(d.rank, d.device) for d in result.devices} == set(spans)
+    for d in result.devices:
+        lo, hi = d.window_start_ns, d.window_start_ns + d.window_ns
+        clipped = [(max(s, lo), min(e, hi)) for s, e in spans[(d.rank, d.device)]]
+        assert d.busy_ns == sum(e - s for s, e in plain_union(clipped))
+        assert d.idle_ns == d.window_ns - d.busy_ns == sum(d.idle_by_cause.values())
+        assert min(d.idle_by_cause.values()) >= 0
+    for st in result.idle.steps:
+        assert st.busy_ns + st.idle_ns == st.dur_ns == st.busy_ns + sum(st.idle_by_cause.values())
+
+
+@pytest.mark.parametrize("rel", ALL)
+def test_device_records_hold_against_a_plain_union(rel: str) -> None:
+    _check_record_invariants(_load(rel), AnalysisOptions())
+
+
+def test_trace_window_with_a_step_pattern_matching_kernel_names() -> None:
+    """A user step pattern names host ranges only: GPU work whose name matches it still opens
+    and closes the trace window (it used to end the window early: idle != sum of causes)."""
+    session = load_path("examples/synthetic_training.pt.trace.json.gz")
+    _check_record_invariants(session, AnalysisOptions.of(window="trace", step_pattern="vectorized"))
 
 
 def test_bundled_example_pass_alone_matches_analyze() -> None:
@@ -173,6 +207,15 @@ def _check_links(session: TraceSession) -> None:
     assert ((ctx.ops.thr >= 0) == has_thread).all()
     linked = work.get_column("launch_start_ns").fill_null(0).to_numpy()
     assert (ctx.ops.launch_start == linked).all()
+    # the blocking-copy rule: exactly the calls linked to device-to-host copies are host_sync
+    # among the copy calls (recomputed from the plain-Python links)
+    copy_kind = dict(session.events.select("event_id", "copy_kind").iter_rows())
+    d2h_calls = {a for g, a in want.items() if a is not None and copy_kind[g] == "d2h"}
+    classes = ctx.host.frame.filter(pl.col("kind") == "cuda_api")
+    for eid, name, cause in classes.select("event_id", "name", "cause").iter_rows():
+        if "memcpy" in str(name).lower():
+            want_cause = CAUSE_INDEX["host_sync" if eid in d2h_calls else "memcpy"]
+            assert cause == want_cause, (eid, name)
 
 
 @pytest.mark.parametrize("rel", ALL)
@@ -191,6 +234,27 @@ def test_links_on_colliding_correlation_fixture(name: str) -> None:
     assert linked.height > 0
     for gpid, api in linked.select("pid", "api_id").iter_rows():
         assert pids[api] == gpid
+
+
+def test_blocking_copy_rule_follows_the_links() -> None:
+    """pid 1 copies host-to-device and pid 2 device-to-host under the same correlation id: only
+    pid 2's call blocks (host_sync); pid 1's stays memcpy."""
+    rows = [
+        # id, kind, name, start, dur, pid, tid, device, correlation, copy_kind
+        (1, "cuda_api", "cudaMemcpyAsync", 0, 50, 1, 1, None, 9, None),
+        (2, "cuda_api", "cudaMemcpyAsync", 10, 50, 2, 2, None, 9, None),
+        (3, "memcpy", "Memcpy HtoD", 60, 10, 1, None, 0, 9, "h2d"),
+        (4, "memcpy", "Memcpy DtoH", 80, 10, 2, None, 1, 9, "d2h"),
+    ]
+    cols = ["event_id", "kind", "name", "start_ns", "dur_ns", "pid", "tid", "device"]
+    frame = pl.DataFrame(rows, schema=[*cols, "correlation", "copy_kind"], orient="row")
+    session = TraceSession.from_frames(
+        frame.with_columns(pl.lit(0).alias("rank")), TraceMeta(source_format="test")
+    )
+    ctx = prepare(session)
+    cause = dict(ctx.host.frame.select("event_id", "cause").iter_rows())
+    assert cause[1] == CAUSE_INDEX["memcpy"] and cause[2] == CAUSE_INDEX["host_sync"]
+    _check_links(session)
 
 
 def test_link_rule_priorities_and_external_id_fallback() -> None:

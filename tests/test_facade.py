@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 import traceforensics
-from tests.conftest import FIXTURES, plain_union, run_cli
+from tests.conftest import FIXTURES, nonempty, plain_union, run_cli, shared_trace
 from traceforensics.analysis import AnalysisOptions
 from traceforensics.analysis.idle.causes import CAUSES
 from traceforensics.model.errors import InputError, OptionError
@@ -120,3 +120,42 @@ def test_library_errors_name_options_not_flags() -> None:
     assert "--" not in str(err.value) and err.value.option == "utc_offset"
     with pytest.raises(InputError, match="unknown analysis option"):
         traceforensics.analyze(EXAMPLE, windw="trace")
+
+
+def test_options_a_user_would_get_wrong() -> None:
+    """One word for data_patterns is one pattern (not its letters); regexes polars cannot run,
+    and booleans for counts, are refused up front; a context only serves its own options."""
+    one = traceforensics.analyze(EXAMPLE, data_patterns="loader")
+    assert one.options.idle.data_patterns == ("loader",)
+    assert (
+        one.to_json()["devices"]
+        == traceforensics.analyze(EXAMPLE, data_patterns=["loader"]).to_json()["devices"]
+    )
+    for kwargs in ({"step_pattern": "(?<=a)b"}, {"step_pattern": r"(\w)\1"}, {"top": True}):
+        with pytest.raises(OptionError) as err:
+            traceforensics.analyze(EXAMPLE, **kwargs)
+        assert "--" not in str(err.value)
+    ctx = traceforensics.analysis.prepare(traceforensics.load(EXAMPLE))
+    assert traceforensics.analysis.analyze_idle(ctx, AnalysisOptions()).devices
+    with pytest.raises(OptionError, match="other options"):
+        traceforensics.analysis.analyze_idle(ctx, AnalysisOptions.of(window="trace"))
+
+
+def test_communication_busy_is_the_union_of_collectives() -> None:
+    path = shared_trace("hta/ddp_nccl_a100_rank0.json.gz")
+    result = traceforensics.analyze(path)
+    ev = result.session.events
+    for rec in nonempty(result.devices):
+        spans = [
+            (s, s + d)
+            for s, d in ev.filter(
+                pl.col("is_comm")
+                & pl.col("kind").is_in(["kernel", "memcpy", "memset"])
+                & (pl.col("device") == rec.device)
+            )
+            .select("start_ns", "dur_ns")
+            .iter_rows()
+        ]
+        want = sum(e - s for s, e in plain_union(spans))
+        assert want > 0 and rec.busy_by_kind["communication"] == want
+        assert rec.comm_ns <= want  # comm_ns is the same union clipped to the window

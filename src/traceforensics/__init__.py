@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from traceforensics.analysis.pipeline import Analysis
     from traceforensics.model.monitor import MonitorLog
 
-__version__ = "0.1.0"
+from traceforensics._version import __version__
 
 
 def load(path: str | os.PathLike[str], *, use_cache: bool = False) -> TraceSession:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from traceforensics import __version__
+from traceforensics._version import __version__
 from traceforensics.analysis.devices import DeviceRecord
 
 if TYPE_CHECKING:

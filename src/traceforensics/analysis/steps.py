@@ -59,7 +59,8 @@ def detect_steps(
 
     ``ranges``: the gpu_annotation, annotation and cpu_op rows (``kind, rank, device, pid,
     name, start_ns, end_ns``); ``launched``: GPU ops with a known launch call (``rank, device,
-    l_pid, ls, start_ns, end_ns``, sorted by ``ls``); ``devices``: ``rank, device, dev``.
+    l_pid, launch_start_ns, start_ns, end_ns``, sorted by ``launch_start_ns``); ``devices``:
+    ``rank, device, dev``.
     """
     spans = _device_spans(ranges, launched, pattern)
     if spans.height == 0:

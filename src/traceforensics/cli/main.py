@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from traceforensics import __version__
+from traceforensics._version import __version__
 from traceforensics.cli.analyze import analyze_command
 from traceforensics.cli.monitor import monitor_command
 from traceforensics.cli.options import flag_of

@@ -27,7 +27,7 @@ def cache_root() -> Path:
 
 
 def _tool_version() -> str:
-    from traceforensics import __version__
+    from traceforensics._version import __version__
 
     return __version__
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from traceforensics.analysis.idle.causes import ranked_causes
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.report.format import fmt_ns, fmt_pct, truncate
-from traceforensics.report.verdict import device_verdict
+from traceforensics.report.verdict import device_verdict, verdict_text
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -40,14 +40,12 @@ def render_markdown(analysis: Analysis, top: int = 5) -> str:
 def _verdict_lines(analysis: Analysis) -> list[str]:
     out: list[str] = []
     for d in analysis.devices:
-        v = device_verdict(d)
-        if v.top is None:
-            out.append(f"- **rank {v.rank} GPU {v.device}**: no idle time.")
-            continue
+        head, change = verdict_text(
+            device_verdict(d), code=lambda c: f"`{c}`", label=lambda t: f"**{t}**"
+        )
+        # a sentence each: the headline, then the change (capitalised)
         out.append(
-            f"- **rank {v.rank} GPU {v.device}**: idle {fmt_pct(v.idle_share)} of "
-            f"{fmt_ns(v.window_ns)}; mostly `{v.top}` ({fmt_pct(v.top_share)} of "
-            f"idle). First change: {v.advice}."
+            f"- {head.rstrip('.')}." + (f" {change[:1].upper()}{change[1:]}." if change else "")
         )
     return out
 

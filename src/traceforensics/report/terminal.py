@@ -12,27 +12,15 @@ from traceforensics.report.format import fmt_ns, fmt_pct, truncate
 from traceforensics.report.gaps_text import gap_lines, idle_lines, step_lines
 from traceforensics.report.kernels_text import kernel_report_lines
 from traceforensics.report.monitor_text import pattern_lines, render_monitor_lines, verdict_lines
-from traceforensics.report.verdict import device_verdict
+from traceforensics.report.verdict import device_verdict, verdict_text
 
 
 def headline_lines(analysis: Analysis) -> list[str]:
     """One verdict per device: how idle it was and the causes that dominate."""
     out: list[str] = []
     for d in analysis.devices:
-        v = device_verdict(d)
-        head = (
-            f"rank {v.rank} GPU {v.device}: idle {fmt_pct(v.idle_share)} of a "
-            f"{fmt_ns(v.window_ns)} window"
-        )
-        if v.top is None:
-            out.append(head + " — no idle time to attribute.")
-            continue
-        rest = ", ".join(f"{c} {fmt_pct(share)}" for c, share in v.runners_up)
-        out.append(
-            f"{head} — mostly {v.top} ({fmt_pct(v.top_share)} of idle, {fmt_ns(v.top_ns)})"
-            + (f"; then {rest}" if rest else "")
-        )
-        out.append(f"  first change: {v.advice}")
+        head, change = verdict_text(device_verdict(d))
+        out += [head] + ([f"  {change}"] if change else [])
     return out
 
 

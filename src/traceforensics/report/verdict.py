@@ -6,11 +6,13 @@ idle time, the next two causes, and the advice for the dominant one (``advice.CA
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from traceforensics.analysis.devices import DeviceRecord
 from traceforensics.analysis.idle.causes import ranked_causes
 from traceforensics.report.advice import CAUSE_ADVICE
+from traceforensics.report.format import fmt_ns, fmt_pct
 
 
 @dataclass(frozen=True)
@@ -39,3 +41,21 @@ def device_verdict(d: DeviceRecord) -> Verdict:
     rest = tuple((c, ns / idle) for c, ns in ranked[1:3])
     advice = CAUSE_ADVICE.get(top, top)
     return Verdict(d.rank, d.device, share, d.window_ns, top, top_ns, top_ns / idle, rest, advice)
+
+
+def verdict_text(
+    v: Verdict, code: Callable[[str], str] = str, label: Callable[[str], str] = str
+) -> tuple[str, str | None]:
+    """The verdict as words: ``(headline, first change)``; the first change is None without
+    idle time. ``code`` marks cause ids and ``label`` the device (Markdown: backticks, bold)."""
+    head = (
+        f"{label(f'rank {v.rank} GPU {v.device}')}: idle {fmt_pct(v.idle_share)} of a "
+        f"{fmt_ns(v.window_ns)} window"
+    )
+    if v.top is None:
+        return head + " — no idle time to attribute.", None
+    rest = ", ".join(f"{code(c)} {fmt_pct(share)}" for c, share in v.runners_up)
+    head += f" — mostly {code(v.top)} ({fmt_pct(v.top_share)} of idle, {fmt_ns(v.top_ns)})" + (
+        f"; then {rest}" if rest else ""
+    )
+    return head, f"first change: {v.advice}"
