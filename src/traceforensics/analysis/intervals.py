@@ -80,7 +80,7 @@ def sorted_unique(x: I64) -> I64:
     """Sorted distinct values (numpy's hash-based ``unique`` is slower on int64 keys)."""
     if x.size == 0:
         return np.asarray(x, dtype=np.int64)
-    s = np.sort(x)
+    s = np.sort(x, kind="stable")  # timsort: the keys are nearly sorted already (runs)
     keep = np.empty(s.size, dtype=bool)
     keep[0] = True
     keep[1:] = s[1:] != s[:-1]

@@ -20,7 +20,7 @@ import numpy as np
 from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.idle.attribution import Parts, attribute_gaps
 from traceforensics.analysis.idle.causes import CAUSES
-from traceforensics.analysis.intervals import holes
+from traceforensics.analysis.intervals import holes, sorted_unique
 from traceforensics.model.units import I64
 
 
@@ -84,7 +84,7 @@ def gap_begin(ctx: AnalysisContext, dev: I64, s: I64) -> I64:
     """Where (ns) the unclipped device gap containing ``s`` began (``s`` itself when no GPU
     work of the device ended before it)."""
     out = s.copy()
-    for g in np.unique(dev):
+    for g in sorted_unique(dev):
         m = dev == g
         _us, ue = ctx.dev_union(int(g))
         if ue.size == 0:  # only zero-length work: no GPU work ever ended before s
@@ -98,7 +98,7 @@ def ending_ops(ctx: AnalysisContext, dev: I64, t: I64, *, before: bool = False) 
     """Row of the first GPU op of device ``dev`` starting at or after ``t`` (ns; -1: none);
     with ``before``, the last op starting before ``t`` that has a known launching thread."""
     out = np.full(dev.size, -1, dtype=np.int64)
-    for g in np.unique(dev):
+    for g in sorted_unique(dev):
         m = dev == g
         lo, hi = int(ctx.dev_lo[g]), int(ctx.dev_hi[g])
         i = lo + np.searchsorted(ctx.ops.start[lo:hi], t[m], side="left")
