@@ -19,6 +19,8 @@ A link that is absent or inconsistent leaves the FLOPs unknown.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 import polars as pl
 
 from traceforensics.analysis.kernels.flops import conv_flops_from_output, parse_json_list
@@ -46,6 +48,23 @@ def _filled(costs: pl.DataFrame, found: dict[int, int]) -> pl.DataFrame:
         .with_columns(pl.coalesce("flops", "_fill").alias("flops"))
         .drop("_fill")
     )
+
+
+def _flops_by_op(
+    rows: Iterable[tuple[int, str | None, str | None]],
+    rule: Callable[[str | None, str | None], int | None],
+) -> dict[int, int]:
+    """``op_id -> FLOPs`` from ``rule`` applied to each row's two JSON texts. Repeated layers
+    share shapes: one computation per distinct pair."""
+    memo: dict[tuple[str | None, str | None], int | None] = {}
+    found: dict[int, int] = {}
+    for op_id, a, b in rows:
+        if (a, b) not in memo:
+            memo[(a, b)] = rule(a, b)
+        flops = memo[(a, b)]
+        if flops is not None:
+            found[int(op_id)] = flops
+    return found
 
 
 def fill_conv_from_sequence(
@@ -84,19 +103,8 @@ def fill_conv_from_sequence(
         .join(nodes, on=["rank", "seq"])
         .join(costs.select(pl.col("op_id").alias("event_id"), ARG_INPUT_DIMS), on="event_id")
     )
-    # repeated layers share shapes: one computation per distinct (grad_dims, dims) pair
-    memo: dict[tuple[str | None, str | None], int | None] = {}
-    found: dict[int, int] = {}
-    for op_id, grad_dims, dims_json in fwd.select(
-        "event_id", "grad_dims", ARG_INPUT_DIMS
-    ).iter_rows():
-        key = (grad_dims, dims_json)
-        if key not in memo:
-            memo[key] = _conv_from_grad(grad_dims, dims_json)
-        flops = memo[key]
-        if flops is not None:
-            found[int(op_id)] = flops
-    return _filled(costs, found)
+    rows = fwd.select("event_id", "grad_dims", ARG_INPUT_DIMS).iter_rows()
+    return _filled(costs, _flops_by_op(rows, _conv_from_grad))
 
 
 def _conv_from_grad(grad_dims: str | None, dims_json: str | None) -> int | None:
@@ -133,18 +141,8 @@ def fill_wgrad_from_parent(
         .join(dims.rename({"value": "child_dims"}), on="event_id")
         .join(dims.rename({"event_id": "parent_id", "value": "parent_dims"}), on="parent_id")
     )
-    memo: dict[tuple[str | None, str | None], int | None] = {}
-    found: dict[int, int] = {}
-    for op_id, child_json, parent_json in links.select(
-        "event_id", "child_dims", "parent_dims"
-    ).iter_rows():
-        key = (child_json, parent_json)
-        if key not in memo:
-            memo[key] = _wgrad(child_json, parent_json)
-        flops = memo[key]
-        if flops is not None:
-            found[int(op_id)] = flops
-    return _filled(costs, found)
+    rows = links.select("event_id", "child_dims", "parent_dims").iter_rows()
+    return _filled(costs, _flops_by_op(rows, _wgrad))
 
 
 def _wgrad(child_json: str | None, parent_json: str | None) -> int | None:
