@@ -51,16 +51,17 @@ class ThrottleEpisode:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "start": round(self.start, 3),
-            "end": round(self.end, 3),
+            # plain Python numbers: the fields are computed with numpy scalars
+            "start": rounded(self.start, 3),
+            "end": rounded(self.end, 3),
             "reason": self.reason,
-            "sm_clock_mhz": round(self.sm_clock_mhz, 1),
+            "sm_clock_mhz": rounded(self.sm_clock_mhz, 1),
             "temperature_c": rounded(self.temperature_c),
             "power_w": rounded(self.power_w),
             "reason_source": self.reason_source,
-            "samples": self.samples,
-            "sm_clock_ref_mhz": round(self.sm_clock_ref_mhz, 1),
-            "util_mean": round(self.util_mean, 1),
+            "samples": int(self.samples),
+            "sm_clock_ref_mhz": rounded(self.sm_clock_ref_mhz, 1),
+            "util_mean": rounded(self.util_mean, 1),
         }
 
 
