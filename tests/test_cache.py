@@ -81,3 +81,29 @@ def test_broken_cache_entry_is_rebuilt(tmp_path: Path, xdg: Path) -> None:
     (entry / "meta.json").write_text("not json")
     s = cached_load(src, lambda p: _session("fresh"))
     assert s.events.get_column("name").cast(pl.String).to_list() == ["fresh"]
+
+
+def test_cache_hit_names_the_path_typed_this_time(
+    tmp_path: Path, xdg: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The key is the resolved path: a second run typing the same file differently (relative,
+    absolute, through a rank directory) hits the cache and must print its own path (issue 10:
+    the text header used to print the path of whichever run filled the cache)."""
+    from tests.conftest import run_cli
+
+    example = Path(__file__).resolve().parents[1] / "examples/synthetic_training.pt.trace.json.gz"
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    (ranks / "rank-0.pt.trace.json.gz").write_bytes(example.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    for first, second in (
+        ("ranks/rank-0.pt.trace.json.gz", str(ranks / "rank-0.pt.trace.json.gz")),
+        ("ranks", str(ranks)),
+    ):
+        for typed in (first, second):
+            code, out, err = run_cli(["analyze", typed], capsys)
+            assert code == 0, err
+            head = out.splitlines()[0]
+            want = typed if typed.endswith(".gz") else f"{typed}/rank-0.pt.trace.json.gz"
+            assert f"· {want} (rank" in head, (typed, head)
+    assert any(xdg.rglob("meta.json")), "the cache was never filled: nothing was tested"

@@ -49,7 +49,7 @@ def cached_load(path: Path, loader: Callable[[Path], TraceSession]) -> TraceSess
     entry = cache_root() / input_key(path)
     if (entry / "meta.json").exists():
         try:
-            return TraceSession.load(entry)
+            return _as_typed(TraceSession.load(entry), path)
         except Exception:
             shutil.rmtree(entry, ignore_errors=True)
     session = loader(path)
@@ -63,4 +63,24 @@ def cached_load(path: Path, loader: Callable[[Path], TraceSession]) -> TraceSess
             shutil.rmtree(tmp, ignore_errors=True)
     except OSError:
         pass  # an unwritable cache must never fail the analysis
+    return session
+
+
+def _as_typed(session: TraceSession, path: Path) -> TraceSession:
+    """A cached session named as the user typed ``path`` this time: the cache key is the
+    resolved path, so an earlier run may have typed it differently (``./a.json``, an absolute
+    path, a symlink). Input paths and the warnings that quote them are rewritten."""
+    inputs = session.meta.inputs
+    if not inputs:
+        return session
+    old_first = Path(inputs[0].path)
+    if path.is_dir():
+        old, new = str(old_first.parent), str(path)
+        for info in inputs:
+            info.path = str(path / Path(info.path).name)
+    else:
+        old, new = inputs[0].path, str(path)
+        inputs[0].path = new
+    if old != new:
+        session.meta.warnings = [w.replace(old, new) for w in session.meta.warnings]
     return session
