@@ -35,6 +35,15 @@ cli.add_command(analyze_command)
 cli.add_command(monitor_command)
 
 
+def one_line(text: str) -> str:
+    """``text`` with control characters escaped (``\\n``, ``\\r``, ``\\t``, ``\\x1b``, ...), so a
+    file name holding a newline cannot split the one-line error or pass for another file."""
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    return "".join(
+        named.get(ch, f"\\x{ord(ch):02x}") if ord(ch) < 32 or ord(ch) == 127 else ch for ch in text
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the group, mapping errors to one line and an exit code."""
     try:
@@ -44,25 +53,26 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except click.UsageError as exc:
         # one line, like every other input error (click's own form adds Usage/Try lines)
-        click.echo(f"tf: error: {exc.format_message()} (see tf --help)", err=True)
+        click.echo(f"tf: error: {one_line(exc.format_message())} (see tf --help)", err=True)
         sys.exit(EXIT_INPUT)
     except click.ClickException as exc:
-        click.echo(f"tf: error: {exc.format_message()}", err=True)
+        click.echo(f"tf: error: {one_line(exc.format_message())}", err=True)
         sys.exit(exc.exit_code)
     except OptionError as exc:  # the library names the option; the user typed its flag
-        click.echo(f"tf: error: {exc} ({flag_of(exc.option)})", err=True)
+        click.echo(f"tf: error: {one_line(str(exc))} ({flag_of(exc.option)})", err=True)
         sys.exit(EXIT_INPUT)
     except InputError as exc:
-        click.echo(f"tf: error: {exc}", err=True)
+        click.echo(f"tf: error: {one_line(str(exc))}", err=True)
         sys.exit(EXIT_INPUT)
     except TraceForensicsError as exc:
-        click.echo(f"tf: error: {exc}", err=True)
+        click.echo(f"tf: error: {one_line(str(exc))}", err=True)
         sys.exit(EXIT_INTERNAL)
     except Exception as exc:
         if os.environ.get("TF_DEBUG"):
             raise
         click.echo(
-            f"tf: internal error: {type(exc).__name__}: {exc} (set TF_DEBUG=1 for a traceback)",
+            f"tf: internal error: {type(exc).__name__}: {one_line(str(exc))} "
+            "(set TF_DEBUG=1 for a traceback)",
             err=True,
         )
         sys.exit(EXIT_INTERNAL)

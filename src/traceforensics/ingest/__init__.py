@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from traceforensics.ingest.detect import rank_files, sniff_file
-from traceforensics.model.errors import InputError
+from traceforensics.ingest.detect import check_input, rank_files, sniff_file
 from traceforensics.model.session import TraceSession
 
 
@@ -16,8 +15,7 @@ def load_path(path: str | Path, *, use_cache: bool = False) -> TraceSession:
     user cache directory instead (see ``ingest.cache``).
     """
     p = Path(path)
-    if not p.exists():
-        raise InputError(f"{p}: no such file or directory")
+    check_input(p)
     if use_cache:
         from traceforensics.ingest.cache import cached_load
 

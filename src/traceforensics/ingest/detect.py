@@ -11,6 +11,8 @@ Rules, in order:
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Literal
 
@@ -22,6 +24,26 @@ GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NSYS_REP_SUFFIXES = (".nsys-rep", ".qdrep")
 KINETO_SUFFIXES = (".json", ".json.gz")
+
+
+def check_input(p: Path) -> None:
+    """Raise ``InputError`` (what is wrong, what to do) unless ``p`` is a readable regular file
+    or directory; never opens it, so a FIFO or device cannot block the process."""
+    try:
+        mode = p.stat().st_mode
+    except FileNotFoundError:
+        broken = p.is_symlink()
+        what = "a broken symbolic link" if broken else "no such file or directory"
+        raise InputError(f"{p}: {what}; check the path") from None
+    except OSError as exc:  # too long a name, a symlink loop, no permission on a parent
+        raise InputError(f"{p}: cannot open ({exc.strerror}); check the path") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise InputError(
+            f"{p}: not a regular file (a pipe, socket or device); give a trace file or a "
+            "directory of rank files"
+        )
+    if not os.access(p, os.R_OK | (os.X_OK if stat.S_ISDIR(mode) else 0)):
+        raise InputError(f"{p}: permission denied; make it readable or copy it")
 
 
 def sniff_file(path: Path) -> Format:

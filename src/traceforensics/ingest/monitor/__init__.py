@@ -12,6 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
+from traceforensics.ingest.detect import check_input
 from traceforensics.ingest.monitor.common import parse_column_map
 from traceforensics.ingest.monitor.dmon import (
     is_dcgmi_header,
@@ -63,8 +64,9 @@ def load_monitor_log(
     Raises ``InputError`` with a one-line "<file>: <problem>; <what to do>" message.
     """
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p}: no such file; give the path of a monitoring log")
+    check_input(p)
+    if p.is_dir():
+        raise InputError(f"{p}: is a directory; give the path of a monitoring log file")
     if interval_s is not None and interval_s <= 0:
         raise OptionError(f"{p}: interval_s must be positive (got {interval_s})", "interval_s")
     overrides = parse_column_map(columns, p)

@@ -1,0 +1,78 @@
+"""Paths a user can type that are not plain trace files (issue 10): each ends in exit 2 with one
+line naming the file, what is wrong and what to do; none hangs, none modifies anything."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+TF = [sys.executable, "-c", "from traceforensics.cli.main import main; main()"]
+
+
+def _one_line_error(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("tf: error: ") and "internal error" not in lines[0], err
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", ["analyze", "monitor"])
+def test_fifo_is_refused_without_blocking(tmp_path: Path, command: str) -> None:
+    """A FIFO named like a trace used to block forever in format sniffing: run in a child with
+    a timeout, so a regression fails instead of hanging the suite."""
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    done = subprocess.run(
+        [*TF, command, str(fifo)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 2
+    line = _one_line_error(done.stderr)
+    assert str(fifo) in line and "not a regular file" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.json"]
+
+
+@pytest.mark.parametrize(
+    "bad", ["line\nbreak.json", "carriage\rreturn.json", "tab\tand\x1besc.json"]
+)
+def test_control_characters_in_names_stay_on_one_line(
+    tmp_path: Path, bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / bad
+    path.write_text("not a trace")
+    code, out, err = run_cli(["analyze", str(path)], capsys)
+    assert code == 2 and out == ""
+    line = _one_line_error(err)
+    assert "\r" not in line and "\x1b" not in line
+    escaped = bad.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    assert escaped.replace("\x1b", "\\x1b") in line
+
+
+def test_broken_link_loop_and_long_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "gone.json"
+    broken.symlink_to(tmp_path / "nowhere.json")
+    loop_a, loop_b = tmp_path / "a.json", tmp_path / "b.json"
+    loop_a.symlink_to(loop_b)
+    loop_b.symlink_to(loop_a)
+    cases = {
+        broken: "broken symbolic link",
+        loop_a: "cannot open",
+        tmp_path / ("x" * 300 + ".json"): "cannot open",
+        tmp_path / "missing.json": "no such file or directory",
+    }
+    for path, words in cases.items():
+        for command in ("analyze", "monitor"):
+            code, out, err = run_cli([command, str(path)], capsys)
+            assert code == 2 and out == "", (path, err)
+            line = _one_line_error(err)
+            assert words in line and "check the path" in line, line
+
+
+def test_directory_given_to_monitor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = run_cli(["monitor", str(tmp_path)], capsys)
+    assert code == 2 and "is a directory" in _one_line_error(err)
