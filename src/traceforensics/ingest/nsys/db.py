@@ -2,7 +2,8 @@
 
 The user's file is opened through the SQLite URI ``file:<path>?mode=ro`` and ``PRAGMA
 query_only``: nothing (journal, index, temp table) is ever written into it, so its bytes and mtime
-stay unchanged. ``immutable=1`` is deliberately not used: it would also skip locking, and a file
+stay unchanged. An export in WAL journal mode is read from a private copy (with its ``-wal``
+file), since SQLite would otherwise create ``-wal``/``-shm`` files beside it. ``immutable=1`` is deliberately not used: it would also skip locking, and a file
 that ``nsys`` is still writing would then be read torn.
 
 Bulk read rule (why not ``fetchall``): Python's ``sqlite3`` has no columnar API, and fetching
@@ -30,7 +31,9 @@ Text columns of small tables (NVTX text, ``StringIds``, metadata) go through ``f
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -86,8 +89,30 @@ def _uri(path: Path) -> str:
     return f"file:{quote(str(path.resolve()))}?mode=ro"
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """Open ``path`` read-only; SQLite errors become ``CorruptTraceError`` naming the file."""
+def is_wal(path: Path) -> bool:
+    """Whether the SQLite file is in WAL journal mode (header bytes 18/19 are 2). Such a file,
+    even opened read-only, gets ``-wal``/``-shm`` files created beside it, and pending WAL frames
+    in a read-only directory crash SQLite's shared-memory mapping: it is read from a copy."""
+    with path.open("rb") as fh:
+        head = fh.read(20)
+    return len(head) == 20 and head[:16] == b"SQLite format 3\x00" and 2 in (head[18], head[19])
+
+
+def private_copy(path: Path) -> Path:
+    """Copy ``path`` (and its ``-wal`` file, whose pending frames SQLite replays on open) into a
+    new private directory; returns the copy. The caller removes the directory."""
+    folder = Path(tempfile.mkdtemp(prefix="traceforensics-wal-"))
+    copy = folder / "export.sqlite"
+    shutil.copyfile(path, copy)
+    wal = path.with_name(path.name + "-wal")
+    if wal.is_file():
+        shutil.copyfile(wal, folder / "export.sqlite-wal")
+    return copy
+
+
+def connect(path: Path, shown: Path | None = None) -> sqlite3.Connection:
+    """Open ``path`` read-only; SQLite errors become ``CorruptTraceError`` naming the file
+    (``shown``: the name the user gave, when ``path`` is a private copy)."""
     try:
         conn = sqlite3.connect(_uri(path), uri=True, check_same_thread=False)
         conn.execute("PRAGMA query_only = 1")
@@ -95,7 +120,7 @@ def connect(path: Path) -> sqlite3.Connection:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
         raise CorruptTraceError(
-            f"{path}: cannot read the SQLite file ({exc}); re-export it with "
+            f"{shown or path}: cannot read the SQLite file ({exc}); re-export it with "
             "`nsys export --type sqlite`"
         ) from exc
     return conn
@@ -119,8 +144,15 @@ class ExportDb:
     def __init__(self, path: Path) -> None:
         if not path.is_file():
             raise InputError(f"{path}: no such file")
-        self.path = path
-        self.conn = connect(path)
+        self.shown = path
+        # a WAL-mode export is read from a private copy: nothing may appear beside the input
+        self._private = private_copy(path) if is_wal(path) else None
+        self.path = self._private or path
+        try:
+            self.conn = connect(self.path, shown=path)
+        except Exception:
+            self._drop_private()
+            raise
         # The table mappers run on threads (see ``loader``); they share this connection.
         self._lock = threading.Lock()
         # One reader pool (one thread per CPU) for every table: chunks run in the order the
@@ -140,10 +172,15 @@ class ExportDb:
         if self._pool is not None:
             self._pool.shutdown()
         self.conn.close()
+        self._drop_private()
+
+    def _drop_private(self) -> None:
+        if self._private is not None:
+            shutil.rmtree(self._private.parent, ignore_errors=True)
 
     def _all(self, sql: str) -> list[tuple[Any, ...]]:
         """``fetchall`` on the shared connection, one thread at a time."""
-        with sql_errors(self.path), self._lock:
+        with sql_errors(self.shown), self._lock:
             rows: list[tuple[Any, ...]] = self.conn.execute(sql).fetchall()
         return rows
 
@@ -240,7 +277,7 @@ class ExportDb:
         return [pool.submit(read, b) for b in bounds]
 
     def _gather(self, futures: list[Future[pl.DataFrame]]) -> pl.DataFrame:
-        with sql_errors(self.path):
+        with sql_errors(self.shown):
             parts = [f.result() for f in futures]
         return pl.concat(parts) if len(parts) > 1 else parts[0]
 
@@ -261,7 +298,7 @@ class ExportDb:
         return frame.select(pl.all().cast(pl.Int64, strict=False))
 
     def _text_chunk(self, sql: str, bound: tuple[int, int], names: list[str]) -> pl.DataFrame:
-        conn = connect(self.path)
+        conn = connect(self.path, shown=self.shown)
         try:
             result = tuple(conn.execute(sql, bound).fetchone())
         finally:
