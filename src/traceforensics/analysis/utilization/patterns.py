@@ -55,6 +55,10 @@ MIN_SAMPLES_FOR_PATTERN: Final = 12
 MIN_SAMPLES_FOR_PERIOD: Final = 20
 MIN_CYCLES_FOR_PERIOD: Final = 3
 ACF_MIN_PEAK: Final = 0.3
+#: A repeat at a whole fraction of the highest autocorrelation peak's lag, with at least this
+#: share of its height, is the fundamental period (the higher peak is one of its multiples; a
+#: period that is not a whole number of samples loses height at its nearest lag).
+HARMONIC_SHARE: Final = 0.6
 CONFIRM_MIN_SHARE: Final = 0.2
 REFUTE_MAX_SHARE: Final = 0.05
 
@@ -198,8 +202,7 @@ def autocorr_period(x: F64, interval_s: float) -> tuple[float | None, float | No
     seg = acf[start : max_lag + 1]
     if seg.size < 3:
         return None, None, "series too short after the first zero crossing to find a peak"
-    lag = start + int(np.argmax(seg))
-    peak = float(acf[lag])
+    lag, peak = _fundamental(seg, start)
     if peak < ACF_MIN_PEAK:
         return (
             None,
@@ -213,10 +216,31 @@ def autocorr_period(x: F64, interval_s: float) -> tuple[float | None, float | No
         lag * interval_s,
         peak,
         (
-            f"autocorrelation peak {peak:.2f} at lag {lag} samples; "
+            f"autocorrelation peak {peak:.2f} at lag {lag:.3g} samples; "
             f"{n / lag:.1f} cycles observed; periods < {2 * interval_s:.3g} s are invisible"
         ),
     )
+
+
+def _fundamental(seg: F64, start: int) -> tuple[float, float]:
+    """Fundamental period (samples, possibly fractional) and its autocorrelation, from ``seg``
+    = the ACF from lag ``start`` (its first zero crossing) on.
+
+    A periodic signal's ACF peaks at every multiple of its period; the highest peak ``L`` is
+    often a multiple (a period of 9.5 samples repeats exactly only every 19). The fundamental is
+    ``L / k`` for the largest ``k`` whose lag carries a peak (within one sample) of at least
+    ``HARMONIC_SHARE`` of the highest::
+
+        acf:   0.71 at 9-10   1.00 at 19   0.70 at 28-29   0.99 at 38   ->  19 / 2 = 9.5
+    """
+    best = int(np.argmax(seg))
+    top, lag = float(seg[best]), start + best
+    for k in range(lag // max(start, 2), 1, -1):
+        centre = round(lag / k) - start
+        near = seg[max(centre - 1, 0) : centre + 2]
+        if centre >= 0 and near.size and float(near.max()) >= HARMONIC_SHARE * top:
+            return lag / k, top
+    return float(lag), top
 
 
 def _fill_missing(values: F64) -> tuple[F64, int]:
