@@ -3,8 +3,9 @@
 The user's file is opened through the SQLite URI ``file:<path>?mode=ro`` and ``PRAGMA
 query_only``: nothing (journal, index, temp table) is ever written into it, so its bytes and mtime
 stay unchanged. An export in WAL journal mode is read from a private copy (with its ``-wal``
-file), since SQLite would otherwise create ``-wal``/``-shm`` files beside it. ``immutable=1`` is deliberately not used: it would also skip locking, and a file
-that ``nsys`` is still writing would then be read torn.
+file), since SQLite would otherwise create ``-wal``/``-shm`` files beside it. ``immutable=1`` is
+deliberately not used: it would also skip locking (and pending WAL frames), and a file that
+``nsys`` is still writing would then be read torn.
 
 Bulk read rule (why not ``fetchall``): Python's ``sqlite3`` has no columnar API, and fetching
 millions of rows builds one tuple and several int objects per row. Two columnar paths, both
