@@ -39,6 +39,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -224,6 +225,35 @@ class ExportDb:
             with self._lock:
                 self._prefetched[(table, tuple(exprs.items()), where)] = started
 
+    def _bounds(self, table: str, lo: int, hi: int) -> list[tuple[int, int]]:
+        """Rowid ranges of at most ``CHUNK_ROWS`` rows, at least one per worker (small chunks
+        keep every worker busy to the end). Sized by rows, not ids: a table whose rowids jump
+        (one row at 2^63-1) is cut at its actual rowids instead of into 2^63 / CHUNK_ROWS
+        empty ranges."""
+        span = hi - lo + 1
+        if span > 4 * CHUNK_ROWS:
+            ((count,),) = self._all(f'SELECT count(*) FROM "{table}"')
+            if span > 4 * max(int(count), 1):
+                return self._row_cuts(table, int(count), lo, hi)
+        n_chunks = max(1, min(self._workers, span // 50_000 + 1), -(-span // CHUNK_ROWS))
+        step = -(-span // n_chunks)
+        return [(lo + i * step, min(lo + (i + 1) * step - 1, hi)) for i in range(n_chunks)]
+
+    def _row_cuts(self, table: str, count: int, lo: int, hi: int) -> list[tuple[int, int]]:
+        """Ranges holding about ``CHUNK_ROWS`` rows each, cut at the rowids found by offset."""
+        n_chunks = max(1, -(-count // CHUNK_ROWS))
+        step = -(-count // n_chunks)
+        cuts = [
+            int(
+                self._all(f'SELECT rowid FROM "{table}" ORDER BY rowid LIMIT 1 OFFSET {k * step}')[
+                    0
+                ][0]
+            )
+            for k in range(1, n_chunks)
+        ]
+        edges = [lo, *cuts, hi + 1]
+        return [(a, b - 1) for a, b in pairwise(edges) if b > a]
+
     def _start(
         self, table: str, exprs: Mapping[str, str], where: str
     ) -> Callable[[], pl.DataFrame]:
@@ -237,12 +267,7 @@ class ExportDb:
         if lo is None:
             empty = pl.DataFrame(schema=dict.fromkeys(names, pl.Int64()))
             return lambda: empty
-        span = int(hi) - int(lo) + 1
-        # chunks of at most CHUNK_ROWS, at least one per worker: small chunks keep every
-        # worker busy to the end (a big last chunk would run alone)
-        n_chunks = max(1, min(self._workers, span // 50_000 + 1), -(-span // CHUNK_ROWS))
-        step = -(-span // n_chunks)
-        bounds = [(int(lo) + i * step, int(lo) + (i + 1) * step - 1) for i in range(n_chunks)]
+        bounds = self._bounds(table, int(lo), int(hi))
         cond = f" AND ({where})" if where else ""
         text_select = ", ".join(f"group_concat(ifnull({e}, ''), ',')" for e in exprs.values())
         text_sql = f'SELECT count(*), {text_select} FROM "{table}" WHERE rowid BETWEEN ? AND ?'
