@@ -156,13 +156,15 @@ def test_bundled_example_pass_alone_matches_analyze() -> None:
 def _plain_links(session: TraceSession) -> dict[int, int | None]:
     """The launch rule in plain Python: same pid, then unknown pid, then other; lowest id."""
     ev = session.events
-    calls: dict[tuple[int, int], list[tuple[int | None, int]]] = defaultdict(list)
+    # per (rank, correlation): the lowest call id of each pid (only those can win)
+    calls: dict[tuple[int, int], dict[int | None, int]] = defaultdict(dict)
     for eid, rank, corr, pid in (
         ev.filter((pl.col("kind") == "cuda_api") & pl.col("correlation").is_not_null())
         .select("event_id", "rank", "correlation", "pid")
         .iter_rows()
     ):
-        calls[(rank, corr)].append((pid, eid))
+        known = calls[(rank, corr)].get(pid)
+        calls[(rank, corr)][pid] = eid if known is None else min(known, eid)
     out: dict[int, int | None] = {}
     for eid, rank, corr, pid in (
         ev.filter(
@@ -172,7 +174,7 @@ def _plain_links(session: TraceSession) -> dict[int, int | None]:
         .iter_rows()
     ):
         best: tuple[int, int] | None = None
-        for cpid, cid in calls.get((rank, corr), []) if corr is not None else []:
+        for cpid, cid in calls[(rank, corr)].items() if corr is not None else ():
             prio = 1 if pid is None or cpid is None else (0 if pid == cpid else 2)
             if best is None or (prio, cid) < best:
                 best = (prio, cid)
