@@ -176,6 +176,11 @@ class OpCost:
     family: str
 
 
+#: Largest tensor dimension taken as recorded (2^40); larger values are garbage, not shapes.
+MAX_DIM: Final = 1 << 40
+INT64_MAX: Final = (1 << 63) - 1
+
+
 def base_name(op: str) -> str:
     """``aten::add_`` -> ``add``; ``aten::_convolution`` -> ``_convolution``."""
     name = op.split("::", 1)[1] if "::" in op else op
@@ -245,7 +250,8 @@ def _conv_out(
         return v * nsp if len(v) == 1 else v
 
     s, p, d = rep(stride), rep(pad), rep(dil)
-    if not (len(s) == len(p) == len(d) == nsp):
+    # a recorded stride of 0 (or below) is not a convolution a GPU ran: FLOPs unknown
+    if not (len(s) == len(p) == len(d) == nsp) or min(s) <= 0:
         return None
     spatial = [
         (inp[-nsp + i] + 2 * p[i] - d[i] * (weight[2 + i] - 1) - 1) // s[i] + 1 for i in range(nsp)
@@ -508,11 +514,18 @@ def parse_json_list(text: str | None) -> list[object]:
 def op_cost_from_args(
     op: str, dims_json: str | None, types_json: str | None, concrete_json: str | None
 ) -> OpCost:
-    """``op_cost`` from the args side table's JSON texts."""
+    """``op_cost`` from the args side table's JSON texts. A shape that is not a list of
+    dimensions in ``[0, MAX_DIM]`` is treated as unknown (the op's FLOPs become unknown, never a
+    crash), and FLOPs or bytes beyond int64 are unknown too: no recorded op does that much."""
     dims = [
-        [int(x) for x in d] if isinstance(d, list) and all(isinstance(x, int) for x in d) else []
+        [int(x) for x in d]
+        if isinstance(d, list) and all(type(x) is int and 0 <= x <= MAX_DIM for x in d)
+        else []
         for d in parse_json_list(dims_json)
     ]
     types = [str(t) for t in parse_json_list(types_json)]
     concrete = [c if isinstance(c, str) else json.dumps(c) for c in parse_json_list(concrete_json)]
-    return op_cost(op, dims, types, concrete)
+    cost = op_cost(op, dims, types, concrete)
+    if (cost.flops or 0) > INT64_MAX or (cost.bytes or 0) > INT64_MAX:
+        return OpCost(None, None, cost.dtype, cost.family)
+    return cost

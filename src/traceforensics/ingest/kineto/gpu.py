@@ -59,7 +59,9 @@ def parse_int(value: Any) -> int | None:
         return value
     if isinstance(value, str):
         text = value.strip()
-        if text.lstrip("-").isdigit():
+        digits = text.removeprefix("-")
+        # ASCII only: "²".isdigit() is True but int("²") fails
+        if digits.isascii() and digits.isdigit():
             return int(text)
     return None
 

@@ -32,6 +32,22 @@ PID_SQL = "(({col} >> 24) & 16777215)"
 TID_SQL = "({col} & 16777215)"
 
 #: Arg keys used by the nsys ingester (besides the Kineto-spelled ones in ``model.schema``).
+def as_int(value: object) -> int | None:
+    """An integer field of an export row as an int: ints, whole floats and ASCII-digit strings;
+    anything else (text, a blob, NULL) is None, so one bad field costs that field only."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        digits = value.strip().removeprefix("-")
+        if digits.isascii() and digits.isdigit():
+            return int(value.strip())
+    return None
+
+
 ARG_SHORT_NAME = "short name"
 ARG_API_NAME = "api name"
 ARG_SYNC_TYPE = "sync type"

@@ -117,6 +117,8 @@ def connect(path: Path, shown: Path | None = None) -> sqlite3.Connection:
     (``shown``: the name the user gave, when ``path`` is a private copy)."""
     try:
         conn = sqlite3.connect(_uri(path), uri=True, check_same_thread=False)
+        # invalid UTF-8 in a name costs that name (U+FFFD), not the whole export
+        conn.text_factory = lambda raw: raw.decode("utf-8", errors="replace")
         conn.execute("PRAGMA query_only = 1")
         # Touch the schema now so a non-database file fails here, with a clear message.
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()

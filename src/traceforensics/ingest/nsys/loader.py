@@ -18,8 +18,8 @@ from traceforensics.ingest.nsys import gpu, host, meta
 from traceforensics.ingest.nsys.common import Part, Strings
 from traceforensics.ingest.nsys.db import ExportDb, sql_errors
 from traceforensics.ingest.nsys.nvtx import nvtx_events
-from traceforensics.model.errors import UnsupportedFormatError
-from traceforensics.model.schema import ARGS_SCHEMA
+from traceforensics.model.errors import CorruptTraceError, UnsupportedFormatError
+from traceforensics.model.schema import ARGS_SCHEMA, BUSY_KINDS
 from traceforensics.model.session import InputInfo, TraceMeta, TraceSession
 
 SOURCE_FORMAT = "nsys"
@@ -44,9 +44,11 @@ def load_sqlite(
         strings = Strings(db)
         parts, open_ranges = _map_tables(db, strings)
         events, args = _assemble(parts)
+        events, args, unplaced = _drop_unplaced(events, args, shown)
         pids = set(events.get_column("pid").drop_nulls().unique().to_list())
-        warnings = meta.lost_data_warnings(db)
-        if version and version.split(".")[0].isdigit() and int(version.split(".")[0]) > KNOWN_MAJOR:
+        warnings = meta.lost_data_warnings(db) + unplaced
+        major = version.split(".")[0] if version else ""
+        if major.isascii() and major.isdigit() and int(major) > KNOWN_MAJOR:
             warnings.append(
                 f"{shown}: export schema {version} is newer than the tested 3.x; tables were "
                 "read by feature detection and some data may be missing"
@@ -163,3 +165,25 @@ def _assemble(parts: list[Part]) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 ARGS_EMPTY = pl.DataFrame(schema=ARGS_SCHEMA)
+
+
+def _drop_unplaced(
+    events: pl.DataFrame, args: pl.DataFrame, shown: Path
+) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
+    """``(events, args, warnings)`` without the GPU work rows that record no device (a NULL or
+    dropped ``deviceId``): one is dropped with a warning, never guessed; when *every* GPU work
+    row lacks one, ``CorruptTraceError`` (dropping them all would report a CPU-only trace)."""
+    if "device" not in events.columns:
+        events = events.with_columns(pl.lit(None, dtype=pl.Int32()).alias("device"))
+    work = pl.col("kind").cast(pl.String).is_in(BUSY_KINDS)
+    lost = events.filter(work & pl.col("device").is_null()).get_column("event_id")
+    if lost.len() == 0:
+        return events, args, []
+    if lost.len() == events.filter(work).height:
+        raise CorruptTraceError(
+            f"{shown}: none of the {lost.len()} GPU ops records its device (deviceId); "
+            "re-export it with `nsys export --type sqlite`"
+        )
+    kept = ~pl.col("event_id").is_in(lost.implode())
+    note = f"{shown}: {lost.len()} GPU rows without a device (deviceId) were dropped"
+    return events.filter(kept), args.filter(kept), [note]

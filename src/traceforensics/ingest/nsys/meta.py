@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from traceforensics.ingest.nsys.common import PID_SQL, TID_SQL, col_sql
+from traceforensics.ingest.nsys.common import PID_SQL, TID_SQL, as_int, col_sql
 from traceforensics.ingest.nsys.db import ExportDb
 from traceforensics.model.session import DeviceInfo
 
@@ -71,14 +71,16 @@ def devices(db: ExportDb) -> list[DeviceInfo]:
         "bw": col_sql(db, table, "memoryBandwidth"),
         "clock": col_sql(db, table, "clockRate", "coreClockRate"),
     }
-    rows = db.fetch(f"SELECT {', '.join(cols.values())} FROM {table}", list(cols)).rows(named=True)
+    raw = db.fetch(f"SELECT {', '.join(cols.values())} FROM {table}", list(cols)).rows(named=True)
+    # one bad field (text, a blob) costs that field, never the analysis
+    rows = [{k: (v if k == "name" else as_int(v)) for k, v in r.items()} for r in raw]
     out: dict[int, DeviceInfo] = {}
     for r in rows:
         if r["id"] is None or not (r["sm"] or r["major"]):
             continue  # not a CUDA device (no SMs, no compute capability)
         clock = r["clock"]
         clock_khz = None if not clock else (clock // 1000 if clock >= 10_000_000 else clock)
-        name = str(r["name"] or "")
+        name = r["name"] if isinstance(r["name"], str) else ""
         out.setdefault(
             int(r["id"]),
             DeviceInfo(
@@ -102,8 +104,9 @@ def session_start_ns(db: ExportDb) -> int | None:
     table = "TARGET_INFO_SESSION_START_TIME"
     if "utcEpochNs" not in db.columns(table):
         return None
-    rows = db.fetch(f"SELECT utcEpochNs FROM {table}", ["t"]).get_column("t").drop_nulls()
-    return int(rows[0]) if len(rows) else None
+    rows = db.fetch(f"SELECT utcEpochNs FROM {table}", ["t"]).get_column("t").to_list()
+    values = [v for v in (as_int(r) for r in rows) if v is not None]
+    return values[0] if values else None
 
 
 def lost_data_warnings(db: ExportDb) -> list[str]:

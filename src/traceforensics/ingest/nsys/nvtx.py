@@ -82,8 +82,10 @@ def _fetch_nvtx(db: ExportDb, strings: Strings, type_ids: list[int]) -> pl.DataF
         "tid": tid_sql(db, NVTX, "globalTid"),
     }
     sql = f"SELECT {', '.join(cols.values())} FROM {NVTX} WHERE eventType IN ({wanted})"
+    # strict=False: a field holding text or a blob becomes null (an unended range is dropped
+    # and counted) instead of failing the whole table
     frame = db.fetch(sql, list(cols)).with_columns(
-        pl.col(c).cast(pl.Int64) for c in cols if c != "_text"
+        pl.col(c).cast(pl.Int64, strict=False) for c in cols if c != "_text"
     )
     frame = frame.with_columns(pl.col("_text").cast(pl.String))
     frame = strings.attach(frame, "_text_id", "_registered")
