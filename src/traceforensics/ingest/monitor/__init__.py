@@ -79,6 +79,18 @@ def load_monitor_log(
     if not head.strip():
         raise InputError(f"{p}: the file is empty; give a monitoring log with samples")
     fmt = "table" if overrides else sniff_monitor_format(head)
+    try:
+        return _parse(p, fmt, overrides, interval_s)
+    except pl.exceptions.PolarsError as err:
+        # a layout the parsers did not foresee (mixed separators, ragged rows): one line
+        first = " ".join(str(err).split())[:160]
+        raise OptionError(
+            f"{p}: the {fmt} log could not be parsed ({first}); check the file or map its columns",
+            "columns",
+        ) from err
+
+
+def _parse(p: Path, fmt: str, overrides: dict[str, str], interval_s: float | None) -> MonitorLog:
     if fmt == "nvidia-smi-csv":
         return parse_smi_csv(p, overrides, interval_s)
     try:

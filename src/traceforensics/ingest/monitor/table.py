@@ -24,6 +24,47 @@ from traceforensics.model.errors import InputError, OptionError
 from traceforensics.model.monitor import MonitorLog
 
 
+def _read_separated(lines: list[str], headers: list[str], sep: str) -> pl.DataFrame | None:
+    """A separated table read by polars (fast), or None when its rows do not fit the header
+    (polars sizes the table from the first row: a short first row fails it)."""
+    try:
+        raw = pl.read_csv(
+            io.StringIO("\n".join(lines[1:])),
+            has_header=False,
+            new_columns=headers,
+            separator=sep,
+            infer_schema=False,
+            truncate_ragged_lines=True,
+        )
+    except pl.exceptions.PolarsError:
+        return None
+    return raw.select(pl.col(c).str.strip_chars() for c in raw.columns)
+
+
+def _split_lines(
+    lines: list[str], headers: list[str], sep: str | None, time_idx: int, path: Path
+) -> tuple[pl.DataFrame, int]:
+    """Rows with as many values as the header (whitespace tables may split "date time" in
+    two); the others are skipped and counted."""
+    rows: list[list[str]] = []
+    bad = 0
+    for ln in lines:
+        toks = [t.strip() for t in ln.split(sep)] if sep else ln.split()
+        if sep is None and len(toks) == len(headers) + 1:
+            toks[time_idx : time_idx + 2] = [f"{toks[time_idx]} {toks[time_idx + 1]}"]
+        if len(toks) == len(headers):
+            rows.append(toks)
+        else:
+            bad += 1
+    if not rows:
+        raise OptionError(
+            f"{path}: no line has as many values as the header has columns "
+            f"({len(headers)}); check the separator or map the columns",
+            "columns",
+        )
+    return pl.DataFrame(rows, schema=dict.fromkeys(headers, pl.String), orient="row"), bad
+
+
 def _split_header(line: str, sep: str | None) -> list[str]:
     toks = [t.strip() for t in line.split(sep)] if sep else line.split()
     merged: list[str] = []
@@ -55,39 +96,14 @@ def parse_table(
             "columns",
         )
     plan = plan_from_headers(headers, overrides, path)
-    if sep is not None:
-        body = "\n".join(lines[1:])
-        raw = pl.read_csv(
-            io.StringIO(body),
-            has_header=False,
-            new_columns=headers,
-            separator=sep,
-            infer_schema=False,
-            truncate_ragged_lines=True,
-        )
-        raw = raw.select(pl.col(c).str.strip_chars() for c in raw.columns)
-    else:
+    bad = 0
+    raw = _read_separated(lines, headers, sep) if sep is not None else None
+    if raw is None:  # whitespace table, or a CSV whose rows do not all match its header
         time_idx = headers.index(plan.sources["time_ns"]) if "time_ns" in plan.sources else 0
-        rows: list[list[str]] = []
-        bad = 0
-        for ln in lines[1:]:
-            toks = ln.split()
-            if len(toks) == len(headers) + 1:
-                toks[time_idx : time_idx + 2] = [f"{toks[time_idx]} {toks[time_idx + 1]}"]
-            if len(toks) == len(headers):
-                rows.append(toks)
-            else:
-                bad += 1
-        if not rows:
-            raise OptionError(
-                f"{path}: no line has as many values as the header has columns "
-                f"({len(headers)}); check the separator or map the columns",
-                "columns",
-            )
-        raw = pl.DataFrame(rows, schema=dict.fromkeys(headers, pl.String), orient="row")
+        raw, bad = _split_lines(lines[1:], headers, sep, time_idx, path)
     fmt = "table-csv" if sep else "table"
     log = build_frame(raw, plan, path, fmt, interval_s)
-    if sep is None and bad:
+    if bad:
         log.warnings.append(f"{bad} lines with a different number of values were skipped")
     missing = [c for c in ("util_pct",) if c not in plan.sources]
     if missing and "sm_active" not in plan.sources:
