@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 EXAMPLE ?= examples/synthetic_training.pt.trace.json.gz
 
-.PHONY: demo install dev test lint typecheck pytest bench bench-hta fixtures clean
+.PHONY: demo install dev test lint typecheck pytest fuzz-long bench bench-hta fixtures clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ typecheck: dev
 
 pytest: dev
 	$(BIN)/pytest -q -n 2
+
+## fuzz-long: the long fuzz profile (docs/reliability.md); FUZZ_CASES per mutation family
+FUZZ_CASES ?= 900
+fuzz-long: dev
+	$(BIN)/python tools/fuzz_long.py --cases $(FUZZ_CASES) --json fuzz-long.json
 
 ## bench: speed and memory benchmarks (ratios against peers/baselines, one run)
 bench: dev

@@ -5,6 +5,7 @@ it is read."""
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,17 @@ def test_a_file_too_big_for_memory_is_refused_before_reading(
     code, out, err = run_cli(["analyze", str(path), "--no-cache"], capsys)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and "GiB of memory" in err, err
+
+
+def test_a_huge_timestamp_is_one_line_and_no_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """1e306 µs overflows float64 when scaled to ns; that must be the refusal, not a numpy
+    RuntimeWarning printed above it (warnings are errors here, so one would fail the run)."""
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(GOOD).replace('"ts": 1.0', '"ts": 1e306'))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code, out, err = run_cli(["analyze", str(path), "--no-cache"], capsys)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "does not fit" in err, err

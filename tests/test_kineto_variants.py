@@ -458,11 +458,6 @@ def test_json_texts_sentinel_fallback() -> None:
             CorruptTraceError,
             "int64",
         ),
-        (
-            b'{"traceEvents": [{"ph": "X", "cat": ["x"], "name": "a", "ts": 1, "dur": 1}]}',
-            CorruptTraceError,
-            "malformed",
-        ),
     ],
 )
 def test_bad_input_one_line_naming_the_file(
@@ -474,6 +469,18 @@ def test_bad_input_one_line_naming_the_file(
         load_kineto([path])
     message = str(info.value)
     assert str(path) in message and words in message and "\n" not in message
+
+
+def test_a_list_category_costs_that_event_only(tmp_path: Path) -> None:
+    """Once refused as malformed (an unhashable ``cat``); issue 10: one bad field costs that
+    field, so the event is read as an annotation and the category named in a warning."""
+    path = tmp_path / "listcat.json"
+    path.write_bytes(
+        b'{"traceEvents": [{"ph": "X", "cat": ["x"], "name": "a", "ts": 1, "dur": 1}]}'
+    )
+    session = load_kineto([path])
+    assert session.events.get_column("kind").cast(pl.String).to_list() == ["annotation"]
+    assert any("['x']" in w and "annotation" in w for w in session.meta.warnings)
 
 
 def test_missing_file_is_input_error(tmp_path: Path) -> None:

@@ -27,6 +27,9 @@ NSYS_MUTATIONS = {
     "WHERE id=(SELECT max(id) FROM StringIds)",
     "kernel start null": "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start=NULL "
     "WHERE rowid=(SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)",
+    "gpu id beyond int32": "UPDATE TARGET_INFO_GPU SET id=9223372036854775807",
+    "nvtx start null": "UPDATE NVTX_EVENTS SET start=NULL "
+    "WHERE rowid IN (SELECT rowid FROM NVTX_EVENTS LIMIT 2)",
     "kernel deviceId dropped": "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN deviceId",
 }
 
@@ -105,3 +108,27 @@ def test_kineto_fields_of_the_wrong_type(
     # only the sound GEMM has FLOPs: 2 * 64 * 32 * 16
     assert [(o["op"], o["flops"]) for o in doc["ops"]] == [("aten::mm", 2 * 64 * 32 * 16)]
     assert doc["unknown_flops_kernels"]["count"] == 6
+
+
+def test_kineto_unhashable_fields_cost_their_event(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A list or dict where ``ph``, ``cat`` or ``pid`` (a dict key) should be, and a number
+    where a metadata event's ``args`` should be: each costs that event; the sound op's kernel is
+    still read and linked."""
+    events = [
+        *_op(1, [[64, 32], [32, 16]], ["float", "float"]),
+        {"ph": ["X"], "cat": "kernel", "name": "k1", "pid": 0, "tid": 7, "ts": 300.0, "dur": 1.0},
+        {"ph": "X", "cat": {"a": 1}, "name": "k2", "pid": 0, "tid": 7, "ts": 310.0, "dur": 1.0},
+        {"ph": "X", "cat": "kernel", "name": "k3", "pid": [0], "tid": 7, "ts": 320.0, "dur": 1.0,
+         "args": {"stream": 7}},
+        {"ph": "s", "cat": ["ac2g"], "id": 9, "pid": 1, "tid": 1, "ts": 330.0},
+        {"ph": "M", "name": "process_name", "pid": [1], "args": {"name": "GPU 0"}},
+        {"ph": "M", "name": "process_labels", "pid": 0, "args": 7},
+    ]  # fmt: skip
+    path = tmp_path / "unhashable.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    code, out = _check(path, capsys)
+    assert code == 0
+    doc = json.loads(out)
+    assert [(o["op"], o["flops"]) for o in doc["ops"]] == [("aten::mm", 2 * 64 * 32 * 16)]

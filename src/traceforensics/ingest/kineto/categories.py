@@ -10,6 +10,7 @@ device labels), ``s``/``t``/``f`` (flows -> correlation fallback), ``C`` (counte
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import Final
 
 #: ``ph`` values that become rows. ``X`` = complete event; ``i``/``I`` = instant (``marker``).
@@ -100,3 +101,9 @@ KEPT_ARG_KEYS: Final[frozenset[str]] = frozenset(
         "est. achieved occupancy %",
     }
 )
+
+
+def is_str_in(value: object, names: Container[str]) -> bool:
+    """``value in names`` for a field that may hold any JSON value (a list ``ph`` or ``cat`` is
+    unhashable and must cost that event, not the trace)."""
+    return isinstance(value, str) and value in names

@@ -95,8 +95,8 @@ def _row_events(all_events: list[Any]) -> list[dict[str, Any]]:
         e
         for e in all_events
         if type(e) is dict
-        and e.get("ph") in cats.ROW_PHASES
-        and e.get("cat") not in cats.SKIPPED_CATEGORIES
+        and cats.is_str_in(e.get("ph"), cats.ROW_PHASES)
+        and not cats.is_str_in(e.get("cat"), cats.SKIPPED_CATEGORIES)
     ]
 
 
@@ -147,9 +147,9 @@ def _kinds(ph: list[Any], cat: list[Any], src: Path, warnings: list[str]) -> lis
     if any(p != "X" for p in ph):
         kind = [k if p == "X" else "marker" for p, k in zip(ph, kind, strict=True)]
     unknown = Counter(
-        c
+        c if isinstance(c, str) else str(c)  # a list or dict ``cat`` is unhashable
         for c, k, p in zip(cat, kind, ph, strict=True)
-        if p == "X" and k == cats.UNKNOWN_KIND and c not in cats.KIND_BY_CAT
+        if p == "X" and k == cats.UNKNOWN_KIND and not cats.is_str_in(c, cats.KIND_BY_CAT)
     )
     if unknown:
         warnings.append(

@@ -27,6 +27,12 @@ def metadata_events(events: list[Any]) -> list[dict[str, Any]]:
     return [e for e in events if type(e) is dict and e.get("ph") == "M"]
 
 
+def _args(event: dict[str, Any]) -> dict[str, Any]:
+    """``args`` of a metadata event; missing or not an object (damaged) is empty."""
+    a = event.get("args")
+    return a if type(a) is dict else {}
+
+
 def gpu_labels(meta: list[dict[str, Any]]) -> dict[Any, int]:
     """pid -> device index from ``process_labels`` (``"GPU 3"``) or ``process_name``
     metadata; labels win over names."""
@@ -34,15 +40,15 @@ def gpu_labels(meta: list[dict[str, Any]]) -> dict[Any, int]:
     by_label: dict[Any, int] = {}
     for e in meta:
         kind = e.get("name")
-        a = e.get("args") or {}
+        a = _args(e)
         if kind == "process_labels":
             dev = gpu.device_from_label(a.get("labels"))
             if dev is not None:
-                by_label[e.get("pid")] = dev
+                by_label[gpu.key_of(e.get("pid"))] = dev
         elif kind == "process_name":
             dev = gpu.device_from_label(a.get("name"))
             if dev is not None:
-                by_name[e.get("pid")] = dev
+                by_name[gpu.key_of(e.get("pid"))] = dev
     return by_name | by_label
 
 
@@ -51,7 +57,7 @@ def cpu_pid(meta: list[dict[str, Any]]) -> int | None:
     pids = {
         gpu.parse_int(e.get("pid"))
         for e in meta
-        if e.get("name") == "process_labels" and (e.get("args") or {}).get("labels") == "CPU"
+        if e.get("name") == "process_labels" and _args(e).get("labels") == "CPU"
     }
     pids.discard(None)
     return pids.pop() if len(pids) == 1 else None
@@ -60,7 +66,7 @@ def cpu_pid(meta: list[dict[str, Any]]) -> int | None:
 def _norm(value: Any) -> Any:
     """Same key for ``"25738"``/``25738`` and ``"stream 7"``/``7`` (1.9 mixes them)."""
     parsed = gpu.parse_stream(value)
-    return value if parsed is None else parsed
+    return gpu.key_of(value) if parsed is None else parsed
 
 
 def fill_correlation_from_flows(
@@ -81,8 +87,8 @@ def fill_correlation_from_flows(
     for e in events:
         if (
             type(e) is dict
-            and e.get("ph") in _FLOW_PHASES
-            and e.get("cat") in cats.LAUNCH_FLOW_CATS
+            and cats.is_str_in(e.get("ph"), _FLOW_PHASES)
+            and cats.is_str_in(e.get("cat"), cats.LAUNCH_FLOW_CATS)
             and isinstance(e.get("ts"), int | float)
         ):
             flow_id = gpu.parse_int(e.get("id"))

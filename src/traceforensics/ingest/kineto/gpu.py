@@ -53,6 +53,16 @@ COMM_HOST_PREFIXES: tuple[str, ...] = (
 )
 
 
+#: Largest GPU index (and rank) taken as recorded; larger or negative values are garbage.
+MAX_INDEX = 1 << 20
+
+
+def parse_index(value: Any) -> int | None:
+    """A device index or rank: ``parse_int`` within ``[0, MAX_INDEX)``, else None."""
+    v = parse_int(value)
+    return v if v is not None and 0 <= v < MAX_INDEX else None
+
+
 def parse_int(value: Any) -> int | None:
     """An int from an int or an all-digits string (``"25738"``); anything else -> None."""
     if type(value) is int:
@@ -87,8 +97,20 @@ def device_from_label(label: Any) -> int | None:
     return None
 
 
+def key_of(value: Any) -> Any:
+    """``value`` usable as a dict key: scalars as they are, a list or dict (a damaged ``pid`` or
+    ``tid``) as its ``repr``, so it costs that event's lookup, not the trace."""
+    return value if value is None or isinstance(value, str | int | float) else repr(value)
+
+
 def device_from_pid(pid: Any, label_map: dict[Any, int]) -> int | None:
-    """Device index for a GPU row without ``args.device``: metadata label, else numeric pid."""
+    """Device index for a GPU row without ``args.device``: metadata label, else numeric pid
+    (within ``[0, MAX_INDEX)``: anything else is no index)."""
+    found = _device_from_pid(pid, label_map)
+    return found if found is not None and 0 <= found < MAX_INDEX else None
+
+
+def _device_from_pid(pid: Any, label_map: dict[Any, int]) -> int | None:
     if pid in label_map:
         return label_map[pid]
     if type(pid) is int:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from traceforensics.ingest.kineto.gpu import parse_int
+from traceforensics.ingest.kineto.gpu import parse_index, parse_int
 from traceforensics.model.session import DeviceInfo
 
 _RANK_NAME_RES = (
@@ -30,7 +30,7 @@ def rank_from_top(top: dict[str, Any]) -> int | None:
     """``distributedInfo.rank`` as an int (it can be written as a string), else None."""
     info = top.get("distributedInfo")
     if isinstance(info, dict):
-        return parse_int(info.get("rank"))
+        return parse_index(info.get("rank"))
     return None
 
 
@@ -93,7 +93,7 @@ def devices_for(
     for index, prop in enumerate(props if isinstance(props, list) else []):
         if not isinstance(prop, dict):
             continue
-        dev = parse_int(prop.get("id"))
+        dev = parse_index(prop.get("id"))
         dev = index if dev is None else dev
         out[dev] = DeviceInfo(
             rank=rank,

@@ -84,13 +84,14 @@ def place_gpu_rows(
     n = len(args)
     device: list[int | None] = [None] * n
     stream: list[int | None] = [None] * n
-    by_pid = {p: gpu.device_from_pid(p, labels) for p in {pid_raw[i] for i in gpu_idx}}
+    keys = {i: gpu.key_of(pid_raw[i]) for i in gpu_idx}
+    by_pid = {p: gpu.device_from_pid(p, labels) for p in set(keys.values())}
     for i in gpu_idx:
         a = args[i]
         dev = a.get("device")
-        if type(dev) is not int:
-            dev = gpu.parse_int(dev) if dev is not None else None
-        device[i] = by_pid[pid_raw[i]] if dev is None else dev
+        if type(dev) is not int or not 0 <= dev < gpu.MAX_INDEX:
+            dev = gpu.parse_index(dev) if dev is not None else None
+        device[i] = by_pid[keys[i]] if dev is None else dev
         st = a.get("stream")
         stream[i] = st if type(st) is int else gpu.parse_stream(tid_raw[i])
         pid[i] = host_pid

@@ -120,7 +120,8 @@ def floats_us_to_ns(values: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
     if not np.all(np.isfinite(values)):
         raise TimeValueError("a timestamp is NaN or infinite")
     magnitude = np.abs(values)
-    scaled = np.rint(values * 1000.0)
+    with np.errstate(over="ignore"):  # |µs| > 1.8e305 overflows here; the slow path refuses it
+        scaled = np.rint(values * 1000.0)
     fast = (magnitude < FAST_LIMIT_US) & (scaled / 1000.0 == values)
     out = np.where(fast, scaled, 0.0).astype(np.int64)  # other entries are filled below
     mid = ~fast & (magnitude >= FAST_LIMIT_US) & (magnitude < MID_LIMIT_US)

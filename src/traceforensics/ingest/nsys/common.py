@@ -31,7 +31,7 @@ from traceforensics.ingest.nsys.db import ExportDb
 PID_SQL = "(({col} >> 24) & 16777215)"
 TID_SQL = "({col} & 16777215)"
 
-#: Arg keys used by the nsys ingester (besides the Kineto-spelled ones in ``model.schema``).
+
 def as_int(value: object) -> int | None:
     """An integer field of an export row as an int: ints, whole floats and ASCII-digit strings;
     anything else (text, a blob, NULL) is None, so one bad field costs that field only."""
@@ -48,6 +48,7 @@ def as_int(value: object) -> int | None:
     return None
 
 
+#: Arg keys used by the nsys ingester (besides the Kineto-spelled ones in ``model.schema``).
 ARG_SHORT_NAME = "short name"
 ARG_API_NAME = "api name"
 ARG_SYNC_TYPE = "sync type"

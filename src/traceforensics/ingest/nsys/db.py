@@ -122,7 +122,7 @@ def connect(path: Path, shown: Path | None = None) -> sqlite3.Connection:
         conn.execute("PRAGMA query_only = 1")
         # Touch the schema now so a non-database file fails here, with a clear message.
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         raise CorruptTraceError(
             f"{shown or path}: cannot read the SQLite file ({exc}); re-export it with "
             "`nsys export --type sqlite`"
@@ -135,11 +135,26 @@ def sql_errors(path: Path) -> Iterator[None]:
     """Turn SQLite failures during reading (a truncated or damaged page) into one clear line."""
     try:
         yield
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         raise CorruptTraceError(
             f"{path}: the SQLite export is damaged ({exc}); re-export it with "
             "`nsys export --type sqlite`"
         ) from exc
+
+
+def rows_frame(rows: list[tuple[Any, ...]], names: list[str]) -> pl.DataFrame:
+    """Rows of a small query as a frame. A column whose cells mix types (a blob among
+    integers: a damaged export) loses the blobs, or else becomes text for a lenient cast."""
+    try:
+        return pl.DataFrame(rows, schema=names, orient="row", infer_schema_length=None)
+    except pl.exceptions.PolarsError:
+        blobs = (bytes, bytearray, memoryview)
+        clean = [tuple(None if isinstance(v, blobs) else v for v in r) for r in rows]
+    try:
+        return pl.DataFrame(clean, schema=names, orient="row", infer_schema_length=None)
+    except pl.exceptions.PolarsError:
+        text = [tuple(None if v is None else str(v) for v in r) for r in clean]
+        return pl.DataFrame(text, schema=dict.fromkeys(names, pl.String()), orient="row")
 
 
 class ExportDb:
@@ -203,7 +218,7 @@ class ExportDb:
     def fetch(self, sql: str, names: list[str]) -> pl.DataFrame:
         """Small reads (text columns): plain ``fetchall`` into a frame with ``names``."""
         rows = self._all(sql)
-        return pl.DataFrame(rows, schema=names, orient="row", infer_schema_length=None)
+        return rows_frame(rows, names)
 
     def read_ints(self, table: str, exprs: Mapping[str, str], where: str = "") -> pl.DataFrame:
         """Integer columns of ``table`` as Int64, ``{output name: SQL expression}``, in bulk.

@@ -170,20 +170,28 @@ ARGS_EMPTY = pl.DataFrame(schema=ARGS_SCHEMA)
 def _drop_unplaced(
     events: pl.DataFrame, args: pl.DataFrame, shown: Path
 ) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
-    """``(events, args, warnings)`` without the GPU work rows that record no device (a NULL or
-    dropped ``deviceId``): one is dropped with a warning, never guessed; when *every* GPU work
-    row lacks one, ``CorruptTraceError`` (dropping them all would report a CPU-only trace)."""
+    """``(events, args, warnings)`` without the rows that cannot be placed: any row whose start
+    is NULL or not a number (a damaged ``start`` cell), and GPU work rows that record no device
+    (a NULL or dropped ``deviceId``). Each is dropped with a warning, never guessed; when *every*
+    GPU work row lacks a device, ``CorruptTraceError`` (dropping them all would report a
+    CPU-only trace)."""
     if "device" not in events.columns:
         events = events.with_columns(pl.lit(None, dtype=pl.Int32()).alias("device"))
+    notes: list[str] = []
+    no_start = events.filter(pl.col("start_ns").is_null()).get_column("event_id")
+    if no_start.len():
+        notes.append(f"{shown}: {no_start.len()} rows without a start time were dropped")
+        kept = ~pl.col("event_id").is_in(no_start.implode())
+        events, args = events.filter(kept), args.filter(kept)
     work = pl.col("kind").cast(pl.String).is_in(BUSY_KINDS)
     lost = events.filter(work & pl.col("device").is_null()).get_column("event_id")
     if lost.len() == 0:
-        return events, args, []
+        return events, args, notes
     if lost.len() == events.filter(work).height:
         raise CorruptTraceError(
             f"{shown}: none of the {lost.len()} GPU ops records its device (deviceId); "
             "re-export it with `nsys export --type sqlite`"
         )
     kept = ~pl.col("event_id").is_in(lost.implode())
-    note = f"{shown}: {lost.len()} GPU rows without a device (deviceId) were dropped"
-    return events.filter(kept), args.filter(kept), [note]
+    notes.append(f"{shown}: {lost.len()} GPU rows without a device (deviceId) were dropped")
+    return events.filter(kept), args.filter(kept), notes

@@ -53,6 +53,9 @@ def export_metadata(db: ExportDb) -> tuple[str | None, dict[str, str]]:
     return None, {}
 
 
+MAX_DEVICE_ID = 2**31 - 1
+
+
 def devices(db: ExportDb) -> list[DeviceInfo]:
     """CUDA GPUs of the capture, ordered by device id."""
     if db.has("TARGET_INFO_GPU"):
@@ -78,6 +81,8 @@ def devices(db: ExportDb) -> list[DeviceInfo]:
     for r in rows:
         if r["id"] is None or not (r["sm"] or r["major"]):
             continue  # not a CUDA device (no SMs, no compute capability)
+        if not 0 <= r["id"] <= MAX_DEVICE_ID:
+            continue  # the event table's device column is Int32; such an id matches no row
         clock = r["clock"]
         clock_khz = None if not clock else (clock // 1000 if clock >= 10_000_000 else clock)
         name = r["name"] if isinstance(r["name"], str) else ""
@@ -131,7 +136,11 @@ def _warning_levels(db: ExportDb) -> list[int]:
     table = "ENUM_DIAGNOSTIC_SEVERITY_LEVEL"
     if db.has(table):
         rows = db.fetch(f"SELECT id, name FROM {table}", ["id", "name"]).rows()
-        found = [int(i) for i, n in rows if str(n).lower() in ("warning", "error")]
+        found = [
+            v
+            for i, n in rows
+            if str(n).lower() in ("warning", "error") and (v := as_int(i)) is not None
+        ]
         if found:
             return found
     return [2, 3]
@@ -142,17 +151,18 @@ def names(db: ExportDb, pids: set[int]) -> dict[str, Any]:
     out: dict[str, Any] = {"processes": [], "threads": []}
     if {"pid", "name"} <= set(db.columns("PROCESSES")):
         for pid, name in db.fetch("SELECT pid, name FROM PROCESSES", ["pid", "name"]).rows():
-            if pid is not None and int(pid) in pids:
-                out["processes"].append({"pid": int(pid), "name": str(name or "")})
+            if as_int(pid) in pids:
+                out["processes"].append({"pid": as_int(pid), "name": str(name or "")})
     if {"nameId", "globalTid"} <= set(db.columns("ThreadNames")) and db.has("StringIds"):
         sql = (
             f"SELECT {PID_SQL.format(col='t.globalTid')}, {TID_SQL.format(col='t.globalTid')}, "
             "s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId"
         )
         seen: set[tuple[int, int]] = set()
-        for pid, tid, name in db.fetch(sql, ["pid", "tid", "name"]).rows():
-            if pid is None or int(pid) not in pids or (pid, tid) in seen:
+        for raw_pid, raw_tid, name in db.fetch(sql, ["pid", "tid", "name"]).rows():
+            pid, tid = as_int(raw_pid), as_int(raw_tid)
+            if pid is None or tid is None or pid not in pids or (pid, tid) in seen:
                 continue
             seen.add((pid, tid))
-            out["threads"].append({"pid": int(pid), "tid": int(tid), "name": str(name or "")})
+            out["threads"].append({"pid": pid, "tid": tid, "name": str(name or "")})
     return out

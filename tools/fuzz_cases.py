@@ -1,0 +1,172 @@
+"""Mutated inputs for the fuzz suite (tests/test_fuzz.py) and the long profile
+(tools/fuzz_long.py): real Kineto traces, nsys exports and monitoring logs, damaged on purpose.
+
+Every mutator takes the original bytes (or file) and a ``random.Random`` and writes one damaged
+input; ``FAMILIES`` names them. The check for every case is the same: ``tf`` ends with exit 0, or
+exit 2 and one line, never an internal error, and leaves the input and its folder untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import random
+import shutil
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples/synthetic_training.pt.trace.json.gz"
+NSYS = ROOT / "tests/fixtures/nsys/modern.sqlite"
+LOG = ROOT / "tests/fixtures/monitor/runbook_zh_1hz.txt"
+
+#: Values a type-confused field can hold.
+ODD_VALUES: list[Any] = [
+    None, "", "x", "²", "NaN", -1, 0, 2**31, 2**63 - 1, -(2**63), 1e308, -0.5, True,
+    [], [[]], [None], {"a": 1}, "\u202e", "a\nb", [2**40, -3], [[2**62, 2**62]],
+]  # fmt: skip
+
+
+def _bytes_damage(data: bytes, rng: random.Random) -> bytes:
+    """Flip, insert, delete or truncate a few bytes."""
+    out = bytearray(data)
+    for _ in range(rng.randint(1, 8)):
+        if not out:
+            break
+        i = rng.randrange(len(out))
+        op = rng.choice(("flip", "insert", "delete", "truncate"))
+        if op == "flip":
+            out[i] = rng.randrange(256)
+        elif op == "insert":
+            out[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
+        elif op == "delete":
+            del out[i : i + rng.randint(1, 64)]
+        else:
+            del out[i:]
+    return bytes(out)
+
+
+def kineto_bytes(path: Path, rng: random.Random) -> None:
+    """Byte damage inside the (decompressed) JSON, written back gzipped or plain."""
+    data = _bytes_damage(gzip.decompress(EXAMPLE.read_bytes()), rng)
+    path.write_bytes(gzip.compress(data, mtime=0) if rng.random() < 0.5 else data)
+
+
+def kineto_fields(path: Path, rng: random.Random) -> None:
+    """Valid JSON whose fields hold values of the wrong type or range."""
+    doc = json.loads(gzip.decompress(EXAMPLE.read_bytes()))
+    events = doc["traceEvents"]
+    for _ in range(rng.randint(1, 12)):
+        ev = rng.choice(events)
+        target = ev["args"] if ("args" in ev and rng.random() < 0.5) else ev
+        keys = [*target.keys(), "correlation", "device", "stream", "Input Dims", "External id"]
+        target[rng.choice(keys)] = rng.choice(ODD_VALUES)
+    if rng.random() < 0.3:
+        doc["deviceProperties"] = rng.choice([None, [], [{"id": rng.choice(ODD_VALUES)}], "x"])
+    if rng.random() < 0.2:  # many events sharing one id
+        for ev in rng.sample(events, min(len(events), 200)):
+            if isinstance(ev.get("args", {}), dict):
+                ev.setdefault("args", {})["correlation"] = 1
+    path.write_text(json.dumps(doc, allow_nan=True))
+
+
+def nsys_fields(path: Path, rng: random.Random) -> None:
+    """An export whose cells hold text, blobs, NULLs or huge ids; or a dropped column."""
+    shutil.copyfile(NSYS, path)
+    with sqlite3.connect(path) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        for _ in range(rng.randint(1, 6)):
+            table = rng.choice(tables)
+            cols = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+            if not cols:
+                continue
+            col = rng.choice(cols)
+            value = rng.choice([None, "text", b"\xde\xad", 2**63 - 1, -1, 0.5, "\xff"])
+            if rng.random() < 0.1:
+                with contextlib.suppress(sqlite3.DatabaseError):
+                    conn.execute(f'ALTER TABLE "{table}" DROP COLUMN "{col}"')
+                continue
+            with contextlib.suppress(sqlite3.DatabaseError):
+                conn.execute(
+                    f'UPDATE "{table}" SET "{col}" = ? WHERE rowid IN '
+                    f'(SELECT rowid FROM "{table}" ORDER BY random() LIMIT 3)',
+                    (value,),
+                )
+    if rng.random() < 0.2:
+        with sqlite3.connect(path) as conn:
+            conn.commit()
+            conn.execute("PRAGMA journal_mode=WAL")
+
+
+def nsys_bytes(path: Path, rng: random.Random) -> None:
+    """Byte damage in an SQLite export (pages, header, truncation)."""
+    path.write_bytes(_bytes_damage(NSYS.read_bytes(), rng))
+
+
+def log_lines(path: Path, rng: random.Random) -> None:
+    """A monitoring log with lines shuffled, separators swapped, cells replaced or cut."""
+    lines = LOG.read_text(encoding="utf-8").splitlines()
+    lines += [ln for ln in lines[1:] for _ in range(rng.randint(0, 3))]
+    for _ in range(rng.randint(1, 10)):
+        i = rng.randrange(len(lines))
+        op = rng.choice(("sep", "cell", "cut", "dup", "swap", "garbage"))
+        if op == "sep":
+            lines[i] = lines[i].replace(" ", rng.choice([",", ";", "\t", "  ", "|"]))
+        elif op == "cell":
+            cells = lines[i].split()
+            if cells:
+                cells[rng.randrange(len(cells))] = str(rng.choice(ODD_VALUES))
+                lines[i] = " ".join(cells)
+        elif op == "cut":
+            lines[i] = lines[i][: rng.randrange(len(lines[i]) + 1)]
+        elif op == "dup":
+            lines.insert(i, lines[0])
+        elif op == "swap":
+            j = rng.randrange(len(lines))
+            lines[i], lines[j] = lines[j], lines[i]
+        else:
+            lines[i] = "".join(chr(rng.randrange(1, 0x3000)) for _ in range(rng.randint(1, 40)))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogatepass")
+
+
+#: family -> (file name, mutator, tf command)
+FAMILIES: dict[str, tuple[str, Callable[[Path, random.Random], None], str]] = {
+    "kineto-bytes": ("trace.json", kineto_bytes, "analyze"),
+    "kineto-fields": ("trace.json", kineto_fields, "analyze"),
+    "nsys-fields": ("export.sqlite", nsys_fields, "analyze"),
+    "nsys-bytes": ("export.sqlite", nsys_bytes, "analyze"),
+    "log-lines": ("smi.txt", log_lines, "monitor"),
+}
+
+
+def make_case(family: str, seed: int, folder: Path) -> tuple[Path, str]:
+    """Write case ``seed`` of ``family`` into ``folder``: ``(input path, tf command)``."""
+    name, mutate, command = FAMILIES[family]
+    path = folder / name
+    mutate(path, random.Random(f"{family}:{seed}"))
+    return path, command
+
+
+def snapshot(folder: Path) -> dict[str, tuple[int, int, bytes]]:
+    """Every file of ``folder``: size, mtime (ns) and bytes."""
+    return {
+        p.name: (p.stat().st_size, p.stat().st_mtime_ns, p.read_bytes())
+        for p in sorted(folder.iterdir())
+    }
+
+
+def verdict(code: int, err: str) -> str:
+    """``ok`` (exit 0), ``refused`` (exit 2, one actionable line) or what went wrong."""
+    lines = err.strip().splitlines()
+    if "internal error" in err or code == 3:
+        return "internal-error"
+    if code == 0:
+        return "ok"
+    if code == 2 and len(lines) == 1 and lines[0].startswith("tf: error: ") and ";" in lines[0]:
+        return "refused"
+    if code == 2:
+        return "bad-message"
+    return "crash" if code < 0 or code > 3 else f"exit-{code}"
