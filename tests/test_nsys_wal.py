@@ -13,7 +13,7 @@ import polars as pl
 
 from tests.conftest import FIXTURES
 from traceforensics.ingest import load_path
-from traceforensics.ingest.nsys.db import is_wal
+from traceforensics.ingest.nsys.db import is_wal, private_copy
 
 
 def _state(folder: Path) -> dict[str, tuple[int, int, bytes]]:
@@ -68,3 +68,23 @@ def test_pending_wal_frames_are_read_without_touching_the_input(tmp_path: Path) 
         assert kernels == plain.events.filter(pl.col("kind") == "kernel").height + 1
     finally:
         writer.close()
+
+
+def test_the_private_copy_holds_the_wal_frames_and_is_not_in_wal_mode(tmp_path: Path) -> None:
+    """Two SQLite libraries (Python's, the ADBC driver's) read the copy; on one WAL file's
+    shared memory they can truncate it under each other (a SIGBUS seen in CI), so the copy is
+    checkpointed and switched to rollback-journal mode: no -wal/-shm beside it, same rows."""
+    path = _wal_copy(tmp_path)
+    with sqlite3.connect(path) as writer:
+        writer.execute("PRAGMA wal_autocheckpoint=0")
+        writer.execute("CREATE TABLE extra (x INTEGER)")
+        writer.execute("INSERT INTO extra VALUES (42)")
+    assert (tmp_path / "wal.sqlite-wal").stat().st_size > 0
+    copy = private_copy(path)
+    try:
+        assert not is_wal(copy)
+        assert sorted(p.name for p in copy.parent.iterdir()) == [copy.name]
+        with sqlite3.connect(f"file:{copy}?mode=ro", uri=True) as conn:
+            assert conn.execute("SELECT x FROM extra").fetchall() == [(42,)]
+    finally:
+        shutil.rmtree(copy.parent)

@@ -101,14 +101,28 @@ def is_wal(path: Path) -> bool:
 
 
 def private_copy(path: Path) -> Path:
-    """Copy ``path`` (and its ``-wal`` file, whose pending frames SQLite replays on open) into a
-    new private directory; returns the copy. The caller removes the directory."""
+    """Copy ``path`` and its ``-wal`` file into a new private directory, fold the pending WAL
+    frames into the copy and switch it to rollback-journal mode; returns the copy. The caller
+    removes the directory."""
     folder = Path(tempfile.mkdtemp(prefix="traceforensics-wal-"))
     copy = folder / "export.sqlite"
     shutil.copyfile(path, copy)
     wal = path.with_name(path.name + "-wal")
     if wal.is_file():
         shutil.copyfile(wal, folder / "export.sqlite-wal")
+    # Fold the WAL into the copy and leave WAL mode: the reads below use two SQLite libraries
+    # (Python's and the ADBC driver's), each with its own POSIX lock table, and two libraries
+    # on one WAL file's shared memory can truncate it under each other (SIGBUS). A rollback-
+    # journal file opened read-only needs no -shm at all.
+    try:
+        conn = sqlite3.connect(copy)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute("PRAGMA journal_mode=DELETE")
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        pass  # a damaged copy: ``connect`` reports it on the user's file name
     return copy
 
 
