@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from traceforensics.model.schema import MAX_INDEX
+
 _STREAM_RE = re.compile(r"^\s*(?:stream\s+)?(-?\d+)")
 _GPU_LABEL_RE = re.compile(r"\bGPU\s+(\d+)\b")
 _MEMCPY_RE = re.compile(r"^Memcpy\s+(\w+)(?:\s*\(\s*(\w+)\s*->\s*(\w+)\s*\))?")
@@ -51,10 +53,6 @@ COMM_HOST_PREFIXES: tuple[str, ...] = (
     "nccl",
     "rccl",
 )
-
-
-#: Largest GPU index (and rank) taken as recorded; larger or negative values are garbage.
-MAX_INDEX = 1 << 20
 
 
 def parse_index(value: Any) -> int | None:

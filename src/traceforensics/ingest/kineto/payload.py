@@ -27,6 +27,7 @@ import polars as pl
 
 from traceforensics.ingest.kineto import categories as cats
 from traceforensics.ingest.kineto import gpu
+from traceforensics.model.schema import MAX_INDEX
 
 
 @dataclass
@@ -89,8 +90,8 @@ def place_gpu_rows(
     for i in gpu_idx:
         a = args[i]
         dev = a.get("device")
-        if type(dev) is not int or not 0 <= dev < gpu.MAX_INDEX:
-            dev = gpu.parse_index(dev) if dev is not None else None
+        if type(dev) is not int or not 0 <= dev < MAX_INDEX:  # the common case: no call
+            dev = gpu.parse_index(dev)
         device[i] = by_pid[keys[i]] if dev is None else dev
         st = a.get("stream")
         stream[i] = st if type(st) is int else gpu.parse_stream(tid_raw[i])

@@ -20,6 +20,7 @@ import polars as pl
 
 from traceforensics.ingest.nsys.common import PID_SQL, TID_SQL, as_int, col_sql
 from traceforensics.ingest.nsys.db import ExportDb
+from traceforensics.model.schema import MAX_INDEX
 from traceforensics.model.session import DeviceInfo
 
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
@@ -53,9 +54,6 @@ def export_metadata(db: ExportDb) -> tuple[str | None, dict[str, str]]:
     return None, {}
 
 
-MAX_DEVICE_ID = 2**31 - 1
-
-
 def devices(db: ExportDb) -> list[DeviceInfo]:
     """CUDA GPUs of the capture, ordered by device id."""
     if db.has("TARGET_INFO_GPU"):
@@ -81,8 +79,8 @@ def devices(db: ExportDb) -> list[DeviceInfo]:
     for r in rows:
         if r["id"] is None or not (r["sm"] or r["major"]):
             continue  # not a CUDA device (no SMs, no compute capability)
-        if not 0 <= r["id"] <= MAX_DEVICE_ID:
-            continue  # the event table's device column is Int32; such an id matches no row
+        if not 0 <= r["id"] < MAX_INDEX:
+            continue  # damage (an id no device has); it would match no row
         clock = r["clock"]
         clock_khz = None if not clock else (clock // 1000 if clock >= 10_000_000 else clock)
         name = r["name"] if isinstance(r["name"], str) else ""
