@@ -113,7 +113,7 @@ def _check_record_invariants(session: TraceSession, opts: AnalysisOptions) -> No
     result = analyze(session, opts)
     spans: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
     for r, d, s, dur in (
-        session.events.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
+        session.events.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset", "cuda_graph"]))
         .select("rank", "device", "start_ns", "dur_ns")
         .iter_rows()
     ):
@@ -168,7 +168,8 @@ def _plain_links(session: TraceSession) -> dict[int, int | None]:
     out: dict[int, int | None] = {}
     for eid, rank, corr, pid in (
         ev.filter(
-            pl.col("kind").is_in(["kernel", "memcpy", "memset"]) & pl.col("device").is_not_null()
+            pl.col("kind").is_in(["kernel", "memcpy", "memset", "cuda_graph"])
+            & pl.col("device").is_not_null()
         )
         .select("event_id", "rank", "correlation", "pid")
         .iter_rows()
@@ -187,7 +188,8 @@ def _check_links(session: TraceSession) -> None:
     work = ctx.work
     # one row per GPU op
     n_gpu = session.events.filter(
-        pl.col("kind").is_in(["kernel", "memcpy", "memset"]) & pl.col("device").is_not_null()
+        pl.col("kind").is_in(["kernel", "memcpy", "memset", "cuda_graph"])
+        & pl.col("device").is_not_null()
     ).height
     assert work.height == n_gpu == work.get_column("event_id").n_unique()
     assert set(LINK_COLUMNS) <= set(work.columns)

@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from traceforensics.ingest.cache import cache_root, cached_load, input_key
+from traceforensics.ingest.cache import cache_root, cached_load, input_key, source_fingerprint
 from traceforensics.model import TraceMeta, TraceSession
 
 
@@ -107,3 +107,24 @@ def test_cache_hit_names_the_path_typed_this_time(
             want = typed if typed.endswith(".gz") else f"{typed}/rank-0.pt.trace.json.gz"
             assert f"· {want} (rank" in head, (typed, head)
     assert any(xdg.rglob("meta.json")), "the cache was never filled: nothing was tested"
+
+
+def test_a_changed_reader_misses_the_cache(tmp_path: Path) -> None:
+    """The key carries a hash of the ingest and model source, so a session an older reader made
+    (say, with a device name it could not read) is never served after the reader changes."""
+    import shutil
+
+    import traceforensics
+
+    package = Path(traceforensics.__file__).parent
+    copy = tmp_path / "pkg"
+    for part in ("ingest", "model"):
+        shutil.copytree(package / part, copy / part)
+    before = source_fingerprint(copy)
+    assert before == source_fingerprint(package)
+    reader = copy / "ingest" / "nsys" / "meta.py"
+    reader.write_text(reader.read_text() + "\n# changed\n")
+    assert source_fingerprint(copy) != before
+    (copy / "report.py").write_text("# not a reader\n")  # outside ingest/model: no effect
+    reader.write_text(reader.read_text().removesuffix("\n# changed\n"))
+    assert source_fingerprint(copy) == before

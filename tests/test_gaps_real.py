@@ -48,9 +48,9 @@ class PlainUnion:
 
 
 def _unions(session: TraceSession) -> dict[tuple[int, int], PlainUnion]:
-    rows = session.events.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"])).select(
-        "rank", "device", "start_ns", "dur_ns"
-    )
+    rows = session.events.filter(
+        pl.col("kind").is_in(["kernel", "memcpy", "memset", "cuda_graph"])
+    ).select("rank", "device", "start_ns", "dur_ns")
     spans: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for r, d, s, dur in rows.iter_rows():
         spans.setdefault((r, d), []).append((s, s + dur))

@@ -76,3 +76,77 @@ def test_broken_link_loop_and_long_name(tmp_path: Path, capsys: pytest.CaptureFi
 def test_directory_given_to_monitor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _out, err = run_cli(["monitor", str(tmp_path)], capsys)
     assert code == 2 and "is a directory" in _one_line_error(err)
+
+
+def _unprivileged() -> list[str]:
+    """Command prefix under which file permissions apply. Root ignores them, so as root the
+    child runs without the capabilities that bypass them (``setpriv``); skips when that is
+    not possible here."""
+    if os.geteuid() != 0:
+        return []
+    import shutil
+    import tempfile
+
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: file permissions cannot be tested")
+    prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+    with tempfile.NamedTemporaryFile() as probe:
+        os.chmod(probe.name, 0)
+        done = subprocess.run([*prefix, "cat", probe.name], capture_output=True, check=False)
+    if done.returncode == 0:
+        pytest.skip("setpriv cannot drop the capabilities here: permissions cannot be tested")
+    return prefix
+
+
+def _denied(tmp_path: Path) -> dict[str, tuple[list[str], str, str]]:
+    """case -> (tf arguments, path the line must name, words it must hold)."""
+    sample = (
+        Path(__file__).resolve().parents[1] / "examples" / "synthetic_training.pt.trace.json.gz"
+    )
+    locked = tmp_path / "locked.json"
+    locked.write_text("{}")
+    locked_dir = tmp_path / "locked_dir"
+    locked_dir.mkdir()
+    (locked_dir / "rank0.json.gz").write_bytes(sample.read_bytes())
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    (ranks / "rank0.json.gz").write_bytes(sample.read_bytes())
+    (ranks / "rank1.json.gz").write_bytes(sample.read_bytes())
+    no_search = tmp_path / "no_search"
+    no_search.mkdir()
+    (no_search / "t.json.gz").write_bytes(sample.read_bytes())
+    denied = "permission denied; make it readable or copy it"
+    return {
+        "file": (["analyze", str(locked)], str(locked), denied),
+        "log": (["monitor", str(locked)], str(locked), denied),
+        "--monitor log": (
+            ["analyze", str(sample), "--monitor", str(locked)], str(locked), denied),
+        "directory": (["analyze", str(locked_dir)], str(locked_dir), denied),
+        "rank file": (["analyze", str(ranks)], str(ranks / "rank1.json.gz"), denied),
+        "parent": (
+            ["analyze", str(no_search / "t.json.gz")], str(no_search / "t.json.gz"),
+            "cannot open (Permission denied); check the path"),
+    }  # fmt: skip
+
+
+def test_permission_denied_is_one_line_with_advice(tmp_path: Path) -> None:
+    prefix = _unprivileged()
+    cases = _denied(tmp_path)
+    before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
+    for name in ("locked.json", "ranks/rank1.json.gz", "locked_dir"):
+        (tmp_path / name).chmod(0)
+    (tmp_path / "no_search").chmod(0o600)  # listable, but its files cannot be reached
+    try:
+        for case, (args, named, words) in cases.items():
+            done = subprocess.run(
+                [*prefix, *TF, *args], capture_output=True, text=True, timeout=120, check=False
+            )
+            assert done.returncode == 2, (case, done.stderr)
+            line = _one_line_error(done.stderr)
+            assert named in line and words in line, (case, line)
+    finally:
+        for p in [*tmp_path.iterdir(), tmp_path / "ranks" / "rank1.json.gz"]:
+            p.chmod(0o755)
+    after = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
+    assert after == before  # nothing written beside the inputs, nothing touched

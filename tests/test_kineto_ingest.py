@@ -154,7 +154,7 @@ def test_rank_directory_loads_both_ranks() -> None:
     assert session.events["event_id"].is_unique().all()
     # no deviceProperties: devices come from events, with empty names
     assert {(d.rank, d.device, d.name) for d in session.meta.devices} == {
-        (rank, dev, "") for rank, dev in expected
+        (rank, dev, "unknown") for rank, dev in expected
     }
     assert session.meta.distributed["world_size"] == 128
 

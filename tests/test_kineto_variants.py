@@ -247,8 +247,8 @@ def test_rocm_device_from_args_then_labels(tmp_path: Path) -> None:
     assert ev["stream"].to_list() == [None, 0, 0, 0]
     assert ev.row(3, named=True)["copy_kind"] == "h2d"
     assert {(d.device, d.vendor, d.name) for d in session.meta.devices} == {
-        (1, "amd", ""),
-        (3, "amd", ""),
+        (1, "amd", "unknown"),
+        (3, "amd", "unknown"),
     }
     assert not session.meta.clock_is_wall  # small relative times without a base
 
@@ -286,7 +286,7 @@ def test_device_properties_and_missing_metadata(tmp_path: Path) -> None:
         85_000_000_000,
         "nvidia",
     )
-    assert (d2.device, d2.name) == (2, "")
+    assert (d2.device, d2.name) == (2, "unknown")
     assert session.meta.distributed == {}
     assert session.ranks == [0]
 

@@ -92,6 +92,7 @@ def _expected_busy(path: Path) -> dict[int, tuple[int, int]]:
             "CUPTI_ACTIVITY_KIND_KERNEL",
             "CUPTI_ACTIVITY_KIND_MEMCPY",
             "CUPTI_ACTIVITY_KIND_MEMSET",
+            "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
         ):
             if t in tables:
                 for dev, s, e in conn.execute(f"SELECT deviceId, start, end FROM {t}"):
@@ -120,7 +121,7 @@ def test_real_export_counts_and_busy(rel: str) -> None:
     for dev in busy:
         s, e = ctx.dev_union(ctx.devices.index((0, dev)))
         gpu = session.events.filter(
-            session.events["kind"].is_in(["kernel", "memcpy", "memset"])
+            session.events["kind"].is_in(["kernel", "memcpy", "memset", "cuda_graph"])
             & (session.events["device"] == dev)
         )
         window = int((gpu["start_ns"] + gpu["dur_ns"]).max()) - int(gpu["start_ns"].min())  # type: ignore[arg-type]

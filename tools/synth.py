@@ -130,6 +130,10 @@ class SynthTrace:
         self.expected_idle_by_cause: dict[str, int] = {}
         self._next_corr = _FIRST_CORRELATION
         self._next_ext = _FIRST_EXTERNAL_ID
+        #: How graph replays are written: ``"node"`` (one kernel row per graph node, the
+        #: default of PyTorch's profiler) or ``"graph"`` (nsys ``--cuda-graph-trace=graph``: one
+        #: graph-level row per launch; Kineto has no such record, so its nodes are left out).
+        self.graph_trace = "node"
 
     # ----------------------------------------------------------------- building
     def _add(self, ev: SynthEvent) -> int:
@@ -241,6 +245,61 @@ class SynthTrace:
         self._add(gpu)
         return corr
 
+    def graph_launch(
+        self,
+        host_start_ns: int,
+        host_dur_ns: int,
+        nodes: list[tuple[str, int, int]],
+        *,
+        graph_id: int = 1,
+        stream: int = 7,
+        device: int = 0,
+        api: str = "cudaGraphLaunch",
+        tid: int = 1,
+    ) -> int:
+        """A graph launch call plus its nodes, ``(kernel name, start_ns, dur_ns)`` each, all
+        sharing the launch's correlation id (as CUPTI records graph kernels). Returns it."""
+        corr = self._corr(None)
+        host = SynthEvent("cuda_api", api, host_start_ns, host_dur_ns, tid=tid)
+        host.correlation = corr
+        self._add(host)
+        for i, (name, start, dur) in enumerate(nodes):
+            if start < host_start_ns:
+                raise ValueError(f"{name}: a graph node cannot start before its launch")
+            node = SynthEvent("kernel", name, start, dur, device=device, stream=stream, tid=tid)
+            node.correlation = corr
+            node.args = {"graph id": graph_id, "graph node id": i + 1}
+            self._add(node)
+        return corr
+
+    def graph_spans(self) -> list[SynthEvent]:
+        """One graph-level record per graph launch: from its first node's start to its last
+        node's end, named ``CUDA Graph <id>`` (what ``graph`` trace mode writes)."""
+        spans: dict[int, SynthEvent] = {}
+        for e in self.events:
+            if e.kind != "kernel" or "graph id" not in e.args or e.correlation is None:
+                continue
+            cur = spans.get(e.correlation)
+            if cur is None:
+                spans[e.correlation] = SynthEvent(
+                    "cuda_graph", f"CUDA Graph {e.args['graph id']}", e.start_ns, e.dur_ns,
+                    device=e.device, stream=e.stream, correlation=e.correlation,
+                    args={"graph id": e.args["graph id"]},
+                )  # fmt: skip
+            else:
+                end = max(cur.end_ns, e.end_ns)
+                cur.start_ns = min(cur.start_ns, e.start_ns)
+                cur.dur_ns = end - cur.start_ns
+        return list(spans.values())
+
+    def recorded(self) -> list[SynthEvent]:
+        """The events a writer writes: in ``graph`` mode graph nodes are replaced by
+        ``graph_spans`` (nsys) or dropped (Kineto drops the spans too: see ``graph_trace``)."""
+        if self.graph_trace == "node":
+            return list(self.events)
+        kept = [e for e in self.events if not (e.kind == "kernel" and "graph id" in e.args)]
+        return kept + self.graph_spans()
+
     def gpu_sync(
         self,
         name: str,
@@ -267,11 +326,12 @@ class SynthTrace:
         return sorted({e.device for e in self.events if e.device is not None} or {0})
 
     def busy_union(self, device: int = 0) -> list[tuple[int, int]]:
-        """Union of kernel/memcpy/memset intervals on ``device`` as (start, end) relative ns."""
+        """Union of the recorded kernel/memcpy/memset/graph intervals on ``device`` as (start,
+        end) relative ns."""
         spans = sorted(
             (e.start_ns, e.end_ns)
-            for e in self.events
-            if e.kind in GPU_WORK_KINDS and e.device == device
+            for e in self.recorded()
+            if e.kind in (*GPU_WORK_KINDS, "cuda_graph") and e.device == device
         )
         out: list[tuple[int, int]] = []
         for s, e in spans:

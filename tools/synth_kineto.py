@@ -231,8 +231,11 @@ _CBID_NAMES = {"cudaLaunchKernel": 211, "cuLaunchKernel": 307, "cudaMemcpyAsync"
 def kineto_text(tr: SynthTrace) -> str:
     """The whole trace as JSON text."""
     exts = tr.resolved_external_ids()
+    # graph trace mode: Kineto has no graph-level record, so the graph nodes are not written
+    recorded = {id(e) for e in tr.recorded()}
     order = sorted(
-        range(len(tr.events)), key=lambda i: (tr.events[i].start_ns, -tr.events[i].dur_ns)
+        (i for i in range(len(tr.events)) if id(tr.events[i]) in recorded),
+        key=lambda i: (tr.events[i].start_ns, -tr.events[i].dur_ns),
     )
     by_corr_api: dict[int, SynthEvent] = {}
     for e in tr.events:

@@ -14,7 +14,9 @@ Mapping:
 - os_call -> OSRT_API row (eventClass 27, OS runtime);
 - cuda_api / launch calls -> CUPTI_ACTIVITY_KIND_RUNTIME with a versioned name
   (``cudaLaunchKernel_v7000``; driver ``cu*`` names unversioned, eventClass 1);
-- gpu_sync -> CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (syncType from the name).
+- gpu_sync -> CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (syncType from the name);
+- graph launches -> kernel rows with graphId/graphNodeId (``graph_trace = "node"``) or one
+  CUPTI_ACTIVITY_KIND_GRAPH_TRACE row per launch (``"graph"``).
 globalTid = (1 << 48) | (pid << 24) | tid; globalPid = (1 << 48) | (pid << 24).
 """
 
@@ -105,6 +107,10 @@ CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER, utcTime TEXT,
  localTime TEXT, systemClockNs INTEGER);
 CREATE TABLE ThreadNames (nameId INTEGER NOT NULL, priority INTEGER, globalTid INTEGER);
 CREATE TABLE PROCESSES (globalPid INTEGER, pid INTEGER, name TEXT);
+CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start INTEGER NOT NULL, end INTEGER NOT NULL,
+ deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, greenContextId INTEGER,
+ streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, graphId INTEGER NOT NULL,
+ graphExecId INTEGER NOT NULL);
 CREATE TABLE ANALYSIS_DETAILS (globalVid INTEGER NOT NULL, duration INTEGER NOT NULL,
  startTime INTEGER NOT NULL, stopTime INTEGER NOT NULL);
 """
@@ -221,7 +227,7 @@ def _fill(con: sqlite3.Connection, tr: SynthTrace) -> None:
         rows.setdefault(table, []).append(row)
 
     grid_id = 0
-    for ev in sorted(tr.events, key=lambda e: (e.start_ns, -e.dur_ns)):
+    for ev in sorted(tr.recorded(), key=lambda e: (e.start_ns, -e.dur_ns)):
         end = ev.end_ns
         if ev.kind in ("cpu_op", "annotation", "python"):
             gt = global_tid(tr.pid, ev.tid or 0)
@@ -234,67 +240,87 @@ def _fill(con: sqlite3.Connection, tr: SynthTrace) -> None:
             cls = 1 if is_driver_api(ev.name) else 0
             name_id = sid(versioned_api(ev.name))
             add("CUPTI_ACTIVITY_KIND_RUNTIME", (ev.start_ns, end, cls, gt, ev.correlation, name_id))
-        elif ev.kind == "kernel":
-            grid_id += 1
-            g, b = ev.grid or (1, 1, 1), ev.block or (128, 1, 1)
-            add(
-                "CUPTI_ACTIVITY_KIND_KERNEL",
-                (
-                    ev.start_ns,
-                    end,
-                    ev.device,
-                    1,
-                    ev.stream,
-                    ev.correlation,
-                    gpid,
-                    sid(ev.name),
-                    sid(short_kernel_name(ev.name)),
-                    *g,
-                    *b,
-                    grid_id,
-                ),
-            )
-        elif ev.kind == "memcpy":
-            add(
-                "CUPTI_ACTIVITY_KIND_MEMCPY",
-                (
-                    ev.start_ns,
-                    end,
-                    ev.device,
-                    1,
-                    ev.stream,
-                    ev.correlation,
-                    gpid,
-                    ev.bytes or 0,
-                    _COPY_KIND_ID.get(ev.copy_kind or "unknown", 0),
-                    _MEM_KIND_ID.get(ev.src_mem or "unknown", 7),
-                    _MEM_KIND_ID.get(ev.dst_mem or "unknown", 7),
-                ),
-            )
-        elif ev.kind == "memset":
-            add(
-                "CUPTI_ACTIVITY_KIND_MEMSET",
-                (
-                    ev.start_ns,
-                    end,
-                    ev.device,
-                    1,
-                    ev.stream,
-                    ev.correlation,
-                    gpid,
-                    ev.bytes or 0,
-                    _MEM_KIND_ID.get(ev.dst_mem or "device", 2),
-                ),
-            )
-        elif ev.kind == "gpu_sync":
-            sync = _SYNC_TYPE_ID.get(re.sub(r"\s+", " ", ev.name.lower()).strip(), 0)
-            add(
-                "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
-                (ev.start_ns, end, ev.device, 1, ev.stream, ev.correlation, gpid, sync),
-            )
+        else:
+            grid_id += ev.kind == "kernel"
+            found = _gpu_row(ev, sid, gpid, grid_id)
+            if found is not None:
+                add(*found)
     _insert(con, rows)
     _insert_static(con, tr, sid)
     con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, v) for v, i in sid.ids.items()])
+
+
+def _gpu_row(
+    ev: SynthEvent, sid: _Strings, gpid: int, grid_id: int
+) -> tuple[str, tuple[Any, ...]] | None:
+    """The table and row of one GPU event (None for kinds nsys has no GPU table for)."""
+    end = ev.end_ns
+    if ev.kind == "kernel":
+        g, b = ev.grid or (1, 1, 1), ev.block or (128, 1, 1)
+        return (
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            (
+                ev.start_ns,
+                end,
+                ev.device,
+                1,
+                ev.stream,
+                ev.correlation,
+                gpid,
+                sid(ev.name),
+                sid(short_kernel_name(ev.name)),
+                *g,
+                *b,
+                grid_id,
+                ev.args.get("graph id"),
+                ev.args.get("graph node id"),
+            ),
+        )
+    if ev.kind == "cuda_graph":
+        gid = ev.args["graph id"]
+        return (
+            "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+            (ev.start_ns, end, ev.device, 1, ev.stream, ev.correlation, gpid, gid, gid),
+        )
+    if ev.kind == "memcpy":
+        return (
+            "CUPTI_ACTIVITY_KIND_MEMCPY",
+            (
+                ev.start_ns,
+                end,
+                ev.device,
+                1,
+                ev.stream,
+                ev.correlation,
+                gpid,
+                ev.bytes or 0,
+                _COPY_KIND_ID.get(ev.copy_kind or "unknown", 0),
+                _MEM_KIND_ID.get(ev.src_mem or "unknown", 7),
+                _MEM_KIND_ID.get(ev.dst_mem or "unknown", 7),
+            ),
+        )
+    if ev.kind == "memset":
+        return (
+            "CUPTI_ACTIVITY_KIND_MEMSET",
+            (
+                ev.start_ns,
+                end,
+                ev.device,
+                1,
+                ev.stream,
+                ev.correlation,
+                gpid,
+                ev.bytes or 0,
+                _MEM_KIND_ID.get(ev.dst_mem or "device", 2),
+            ),
+        )
+    if ev.kind == "gpu_sync":
+        sync = _SYNC_TYPE_ID.get(re.sub(r"\s+", " ", ev.name.lower()).strip(), 0)
+        return (
+            "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+            (ev.start_ns, end, ev.device, 1, ev.stream, ev.correlation, gpid, sync),
+        )
+    return None
 
 
 _INSERTS = {
@@ -306,10 +332,15 @@ _INSERTS = {
     " VALUES (?, ?, ?, ?, ?, ?, 0, NULL)",
     "CUPTI_ACTIVITY_KIND_KERNEL": "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId,"
     " contextId, streamId, correlationId, globalPid, demangledName, shortName, gridX, gridY,"
-    " gridZ, blockX, blockY, blockZ, gridId, launchType, cacheConfig, registersPerThread,"
-    " staticSharedMemory, dynamicSharedMemory, localMemoryPerThread, localMemoryTotal,"
-    " sharedMemoryExecuted, sharedMemoryLimitConfig, tensorSizeMinusOneElements)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0, 32, 0, 0, 0, 0, 0, 0, '')",
+    " gridZ, blockX, blockY, blockZ, gridId, graphId, graphNodeId, launchType, cacheConfig,"
+    " registersPerThread, staticSharedMemory, dynamicSharedMemory, localMemoryPerThread,"
+    " localMemoryTotal, sharedMemoryExecuted, sharedMemoryLimitConfig,"
+    " tensorSizeMinusOneElements)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0, 32, 0, 0, 0, 0, 0, 0,"
+    " '')",
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": "INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start, end,"
+    " deviceId, contextId, streamId, correlationId, globalPid, graphId, graphExecId)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
     "CUPTI_ACTIVITY_KIND_MEMCPY": "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start, end, deviceId,"
     " contextId, streamId, correlationId, globalPid, bytes, copyKind, srcKind, dstKind,"
     " copyCount) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",

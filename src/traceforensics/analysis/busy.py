@@ -6,7 +6,9 @@
     idle:                      gap   gap
 
 Busy kinds (``BUSY_CLASSES``) partition a device's ops: ``communication`` (any op flagged as
-collective/peer communication), ``kernel`` (other kernels: compute), ``memcpy``, ``memset``.
+collective/peer communication), ``kernel`` (other kernels: compute, including graph-level
+``cuda_graph`` records, a whole graph replay whose nodes were not traced), ``memcpy``,
+``memset``.
 Each kind's busy time is the length of its own union; kinds overlap on different streams, so
 they can sum to more than the total. Sync records are waits, not work. Times are integer ns.
 """

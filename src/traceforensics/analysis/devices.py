@@ -31,6 +31,7 @@ from traceforensics.analysis.idle.gaps import IdleAnalysis
 from traceforensics.analysis.kernels.results import KernelAnalysis
 from traceforensics.analysis.utilization.patterns import CauseVerdict, check_causes
 from traceforensics.analysis.utilization.timeline import DevicePattern
+from traceforensics.model.session import UNKNOWN_DEVICE
 
 
 @dataclass
@@ -70,6 +71,7 @@ class DeviceRecord:
     memcpy_count: int
     memset_count: int
     stream_count: int
+    graph_count: int = 0
     top_kernels: list[KernelTotal] = field(default_factory=list)
     idle_by_cause: dict[str, int] = field(default_factory=dict)
     n_gaps: int = 0
@@ -111,7 +113,7 @@ def device_records(
         rec = DeviceRecord(
             rank=key[0],
             device=key[1],
-            name=names.get(key, ""),
+            name=names.get(key, UNKNOWN_DEVICE),
             window_kind=ctx.options.idle.window,
             window_start_ns=lo,
             window_ns=hi - lo,
@@ -121,6 +123,7 @@ def device_records(
             kernel_count=c.get("kernel", 0),
             memcpy_count=c.get("memcpy", 0),
             memset_count=c.get("memset", 0),
+            graph_count=c.get("cuda_graph", 0),
             stream_count=c.get("streams", 0),
             top_kernels=[
                 KernelTotal(n, k, t, t // k, t / busy if busy else 0.0)
@@ -146,17 +149,19 @@ def _counts(ctx: AnalysisContext) -> dict[tuple[int, int], dict[str, int]]:
         (pl.col("kind") == "kernel").sum().alias("kernel"),
         (pl.col("kind") == "memcpy").sum().alias("memcpy"),
         (pl.col("kind") == "memset").sum().alias("memset"),
+        (pl.col("kind") == "cuda_graph").sum().alias("cuda_graph"),
         pl.col("stream").n_unique().alias("streams"),
     )
     return {(int(r["rank"]), int(r["device"])): r for r in rows.iter_rows(named=True)}
 
 
 def _top_kernels(ctx: AnalysisContext, n: int) -> dict[tuple[int, int], list[tuple[str, int, int]]]:
-    """``(name, count, total_ns)`` of the ``n`` kernels with most total time per device."""
+    """``(name, count, total_ns)`` of the ``n`` kernels with most total time per device; a
+    graph-level record (``CUDA Graph <id>``) counts as one kernel of the graph's name."""
     if n <= 0:
         return {}
     top = (
-        ctx.work.filter(pl.col("kind") == "kernel")
+        ctx.work.filter(pl.col("kind").is_in(["kernel", "cuda_graph"]))
         .group_by("rank", "device", "name")
         .agg(pl.len().alias("count"), pl.col("dur_ns").sum().alias("total_ns"))
         .sort(["total_ns", "count", "name"], descending=[True, True, False])

@@ -32,6 +32,7 @@ def device_json(d: DeviceRecord) -> dict[str, Any]:
         "kernel_count": d.kernel_count,
         "memcpy_count": d.memcpy_count,
         "memset_count": d.memset_count,
+        "graph_count": d.graph_count,
         "stream_count": d.stream_count,
         "top_kernels": [k.to_json() for k in d.top_kernels],
         "window_kind": d.window_kind,

@@ -141,19 +141,22 @@ class AnalysisOptions:
             _positive("peak_tflops", k.peak_tflops)
         for name, v in (("top", k.top), ("top_gaps", i.top_gaps)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise OptionError(f"{name} {v!r}: must be an integer >= 0", name)
+                raise OptionError(f"{name} {v!r}: must be an integer >= 0; pass 0 or more", name)
         if i.window not in ("device", "trace"):
-            raise OptionError(f"window {i.window!r}: must be 'device' or 'trace'", "window")
+            raise OptionError(
+                f"window {i.window!r}: not a window; pass 'device' or 'trace'", "window"
+            )
         if st.window not in ("tiled", "annotation"):
             raise OptionError(
-                f"step_window {st.window!r}: must be 'tiled' or 'annotation'", "step_window"
+                f"step_window {st.window!r}: not a step window; pass 'tiled' or 'annotation'",
+                "step_window",
             )
         if st.pattern is not None:
             check_regex("step_pattern", st.pattern)
         for word in i.data_patterns:
             if not isinstance(word, str):
                 raise OptionError(
-                    f"data_patterns {word!r}: must be words (strings)", "data_patterns"
+                    f"data_patterns {word!r}: not a word; pass strings", "data_patterns"
                 )
 
 
@@ -172,12 +175,14 @@ def check_regex(name: str, pattern: str) -> None:
     """Raise ``OptionError`` naming option ``name`` when ``regex_error(pattern)``."""
     detail = regex_error(pattern)
     if detail is not None:
-        raise OptionError(f"{name} {pattern!r}: invalid regular expression ({detail})", name)
+        raise OptionError(
+            f"{name} {pattern!r}: invalid regular expression ({detail}); fix the pattern", name
+        )
 
 
 def _positive(name: str, v: float) -> None:
     if not isinstance(v, (int, float)) or not v > 0 or v == float("inf"):
-        raise OptionError(f"{name} {v!r}: must be a finite number > 0", name)
+        raise OptionError(f"{name} {v!r}: not a finite number > 0; pass one", name)
 
 
 #: The defaults, defined once (the CLI shows these).

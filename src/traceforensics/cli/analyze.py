@@ -25,7 +25,7 @@ from traceforensics.report.terminal import render_text
 
 
 @click.command("analyze")
-@click.argument("path", type=click.Path(path_type=str))
+@click.argument("path", type=click.Path(path_type=str, readable=False))
 @click.option("--json", "as_json", is_flag=True, help="Write the JSON analysis object to stdout.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the session cache.")
 @click.option(
@@ -95,7 +95,7 @@ from traceforensics.report.terminal import render_text
 @click.option(
     "--monitor",
     "monitor_path",
-    type=click.Path(path_type=str),
+    type=click.Path(path_type=str, readable=False),
     default=None,
     help="A monitoring log (nvidia-smi, dmon, dcgmi, table) to align with the trace.",
 )

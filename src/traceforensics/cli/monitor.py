@@ -15,7 +15,7 @@ from traceforensics.report.monitor_text import render_monitor_text
 
 
 @click.command("monitor")
-@click.argument("log", type=click.Path(path_type=str))
+@click.argument("log", type=click.Path(path_type=str, readable=False))
 @click.option("--json", "as_json", is_flag=True, help="Write the traceforensics.monitor/1 JSON.")
 @click.option(
     "--columns",

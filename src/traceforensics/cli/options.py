@@ -31,7 +31,10 @@ def positive_float(
         ok = math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
         if not ok:
             bound = ">= 0" if allow_zero else "> 0"
-            raise InputError(f"{_flag(param)} {value!r}: must be a finite number {bound}")
+            flag = _flag(param)
+            raise InputError(
+                f"{flag} {value!r}: not a finite number {bound}; pass one, e.g. {flag} 1"
+            )
         return value
 
     return check
@@ -40,7 +43,7 @@ def positive_float(
 def non_negative_int(ctx: click.Context, param: click.Parameter, value: int) -> int:
     """A click callback accepting integers >= 0."""
     if value < 0:
-        raise InputError(f"{_flag(param)} {value}: must be 0 or more")
+        raise InputError(f"{_flag(param)} {value}: negative; pass 0 or more")
     return value
 
 
@@ -50,7 +53,10 @@ def regex(ctx: click.Context, param: click.Parameter, value: str | None) -> str 
         return None
     detail = regex_error(value)
     if detail is not None:
-        raise InputError(f"{_flag(param)} {value!r}: invalid regular expression ({detail})")
+        raise InputError(
+            f"{_flag(param)} {value!r}: invalid regular expression ({detail}); fix the pattern "
+            "(quote it for the shell)"
+        )
     return value
 
 
@@ -68,10 +74,13 @@ def check_output(
     if target.is_dir():
         raise InputError(f"{path}: {what} is a directory; give a file name")
     if not target.parent.is_dir():
-        raise InputError(f"{path}: cannot write {what}: directory {path.parent} does not exist")
+        raise InputError(
+            f"{path}: cannot write {what}: directory {path.parent} does not exist; create it "
+            "or choose another path"
+        )
     if suffixes and path.suffix.lower() not in suffixes:
         raise InputError(
-            f"{path}: {what} must end in one of {', '.join(suffixes)} (the image format)"
+            f"{path}: {what} has no image suffix; end the name in one of {', '.join(suffixes)}"
         )
 
 

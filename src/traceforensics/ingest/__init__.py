@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from traceforensics.ingest.detect import check_input, rank_files, sniff_file
+from traceforensics.ingest.suspects import graph_launch_notes
 from traceforensics.model.session import TraceSession
 
 
@@ -38,6 +39,8 @@ def _load_uncached(p: Path) -> TraceSession:
             from traceforensics.ingest.nsys import load_nsys
 
             session = load_nsys(p)
+    # what the trace cannot show is said once, the same for every format
+    session.meta.warnings.extend(graph_launch_notes(session.events))
     session.validate()
     return session
 

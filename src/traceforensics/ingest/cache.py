@@ -2,12 +2,15 @@
 
 The cache lives only in the user cache directory (``$XDG_CACHE_HOME/traceforensics`` or
 ``~/.cache/traceforensics``), never beside the input. The key is a hash of the input's identity:
-absolute path, size and mtime (ns) of every file read, and the tool version. A changed input gets
-a new key; stale entries are simply never read again.
+absolute path, size and mtime (ns) of every file read, the tool version and a hash of the source
+of the ingesters and the model (so a changed reader never serves a session an older one made;
+the version number alone does not move between releases). A changed input gets a new key; stale
+entries are simply never read again.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -26,10 +29,19 @@ def cache_root() -> Path:
     return Path(base) / "traceforensics" / "sessions"
 
 
+@functools.cache
 def _tool_version() -> str:
     from traceforensics._version import __version__
 
-    return __version__
+    return f"{__version__}+{source_fingerprint(Path(__file__).resolve().parents[1])}"
+
+
+def source_fingerprint(package: Path) -> str:
+    """Hash of the ingesters' and the model's source under ``package`` (names and bytes)."""
+    h = hashlib.sha256()
+    for src in sorted([*package.glob("ingest/**/*.py"), *package.glob("model/*.py")]):
+        h.update(src.relative_to(package).as_posix().encode() + b"\0" + src.read_bytes())
+    return h.hexdigest()[:12]
 
 
 def input_key(path: Path) -> str:

@@ -42,6 +42,7 @@ def check_input(p: Path) -> None:
             f"{p}: not a regular file (a pipe, socket or device); give a trace file or a "
             "directory of rank files"
         )
+    # (the path's own permission: click is told not to check it, so this message is the one)
     if not os.access(p, os.R_OK | (os.X_OK if stat.S_ISDIR(mode) else 0)):
         raise InputError(f"{p}: permission denied; make it readable or copy it")
 
@@ -52,9 +53,9 @@ def sniff_file(path: Path) -> Format:
         with path.open("rb") as fh:
             head = fh.read(64)
     except PermissionError as exc:
-        raise InputError(f"{path}: cannot read the file (permission denied)") from exc
+        raise InputError(f"{path}: permission denied; make it readable or copy it") from exc
     except IsADirectoryError as exc:  # pragma: no cover - callers check first
-        raise InputError(f"{path}: is a directory") from exc
+        raise InputError(f"{path}: is a directory; pass a trace file") from exc
     if not head:
         raise UnsupportedFormatError(
             f"{path}: the file is empty; pass a PyTorch Profiler trace (.json/.json.gz) "

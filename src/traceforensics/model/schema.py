@@ -51,8 +51,9 @@ KINDS: Final[tuple[str, ...]] = (
     "marker",  # instant event (dur 0)
     "cuda_graph",  # CUDA graph launch / replay record
 )
-#: Kinds whose intervals make a device busy. Sync records are waits, not work.
-BUSY_KINDS: Final[tuple[str, ...]] = ("kernel", "memcpy", "memset")
+#: Kinds whose intervals make a device busy. Sync records are waits, not work. A graph-level
+#: record (``cuda_graph``: a whole graph launch when its nodes were not traced) is work.
+BUSY_KINDS: Final[tuple[str, ...]] = ("kernel", "memcpy", "memset", "cuda_graph")
 
 COPY_KINDS: Final[tuple[str, ...]] = ("h2d", "d2h", "d2d", "h2h", "p2p", "unknown")
 MEM_KINDS: Final[tuple[str, ...]] = (

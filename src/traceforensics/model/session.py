@@ -16,6 +16,7 @@ import polars as pl
 from traceforensics.model.errors import SchemaError
 from traceforensics.model.schema import (
     ARGS_SCHEMA,
+    BUSY_KINDS,
     EVENT_SCHEMA,
     REQUIRED_COLUMNS,
     conform_args,
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 SESSION_FORMAT_VERSION = 1
+#: The name of a GPU the trace does not name (never an empty string).
+UNKNOWN_DEVICE = "unknown"
 
 
 @dataclass
@@ -35,7 +38,7 @@ class DeviceInfo:
 
     rank: int
     device: int
-    name: str = ""
+    name: str = UNKNOWN_DEVICE
     sm_count: int | None = None
     compute_capability: str | None = None
     memory_bytes: int | None = None
@@ -128,7 +131,7 @@ class TraceSession:
             + [
                 (pl.col("dur_ns") < 0).sum().alias("_neg_dur"),
                 pl.col("event_id").n_unique().alias("_unique_ids"),
-                (pl.col("kind").is_in(["kernel", "memcpy", "memset"]) & pl.col("device").is_null())
+                (pl.col("kind").is_in(BUSY_KINDS) & pl.col("device").is_null())
                 .sum()
                 .alias("_gpu_without_device"),
             ]
@@ -160,7 +163,10 @@ class TraceSession:
         src = Path(directory)
         sidecar = json.loads((src / "meta.json").read_text(encoding="utf-8"))
         if sidecar.get("session_format") != SESSION_FORMAT_VERSION:
-            raise SchemaError(f"{src}: saved session format {sidecar.get('session_format')!r}")
+            raise SchemaError(
+                f"{src}: saved session format {sidecar.get('session_format')!r} is not "
+                f"{SESSION_FORMAT_VERSION}; load the trace again and save it with this version"
+            )
         events = conform_events(pl.read_parquet(src / "events.parquet"))
         args = conform_args(pl.read_parquet(src / "args.parquet"))
         session = cls(events, TraceMeta.from_dict(sidecar["meta"]), args)

@@ -57,7 +57,7 @@ def _device_table(analysis: Analysis) -> list[str]:
             [
                 str(d.rank),
                 str(d.device),
-                d.name or "-",
+                d.name,
                 fmt_ns(d.window_ns),
                 f"{fmt_ns(d.busy_ns)} ({fmt_pct(d.busy_fraction)})",
                 fmt_ns(d.idle_ns),

@@ -28,7 +28,7 @@ def summary_lines(analysis: Analysis, width: int) -> list[str]:
     """Window, busy, idle, counts and top kernels per device."""
     out: list[str] = []
     for dev in analysis.devices:
-        title = f"rank {dev.rank} · GPU {dev.device}" + (f" · {dev.name}" if dev.name else "")
+        title = f"rank {dev.rank} · GPU {dev.device} · {dev.name}"
         out.append(title)
         out.append(
             f"  window {fmt_ns(dev.window_ns)}   busy {fmt_ns(dev.busy_ns)} "
@@ -37,7 +37,9 @@ def summary_lines(analysis: Analysis, width: int) -> list[str]:
         )
         out.append(
             f"  {dev.kernel_count} kernels, {dev.memcpy_count} memcpy, "
-            f"{dev.memset_count} memset on {dev.stream_count} stream(s)"
+            f"{dev.memset_count} memset"
+            + (f", {dev.graph_count} graph replays" if dev.graph_count else "")
+            + f" on {dev.stream_count} stream(s)"
         )
         if dev.top_kernels:
             out.append("  top kernels by total time:")

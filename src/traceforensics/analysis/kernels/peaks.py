@@ -29,7 +29,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Final
 
-from traceforensics.model.session import DeviceInfo
+from traceforensics.model.session import UNKNOWN_DEVICE, DeviceInfo
 
 DTYPES: Final[tuple[str, ...]] = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
 _GIB: Final = 1 << 30
@@ -219,6 +219,13 @@ def unknown_peak(rank: int, device: int, override_tflops: float | None = None) -
     """Peak of a device the trace does not describe: the override, else unknown."""
     if override_tflops is not None:
         return DevicePeak(
-            rank, device, "", None, "override", {"*": float(override_tflops)}, None, "override"
+            rank,
+            device,
+            UNKNOWN_DEVICE,
+            None,
+            "override",
+            {"*": float(override_tflops)},
+            None,
+            "override",
         )
-    return DevicePeak(rank, device, "", None, "unknown", {}, None, None)
+    return DevicePeak(rank, device, UNKNOWN_DEVICE, None, "unknown", {}, None, None)

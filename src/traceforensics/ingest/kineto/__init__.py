@@ -47,7 +47,7 @@ def load_kineto(paths: Sequence[Path]) -> TraceSession:
     Raises ``InputError`` subclasses (one line naming the file) for unusable input.
     """
     if not paths:
-        raise InputError("no Kineto trace files given")
+        raise InputError("no Kineto trace files given; pass a trace file or a folder of them")
     # The parsed JSON tree has millions of objects and no cycles: the cyclic GC would scan it
     # again and again while it grows (about half the parse time), so it is paused while loading.
     gc_was_enabled = gc.isenabled()

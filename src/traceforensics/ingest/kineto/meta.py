@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from traceforensics.ingest.kineto.gpu import parse_index, parse_int
-from traceforensics.model.session import DeviceInfo
+from traceforensics.model.session import UNKNOWN_DEVICE, DeviceInfo
 
 _RANK_NAME_RES = (
     re.compile(r"rank[-_]?(\d+)", re.IGNORECASE),
@@ -83,10 +83,17 @@ def _capability(prop: dict[str, Any]) -> str | None:
     return f"{major}.{minor or 0}"
 
 
+def _name(value: object) -> str:
+    """The device name with whitespace collapsed; ``UNKNOWN_DEVICE`` when absent or blank
+    (ROCm traces often write ``""``)."""
+    text = " ".join(value.split()) if isinstance(value, str) else ""
+    return text or UNKNOWN_DEVICE
+
+
 def devices_for(
     top: dict[str, Any], rank: int, seen_devices: Iterable[int], vendor: str
 ) -> list[DeviceInfo]:
-    """``DeviceInfo`` per ``deviceProperties`` entry plus, with an empty name, every GPU index
+    """``DeviceInfo`` per ``deviceProperties`` entry plus, named "unknown", every GPU index
     seen in events but not listed there (e.g. files without ``deviceProperties``)."""
     out: dict[int, DeviceInfo] = {}
     props = top.get("deviceProperties")
@@ -98,7 +105,7 @@ def devices_for(
         out[dev] = DeviceInfo(
             rank=rank,
             device=dev,
-            name=str(prop.get("name") or ""),
+            name=_name(prop.get("name")),
             sm_count=parse_int(prop.get("numSms")),
             compute_capability=_capability(prop),
             memory_bytes=parse_int(prop.get("totalGlobalMem")),
@@ -106,7 +113,7 @@ def devices_for(
         )
     for dev in seen_devices:
         if dev not in out:
-            out[dev] = DeviceInfo(rank=rank, device=dev, name="", vendor=vendor)
+            out[dev] = DeviceInfo(rank=rank, device=dev, vendor=vendor)
     return [out[d] for d in sorted(out)]
 
 

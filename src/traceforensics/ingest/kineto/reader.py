@@ -44,11 +44,15 @@ def read_bytes(path: Path) -> bytes:
     try:
         data = path.read_bytes()
     except FileNotFoundError as exc:
-        raise InputError(f"{path}: no such file or directory") from exc
+        raise InputError(f"{path}: no such file or directory; check the path") from exc
     except IsADirectoryError as exc:
         raise InputError(f"{path}: is a directory; pass a trace file") from exc
+    except PermissionError as exc:
+        raise InputError(f"{path}: permission denied; make it readable or copy it") from exc
     except OSError as exc:
-        raise InputError(f"{path}: cannot read the file ({exc.strerror or exc})") from exc
+        raise InputError(
+            f"{path}: cannot read the file ({exc.strerror or exc}); check the path and the disk"
+        ) from exc
     if data.startswith(GZIP_MAGIC):
         try:
             data = gzip.decompress(data)

@@ -68,7 +68,11 @@ def load_monitor_log(
     if p.is_dir():
         raise InputError(f"{p}: is a directory; give the path of a monitoring log file")
     if interval_s is not None and interval_s <= 0:
-        raise OptionError(f"{p}: interval_s must be positive (got {interval_s})", "interval_s")
+        raise OptionError(
+            f"{p}: interval_s {interval_s!r} is not positive; pass the sampling interval in "
+            "seconds, e.g. 1",
+            "interval_s",
+        )
     overrides = parse_column_map(columns, p)
     try:
         with p.open("rb") as fh:

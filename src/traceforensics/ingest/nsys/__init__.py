@@ -28,7 +28,8 @@ def load_nsys(path: Path) -> TraceSession:
         exported = ensure_sqlite(path)
         return load_sqlite(exported, input_format="nsys-rep", display=path)
     raise UnsupportedFormatError(
-        f"{path}: not an Nsight Systems file (neither a SQLite export nor a .nsys-rep)"
+        f"{path}: not an Nsight Systems file (neither a SQLite export nor a .nsys-rep); pass "
+        "a .sqlite export or a .nsys-rep report"
     )
 
 

@@ -176,7 +176,7 @@ class ExportDb:
 
     def __init__(self, path: Path) -> None:
         if not path.is_file():
-            raise InputError(f"{path}: no such file")
+            raise InputError(f"{path}: no such file; check the path")
         self.shown = path
         # a WAL-mode export is read from a private copy: nothing may appear beside the input
         self._private = private_copy(path) if is_wal(path) else None

@@ -88,7 +88,10 @@ def ensure_sqlite(report: Path) -> Path:
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     except OSError as exc:
-        raise ToolMissingError(f"{report}: could not run nsys ({exc})") from exc
+        raise ToolMissingError(
+            f"{report}: could not run nsys ({exc}); install Nsight Systems or export the report "
+            "to SQLite where nsys runs (nsys export --type sqlite)"
+        ) from exc
     if proc.returncode != 0 or not partial.is_file():
         partial.unlink(missing_ok=True)
         detail = (proc.stderr or proc.stdout).strip().splitlines()
@@ -107,7 +110,9 @@ def ensure_sqlite(report: Path) -> Path:
     try:
         key_file.write_text(json.dumps(key), encoding="utf-8")
     except OSError as exc:  # pragma: no cover - folder writable a moment ago
-        raise InputError(f"{report}: cannot write the export cache key ({exc})") from exc
+        raise InputError(
+            f"{report}: cannot write the export cache key ({exc}); check the disk"
+        ) from exc
     _progress(f"traceforensics: export done ({target.stat().st_size} bytes)")
     return target
 

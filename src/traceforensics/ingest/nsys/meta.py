@@ -4,8 +4,11 @@
   ``EXPORT_SCHEMA_VERSION``; legacy exports have neither and report ``None``.
 - GPUs: ``TARGET_INFO_GPU`` (key ``id``) or legacy ``TARGET_INFO_CUDA_GPU`` (key ``deviceId``).
   Non-CUDA adapters (Windows lists Intel/Microsoft adapters there) report no SMs and compute
-  capability 0 and are skipped. ``clockRate`` is Hz in current exports; a value below 10 MHz is
-  taken as kHz (CUDA's own unit) so both land in ``clock_khz``. ``memoryBandwidth`` is B/s.
+  capability 0 and are skipped; a layout without those columns keeps every row. The name is
+  ``name`` as text, or a ``StringIds`` id held in ``name``/``nameId`` (older layouts), else
+  ``chipName``, else ``"unknown"``. ``clockRate`` is Hz in current exports; a value below
+  10 MHz is taken as kHz (CUDA's own unit) so both land in ``clock_khz``. ``memoryBandwidth``
+  is B/s.
 - Warnings: ``DIAGNOSTIC_EVENT`` rows of warning/error severity whose text speaks of lost or
   dropped data, deduplicated with a count.
 - Clock: ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` is wall time of session t=0.
@@ -21,7 +24,7 @@ import polars as pl
 from traceforensics.ingest.nsys.common import PID_SQL, TID_SQL, as_int, col_sql
 from traceforensics.ingest.nsys.db import ExportDb
 from traceforensics.model.schema import MAX_INDEX
-from traceforensics.model.session import DeviceInfo
+from traceforensics.model.session import UNKNOWN_DEVICE, DeviceInfo
 
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 LOST_DATA_RE = re.compile(
@@ -64,7 +67,8 @@ def devices(db: ExportDb) -> list[DeviceInfo]:
         return []
     cols = {
         "id": col_sql(db, table, key),
-        "name": col_sql(db, table, "name"),
+        "name": col_sql(db, table, "name", "nameId"),
+        "chip": col_sql(db, table, "chipName"),
         "sm": col_sql(db, table, "smCount", "numMultiprocessors"),
         "major": col_sql(db, table, "computeMajor", "computeCapabilityMajor"),
         "minor": col_sql(db, table, "computeMinor", "computeCapabilityMinor"),
@@ -72,18 +76,21 @@ def devices(db: ExportDb) -> list[DeviceInfo]:
         "bw": col_sql(db, table, "memoryBandwidth"),
         "clock": col_sql(db, table, "clockRate", "coreClockRate"),
     }
+    # a layout without SM / capability columns cannot tell adapters apart: keep every row
+    described = cols["sm"] != "NULL" or cols["major"] != "NULL"
     raw = db.fetch(f"SELECT {', '.join(cols.values())} FROM {table}", list(cols)).rows(named=True)
     # one bad field (text, a blob) costs that field, never the analysis
-    rows = [{k: (v if k == "name" else as_int(v)) for k, v in r.items()} for r in raw]
+    rows = [{k: (v if k in ("name", "chip") else as_int(v)) for k, v in r.items()} for r in raw]
+    strings = _string_ids(db, [r["name"] for r in rows])
     out: dict[int, DeviceInfo] = {}
     for r in rows:
-        if r["id"] is None or not (r["sm"] or r["major"]):
+        if r["id"] is None or (described and not (r["sm"] or r["major"])):
             continue  # not a CUDA device (no SMs, no compute capability)
         if not 0 <= r["id"] < MAX_INDEX:
             continue  # damage (an id no device has); it would match no row
         clock = r["clock"]
         clock_khz = None if not clock else (clock // 1000 if clock >= 10_000_000 else clock)
-        name = r["name"] if isinstance(r["name"], str) else ""
+        name = _device_name(r["name"], r["chip"], strings)
         out.setdefault(
             int(r["id"]),
             DeviceInfo(
@@ -101,6 +108,25 @@ def devices(db: ExportDb) -> list[DeviceInfo]:
             ),
         )
     return [out[k] for k in sorted(out)]
+
+
+def _string_ids(db: ExportDb, values: list[object]) -> dict[int, str]:
+    """``StringIds`` values for the integer ids among ``values`` (older layouts store the GPU
+    name as a string id)."""
+    ids = {v for v in values if isinstance(v, int) and not isinstance(v, bool)}
+    if not ids or not {"id", "value"} <= set(db.columns("StringIds")):
+        return {}
+    listed = ", ".join(str(i) for i in sorted(ids))
+    rows = db.fetch(f"SELECT id, value FROM StringIds WHERE id IN ({listed})", ["id", "value"])
+    return {i: v for i, v in rows.rows() if isinstance(i, int) and isinstance(v, str)}
+
+
+def _device_name(raw: object, chip: object, strings: dict[int, str]) -> str:
+    """Text name, else the string id's text, else the chip name, else ``UNKNOWN_DEVICE``."""
+    for value in (raw, strings.get(raw) if isinstance(raw, int) else None, chip):
+        if isinstance(value, str) and (text := " ".join(value.split())):
+            return text
+    return UNKNOWN_DEVICE
 
 
 def session_start_ns(db: ExportDb) -> int | None:
