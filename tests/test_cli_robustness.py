@@ -178,10 +178,19 @@ def test_events_without_ts_or_dur(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 @pytest.mark.parametrize("ts", [10**30, 2**62, 1e300])
 def test_huge_timestamps(ts: float, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A timestamp beyond int64 ns costs its event (issue 10: one bad field costs that field):
+    the rest is analysed exactly as without it, with a warning; alone, it is refused."""
     events = [*_good_events(), _kernel("gemm", ts, 100)]
     path = _write_json(tmp_path / "huge.json", {"traceEvents": events})
-    code, _out, err = run_cli(["analyze", "--no-cache", str(path)], capsys)
-    _assert_one_line_error(code, err, "huge.json")
+    code, out, err = run_cli(["analyze", "--no-cache", "--json", str(path)], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert any("1 events with a ts/dur" in w for w in doc["warnings"]), doc["warnings"]
+    code, want, _ = run_cli(["analyze", "--no-cache", "--json", str(_good_trace(tmp_path))], capsys)
+    assert doc["devices"] == json.loads(want)["devices"]
+    alone = _write_json(tmp_path / "alone.json", {"traceEvents": [_kernel("gemm", ts, 100)]})
+    code, _out, err = run_cli(["analyze", "--no-cache", str(alone)], capsys)
+    assert "int64" in _assert_one_line_error(code, err, "alone.json")
 
 
 def test_nan_and_infinity_literals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

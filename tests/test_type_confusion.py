@@ -132,3 +132,33 @@ def test_kineto_unhashable_fields_cost_their_event(
     assert code == 0
     doc = json.loads(out)
     assert [(o["op"], o["flops"]) for o in doc["ops"]] == [("aten::mm", 2 * 64 * 32 * 16)]
+
+
+def test_a_bad_timestamp_costs_its_event_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ts/dur that is not a number of µs (text, beyond int64 ns, a list) drops that event
+    with one warning naming the count and an example; the other events are analysed as if
+    the bad ones had never been written."""
+    good = [
+        {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": 10.0 * i,
+         "dur": 4.0, "args": {"device": 0, "stream": 7}}
+        for i in range(1, 6)
+    ]  # fmt: skip
+    bad = [
+        {**good[0], "name": "text ts", "ts": "soon"},
+        {**good[1], "name": "huge ts", "ts": 2**70},
+        {**good[2], "name": "list dur", "dur": [1]},
+        {**good[3], "name": "nan-like", "ts": "NaN"},
+    ]
+    clean, dirty = tmp_path / "clean.json", tmp_path / "dirty.json"
+    clean.write_text(json.dumps({"traceEvents": good}))
+    dirty.write_text(json.dumps({"traceEvents": good[:2] + bad + good[2:]}))
+    _, want = _check(clean, capsys)
+    code, got = _check(dirty, capsys)
+    assert code == 0
+    doc = json.loads(got)
+    notes = [w for w in doc["warnings"] if "ts/dur" in w]
+    assert len(notes) == 1 and notes[0].startswith(f"{dirty}: 4 events"), doc["warnings"]
+    assert "'soon'" in notes[0]
+    assert doc["devices"] == json.loads(want)["devices"]

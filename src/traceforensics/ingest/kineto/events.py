@@ -38,7 +38,7 @@ from traceforensics.ingest.kineto.payload import (
     place_gpu_rows,
 )
 from traceforensics.ingest.kineto.reader import RawTrace
-from traceforensics.ingest.kineto.timeconv import us_to_ns
+from traceforensics.ingest.kineto.timeconv import TimeValueError, us_to_ns, usable_us
 from traceforensics.model.errors import CorruptTraceError
 from traceforensics.model.schema import (
     COPY_KIND_DTYPE,
@@ -188,10 +188,34 @@ def _read_columns(
     args = _arg_dicts(rows)
     ts_raw = [e.get("ts") for e in rows]
     dur_raw = [e.get("dur") for e in rows]
-    start_ns, dur_ns, negative = _times(ph, ts_raw, dur_raw, base_ns)
+    try:
+        start_ns, dur_ns, negative = _times(ph, ts_raw, dur_raw, base_ns)
+    except TimeValueError:
+        kept = _drop_bad_times(rows, ts_raw, dur_raw, src, warnings)
+        if not kept:
+            raise  # no event has a usable time: the trace is refused with the reason
+        return _read_columns(kept, src, base_ns, warnings)
     if negative:
         warnings.append(f"{src}: {negative} events had a negative dur; clamped to 0")
     return _Columns(ph, cat, kind, name, pid_raw, tid_raw, args, ts_raw, dur_raw, start_ns, dur_ns)
+
+
+def _drop_bad_times(
+    rows: list[dict[str, Any]], ts: list[Any], dur: list[Any], src: Path, warnings: list[str]
+) -> list[dict[str, Any]]:
+    """``rows`` without the events whose ``ts``/``dur`` is not a finite number of µs that fits
+    int64 ns (one bad field costs its event; the drop is warned once, with an example)."""
+    ok = [a and b for a, b in zip(usable_us(ts), usable_us(dur, missing=0), strict=True)]
+    bad = [i for i, k in enumerate(ok) if not k]
+    if len(bad) == len(rows):
+        return []
+    first = rows[bad[0]]
+    example = first.get("ts") if not usable_us([first.get("ts")])[0] else first.get("dur")
+    warnings.append(
+        f"{src}: {len(bad)} events with a ts/dur that is not a number of µs (e.g. "
+        f"{repr(example)[:40]}) were dropped"
+    )
+    return [r for r, k in zip(rows, ok, strict=True) if k]
 
 
 def _linking_ids(

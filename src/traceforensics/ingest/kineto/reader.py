@@ -11,7 +11,6 @@ Every failure raises an ``InputError`` subclass whose message names the file:
 
 from __future__ import annotations
 
-import gzip
 import json
 import zlib
 from dataclasses import dataclass, field
@@ -20,6 +19,12 @@ from typing import Any, Final
 
 import orjson
 
+from traceforensics.ingest.kineto.salvage import (
+    Salvaged,
+    gunzip_prefix,
+    gunzipped_size,
+    salvage_json,
+)
 from traceforensics.model.errors import CorruptTraceError, InputError, UnsupportedFormatError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -37,8 +42,9 @@ class RawTrace:
     notes: list[str] = field(default_factory=list)
 
 
-def read_bytes(path: Path) -> bytes:
-    """The file's JSON bytes, gunzipped when it starts with the gzip magic. A file that could
+def read_bytes(path: Path) -> tuple[bytes, bool]:
+    """``(JSON bytes, cut)``: the file's bytes, gunzipped when it starts with the gzip magic;
+    ``cut`` when the gzip stream ends before its end marker. A file that could
     not fit in memory once parsed is refused before anything is read (``check_fits``)."""
     check_fits(path)
     try:
@@ -55,13 +61,12 @@ def read_bytes(path: Path) -> bytes:
         ) from exc
     if data.startswith(GZIP_MAGIC):
         try:
-            data = gzip.decompress(data)
-        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            return gunzip_prefix(data)  # a cut stream: the JSON parse sees the cut
+        except zlib.error as exc:
             raise CorruptTraceError(
-                f"{path}: the gzip stream is truncated or corrupt ({exc}); "
-                "re-copy or re-export the trace"
+                f"{path}: the gzip stream is corrupt ({exc}); re-copy or re-export the trace"
             ) from exc
-    return data
+    return data, False
 
 
 def _parse_json(path: Path, data: bytes) -> tuple[Any, list[str]]:
@@ -87,10 +92,29 @@ def _parse_json(path: Path, data: bytes) -> tuple[Any, list[str]]:
                 return value, notes
         if exc.msg.startswith("unexpected character") and _non_finite_at(data, exc.pos):
             return _parse_with_stdlib(path, data, notes)
+        if _is_cut(exc, len(data)) and (found := salvage_json(data)) is not None:
+            notes.append(_cut_note(path, found, len(data)))
+            return found.value, notes
         raise CorruptTraceError(
             f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
             f"{_json_advice(exc, len(data))}"
         ) from exc
+
+
+def _is_cut(exc: orjson.JSONDecodeError, size: int) -> bool:
+    """Whether the JSON error is the data ending early (not damage in the middle)."""
+    return exc.pos >= size - 1 or "end of data" in exc.msg
+
+
+def _cut_note(path: Path, found: Salvaged, size: int) -> str:
+    value = found.value
+    events = value.get("traceEvents") if isinstance(value, dict) else value
+    n = len(events) if isinstance(events, list) else 0
+    return (
+        f"{path}: the trace is cut off after {size} bytes of JSON (a job killed while "
+        f"writing?); analysed the {n} complete events before the cut ({found.kept_bytes} "
+        "bytes): the end of the run is missing"
+    )
 
 
 def _json_advice(exc: orjson.JSONDecodeError, size: int) -> str:
@@ -103,7 +127,7 @@ def _json_advice(exc: orjson.JSONDecodeError, size: int) -> str:
         return (
             "it nests deeper than any profiler writes: not a trace; pass a PyTorch Profiler trace"
         )
-    if exc.pos >= size - 1 or "end of data" in exc.msg:
+    if _is_cut(exc, size):
         return "the trace is truncated (the job was killed while writing?); re-copy or re-export it"
     return "the trace is damaged; re-export it"
 
@@ -130,18 +154,28 @@ MEMORY_PER_JSON_BYTE: Final = 6
 
 def check_fits(path: Path) -> None:
     """Refuse, before reading, a trace whose parsed form would not fit in available memory:
-    a crash (or a silent swap storm) is never the answer to a big file."""
+    a crash (or a silent swap storm) is never the answer to a big file.
+
+    A gzip file's size is first estimated from its trailer (the size mod 2^32) or 5x the
+    compressed size; a cut file's last 4 bytes are not a trailer, so before refusing on that
+    estimate the stream is decompressed (and discarded) to count its real size."""
+    free = available_memory()
+    if free is None:
+        return
     try:
         size = path.stat().st_size
         with path.open("rb") as fh:
             head = fh.read(2)
-            if head == GZIP_MAGIC and size >= 4:  # gzip's trailer holds the size mod 2^32
+            gzipped = head == GZIP_MAGIC and size >= 4
+            if gzipped:
                 fh.seek(-4, 2)
                 size = max(int.from_bytes(fh.read(4), "little"), 5 * size)
-    except OSError:
+        if gzipped and size * MEMORY_PER_JSON_BYTE > free:
+            size = gunzipped_size(path)
+    except (OSError, zlib.error):
         return  # the read itself reports it
-    need, free = size * MEMORY_PER_JSON_BYTE, available_memory()
-    if free is not None and need > free:
+    need = size * MEMORY_PER_JSON_BYTE
+    if need > free:
         gib = 1 << 30
         raise InputError(
             f"{path}: {size / gib:.1f} GiB of JSON needs about {need / gib:.0f} GiB of memory "
@@ -164,7 +198,18 @@ def available_memory() -> int | None:
 
 def read_trace(path: Path) -> RawTrace:
     """Read and shape-check one trace file. Raises ``InputError`` subclasses only."""
-    value, notes = _parse_json(path, read_bytes(path))
+    data, cut = read_bytes(path)
+    try:
+        value, notes = _parse_json(path, data)
+    except CorruptTraceError as exc:
+        if cut and "truncated" in str(exc):  # say where the cut is: in the gzip stream
+            raise CorruptTraceError(
+                f"{path}: the gzip stream is cut off before the first complete event (the job "
+                "was killed while writing?); re-copy or re-export the trace"
+            ) from exc
+        raise
+    if cut and not notes:  # the JSON closed before the cut: only the gzip trailer is missing
+        notes.append(f"{path}: the gzip stream ends early, after the complete JSON (accepted)")
     if isinstance(value, list):
         events, top, array_format = value, {}, True
     elif isinstance(value, dict):

@@ -144,9 +144,11 @@ def us_to_ns(values: list[object], missing: int | None = None) -> npt.NDArray[np
     """
     n = len(values)
     if all(type(v) is int for v in values):
-        arr = np.fromiter(values, dtype=np.int64, count=n) if n else np.zeros(0, np.int64)
-        if n and int(np.abs(arr).max()) > _INT64_US_LIMIT:
+        # compared as Python ints first: a value beyond int64 would overflow np.fromiter
+        ints: list[int] = values  # type: ignore[assignment]
+        if n and (max(ints) > _INT64_US_LIMIT or min(ints) < -_INT64_US_LIMIT):
             raise TimeValueError("a timestamp does not fit in int64 nanoseconds")
+        arr = np.fromiter(ints, dtype=np.int64, count=n) if n else np.zeros(0, np.int64)
         return arr * 1000
     if all(type(v) is float for v in values):
         return floats_us_to_ns(np.asarray(values, dtype=np.float64))
@@ -170,4 +172,18 @@ def us_to_ns(values: list[object], missing: int | None = None) -> npt.NDArray[np
         out[np.asarray(float_idx, dtype=np.int64)] = floats_us_to_ns(
             np.asarray(float_vals, dtype=np.float64)
         )
+    return out
+
+
+def usable_us(values: list[object], missing: int | None = None) -> list[bool]:
+    """Per value, whether ``us_to_ns`` converts it (the slow path, run only after a column
+    failed: one bad value then costs its event, not the trace)."""
+    out: list[bool] = []
+    for v in values:
+        try:
+            us_to_ns([v], missing)
+        except TimeValueError:
+            out.append(False)
+        else:
+            out.append(True)
     return out
