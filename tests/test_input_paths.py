@@ -38,7 +38,15 @@ def test_fifo_is_refused_without_blocking(tmp_path: Path, command: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", ["line\nbreak.json", "carriage\rreturn.json", "tab\tand\x1besc.json"]
+    "bad",
+    [
+        "line\nbreak.json",
+        "carriage\rreturn.json",
+        "tab\tand\x1besc.json",
+        "rtl\u202eoverride.json",  # would reorder the line visually
+        "nel\x85and\u2028sep.json",  # line breaks for str.splitlines and some terminals
+        "bad\udcffbyte.json",  # an undecodable byte of the name (surrogateescape)
+    ],
 )
 def test_control_characters_in_names_stay_on_one_line(
     tmp_path: Path, bad: str, capsys: pytest.CaptureFixture[str]
@@ -48,9 +56,12 @@ def test_control_characters_in_names_stay_on_one_line(
     code, out, err = run_cli(["analyze", str(path)], capsys)
     assert code == 2 and out == ""
     line = _one_line_error(err)
-    assert "\r" not in line and "\x1b" not in line
+    assert line.isprintable(), line
     escaped = bad.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-    assert escaped.replace("\x1b", "\\x1b") in line
+    for raw, shown in {"\x1b": "\\x1b", "\u202e": "\\u202e", "\x85": "\\x85", "\u2028": "\\u2028",
+                       "\udcff": "\\udcff"}.items():  # fmt: skip
+        escaped = escaped.replace(raw, shown)
+    assert escaped in line
 
 
 def test_broken_link_loop_and_long_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -150,3 +161,34 @@ def test_permission_denied_is_one_line_with_advice(tmp_path: Path) -> None:
             p.chmod(0o755)
     after = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
     assert after == before  # nothing written beside the inputs, nothing touched
+
+
+def test_a_good_trace_under_a_name_that_is_not_utf8(tmp_path: Path) -> None:
+    """A name with a byte that is not UTF-8 (Python sees a lone surrogate) once crashed the
+    cache key, the JSON writer and the Markdown writer; every output now shows it escaped."""
+    sample = (
+        Path(__file__).resolve().parents[1] / "examples" / "synthetic_training.pt.trace.json.gz"
+    )
+    raw_name = os.fsencode(tmp_path) + b"/run\xff.json.gz"
+    with open(raw_name, "wb") as fh:
+        fh.write(sample.read_bytes())
+    path = os.fsdecode(raw_name)
+    env = {**os.environ, "LC_ALL": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
+    outputs = {
+        "text": [],
+        "json": ["--json"],
+        "markdown": ["--markdown", str(tmp_path / "r.md")],
+        "plot": ["--plot", str(tmp_path / "r.png")],
+    }
+    for what, extra in outputs.items():
+        done = subprocess.run(
+            [*TF, "analyze", path, *extra], capture_output=True, timeout=120, check=False, env=env
+        )
+        assert done.returncode == 0, (what, done.stderr)
+        if what == "json":
+            import json
+
+            assert json.loads(done.stdout)["inputs"][0]["path"] == path
+        if what == "text":
+            assert "run\\udcff.json.gz" in done.stdout.decode()
+    assert "run\\udcff.json.gz" in (tmp_path / "r.md").read_text()

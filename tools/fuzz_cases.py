@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import os
 import random
 import shutil
 import sqlite3
@@ -133,12 +134,66 @@ def log_lines(path: Path, rng: random.Random) -> None:
 
 
 #: family -> (file name, mutator, tf command)
-FAMILIES: dict[str, tuple[str, Callable[[Path, random.Random], None], str]] = {
+#: Pieces of the file names a user can hand over (no ``/`` or NUL: the OS refuses those).
+NAME_PIECES = [
+    "trace", "rank0", " ", "\n", "\r", "\t", "\x1b[31m", "\x7f", "-", "é", "日本", "😀", "%s",
+    "{}", "'", '"', "\\", ";", "$(x)", "\u202e", "..", "#", "*", "?", "\udcff", "\u2028",
+]  # fmt: skip
+NAME_SUFFIXES = [".json", ".json.gz", ".pt.trace.json", ".sqlite", ".nsys-rep", ".txt", ""]
+
+
+def odd_paths(path: Path, rng: random.Random) -> Path:
+    """An input under an odd name (control characters, RTL marks, shell syntax, very long), of
+    an odd kind: a good trace, an export, garbage, an empty file, a broken link, a symlink
+    loop, a link to a trace, a folder of rank files, an empty folder, a folder named like a
+    trace. Returns the path handed to ``tf`` (FIFOs have their own test: they could block)."""
+    folder = path.parent
+    stem = "".join(rng.choice(NAME_PIECES) for _ in range(rng.randint(1, 5)))
+    if rng.random() < 0.1:
+        stem = stem + "x" * rng.choice([200, 250, 300])  # near and beyond NAME_MAX (255)
+    target = folder / ("f" + stem + rng.choice(NAME_SUFFIXES))
+    kind = rng.choice(
+        ["trace", "trace", "export", "garbage", "empty", "broken-link", "loop", "link",
+         "ranks", "empty-dir"]
+    )  # fmt: skip
+    # a name the file system refuses (too long): tf is given a path that is not there
+    with contextlib.suppress(OSError):
+        _make_odd(target, kind, rng)
+    return target
+
+
+def _make_odd(target: Path, kind: str, rng: random.Random) -> None:
+    if kind == "trace":
+        target.write_bytes(EXAMPLE.read_bytes())
+    elif kind == "export":
+        shutil.copyfile(NSYS, target)
+    elif kind == "garbage":
+        target.write_bytes(rng.randbytes(rng.randint(1, 4096)))
+    elif kind == "empty":
+        target.write_bytes(b"")
+    elif kind == "broken-link":
+        target.symlink_to(target.parent / "nowhere")
+    elif kind == "loop":
+        target.symlink_to(target)
+    elif kind == "link":
+        real = target.parent / "real.json.gz"
+        real.write_bytes(EXAMPLE.read_bytes())
+        target.symlink_to(real)
+    elif kind == "ranks":
+        target.mkdir()
+        for i in range(rng.randint(1, 3)):
+            (target / f"rank{i}{rng.choice(NAME_PIECES)}.json.gz").write_bytes(EXAMPLE.read_bytes())
+    else:
+        target.mkdir()
+
+
+FAMILIES: dict[str, tuple[str, Callable[[Path, random.Random], Path | None], str]] = {
     "kineto-bytes": ("trace.json", kineto_bytes, "analyze"),
     "kineto-fields": ("trace.json", kineto_fields, "analyze"),
     "nsys-fields": ("export.sqlite", nsys_fields, "analyze"),
     "nsys-bytes": ("export.sqlite", nsys_bytes, "analyze"),
     "log-lines": ("smi.txt", log_lines, "monitor"),
+    "paths": ("unused", odd_paths, "analyze"),
 }
 
 
@@ -146,16 +201,26 @@ def make_case(family: str, seed: int, folder: Path) -> tuple[Path, str]:
     """Write case ``seed`` of ``family`` into ``folder``: ``(input path, tf command)``."""
     name, mutate, command = FAMILIES[family]
     path = folder / name
-    mutate(path, random.Random(f"{family}:{seed}"))
-    return path, command
+    moved = mutate(path, random.Random(f"{family}:{seed}"))
+    return (moved or path), command
 
 
 def snapshot(folder: Path) -> dict[str, tuple[int, int, bytes]]:
-    """Every file of ``folder``: size, mtime (ns) and bytes."""
-    return {
-        p.name: (p.stat().st_size, p.stat().st_mtime_ns, p.read_bytes())
-        for p in sorted(folder.iterdir())
-    }
+    """Every entry under ``folder`` (links not followed): size, mtime (ns) and bytes for files,
+    the link text for links, ``b"<dir>"`` for folders."""
+    out: dict[str, tuple[int, int, bytes]] = {}
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        for name in [*dirs, *files]:
+            p = Path(root) / name
+            st = p.lstat()
+            if p.is_symlink():
+                body = os.readlink(p).encode("utf-8", "surrogateescape")
+            elif p.is_dir():
+                body = b"<dir>"
+            else:
+                body = p.read_bytes()
+            out[str(p.relative_to(folder))] = (st.st_size, st.st_mtime_ns, body)
+    return out
 
 
 def verdict(code: int, err: str) -> str:

@@ -162,7 +162,10 @@ def _write(
     if markdown_path is not None:
         from traceforensics.report.markdown import render_markdown
 
-        markdown_path.write_text(render_markdown(result), encoding="utf-8")
+        # a file name that is not UTF-8 is written escaped, never a crash
+        markdown_path.write_text(
+            render_markdown(result), encoding="utf-8", errors="backslashreplace"
+        )
     if plot_path is not None:
         from traceforensics.report.plots import plot_analysis
 

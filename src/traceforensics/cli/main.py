@@ -6,6 +6,7 @@ An unexpected error prints one line and exits 3; ``TF_DEBUG=1`` shows the traceb
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 
@@ -37,15 +38,30 @@ cli.add_command(monitor_command)
 
 def one_line(text: str) -> str:
     """``text`` with control characters escaped (``\\n``, ``\\r``, ``\\t``, ``\\x1b``, ...), so a
-    file name holding a newline cannot split the one-line error or pass for another file."""
+    file name holding a newline cannot split the one-line error or pass for another file.
+    Also escaped: Unicode line/paragraph separators, format characters (bidi overrides such as
+    U+202E could visually reorder the line) and lone surrogates (undecodable name bytes)."""
     named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-    return "".join(
-        named.get(ch, f"\\x{ord(ch):02x}") if ord(ch) < 32 or ord(ch) == 127 else ch for ch in text
-    )
+    return "".join(ch if ch.isprintable() or ch == " " else _escaped(ch, named) for ch in text)
+
+
+def _escaped(ch: str, named: dict[str, str]) -> str:
+    if ch in named:
+        return named[ch]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _escape_unencodable() -> None:
+    """A file name that is not UTF-8 (lone surrogates) prints escaped instead of failing."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the group, mapping errors to one line and an exit code."""
+    _escape_unencodable()
     try:
         cli.main(args=argv, prog_name="tf", standalone_mode=False)
     except click.exceptions.Abort:

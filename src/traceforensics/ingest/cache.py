@@ -49,10 +49,11 @@ def input_key(path: Path) -> str:
     p = path.resolve()
     files = sorted(q for q in p.iterdir() if q.is_file()) if p.is_dir() else [p]
     h = hashlib.sha256()
-    h.update(f"{CACHE_FORMAT}|{_tool_version()}|{p}".encode())
+    # names as the OS bytes (a name may hold bytes that are not UTF-8)
+    h.update(f"{CACHE_FORMAT}|{_tool_version()}|".encode() + os.fsencode(p))
     for f in files:
         st = f.stat()
-        h.update(f"|{f.name}|{st.st_size}|{st.st_mtime_ns}".encode())
+        h.update(b"|" + os.fsencode(f.name) + f"|{st.st_size}|{st.st_mtime_ns}".encode())
     return h.hexdigest()[:32]
 
 

@@ -6,6 +6,7 @@ Schema id ``traceforensics.analysis/1``; the object is ``Analysis.to_json()``
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -22,5 +23,9 @@ def build_json(analysis: Analysis) -> dict[str, Any]:
 
 
 def dumps(obj: dict[str, Any]) -> bytes:
-    """Indented JSON bytes, newline-terminated."""
-    return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n"
+    """Indented JSON bytes, newline-terminated. A text holding a lone surrogate (a file name
+    with bytes that are not UTF-8) is written as its ``\\udcXX`` escape, still valid JSON."""
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n"
+    except TypeError:
+        return json.dumps(obj, indent=2, ensure_ascii=True).encode("ascii") + b"\n"

@@ -88,7 +88,8 @@ def adbc_error() -> type[Exception]:
 
 
 def _uri(path: Path) -> str:
-    return f"file:{quote(str(path.resolve()))}?mode=ro"
+    # percent-encoded OS bytes: a name may hold bytes that are not UTF-8
+    return f"file:{quote(os.fsencode(path.resolve()))}?mode=ro"
 
 
 def is_wal(path: Path) -> bool:
