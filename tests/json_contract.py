@@ -18,6 +18,10 @@ DEVICE_FIELDS = frozenset(
         "comm_ns",
         "utilization",
         "mfu",
+        "busy_by_kind",
+        "transfers",
+        "copy_ns",
+        "exposed_copy_ns",
     }
 )
 STEP_FIELDS = frozenset(
@@ -52,3 +56,18 @@ OP_FIELDS = frozenset(
         "bound",
     }
 )
+FINDING_FIELDS = frozenset(
+    {
+        "category",
+        "rank",
+        "device",
+        "recoverable_ns",
+        "share_of_window",
+        "title",
+        "remedy",
+        "evidence",
+        "confidence",
+    }
+)
+TRANSFER_FIELDS = frozenset({"direction", "count", "bytes", "time_ns", "gbps", "pageable_count"})
+PROGRAM_FIELDS = frozenset({"framework", "vendor", "evidence"})

@@ -10,11 +10,16 @@ import pytest
 from tests.conftest import TRACES, kineto_trace_files, nsys_trace_files, run_cli, shared_trace
 from tests.json_contract import (
     DEVICE_FIELDS,
+    EVIDENCE_FIELDS,
+    FINDING_FIELDS,
     GAP_FIELDS,
     OP_FIELDS,
+    PROGRAM_FIELDS,
     SHORT_KERNEL_FIELDS,
     STEP_FIELDS,
+    TRANSFER_FIELDS,
 )
+from traceforensics.analysis.findings.results import CATEGORIES
 from traceforensics.analysis.idle.causes import CAUSES
 
 
@@ -56,6 +61,30 @@ def _check_contract(obj: dict[str, object]) -> None:
     for r in obj["ops"]:  # type: ignore[attr-defined]
         assert set(r) >= OP_FIELDS
     assert {"devices", "steps"} <= set(obj["mfu"])  # type: ignore[arg-type]
+    _check_findings(obj)
+
+
+def _check_findings(obj: dict[str, object]) -> None:
+    """``findings``: every field, sorted by recoverable time, ids from the one list; each
+    device's findings never claim more than its window; transfers add up."""
+    assert set(obj["program"]) >= PROGRAM_FIELDS  # type: ignore[arg-type]
+    findings: list[dict[str, object]] = obj["findings"]  # type: ignore[assignment]
+    back = [f["recoverable_ns"] for f in findings]
+    assert back == sorted(back, reverse=True)  # type: ignore[type-var]
+    windows = {(d["rank"], d["device"]): d for d in obj["devices"]}  # type: ignore[attr-defined]
+    for f in findings:
+        assert set(f) >= FINDING_FIELDS, FINDING_FIELDS - set(f)
+        assert f["category"] in CATEGORIES and f["confidence"] in ("high", "medium", "low")
+        d = windows[(f["rank"], f["device"])]
+        assert 0 < f["recoverable_ns"] <= d["window_ns"]  # type: ignore[operator]
+        for e in f["evidence"]:  # type: ignore[attr-defined]
+            assert set(e) >= EVIDENCE_FIELDS
+        if f["category"] in CAUSES:  # an idle cause gives back exactly its idle time
+            assert f["recoverable_ns"] == d["idle_by_cause"][f["category"]]
+    for d in obj["devices"]:  # type: ignore[attr-defined]
+        for t in d["transfers"]:
+            assert set(t) >= TRANSFER_FIELDS
+        assert 0 <= d["exposed_copy_ns"] <= d["copy_ns"] <= d["busy_ns"]
 
 
 @pytest.mark.parametrize("rel", kineto_trace_files() + nsys_trace_files())

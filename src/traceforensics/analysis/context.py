@@ -163,6 +163,9 @@ def _queries(session: TraceSession, window: str) -> dict[str, pl.LazyFrame]:
             "correlation",
             "external_id",
             "copy_kind",
+            "bytes",
+            "src_mem",
+            "dst_mem",
         ),
         "calls": ev.filter((kind == "cuda_api") & pl.col("correlation").is_not_null()).select(
             "event_id", "rank", "correlation", "pid", "tid", "start_ns", "end_ns", "name"

@@ -9,7 +9,9 @@ Rules (all times integer ns):
 - busy    = length of the busy union (``busy``), ``busy_by_kind`` the union of each kind;
 - idle    = window - busy = the sum of ``idle_by_cause`` (the idle pass splits it exactly);
 - mfu     = the kernel pass's MFU over the device's GPU-active span (first to last GPU work),
-  whichever window kind the record uses.
+  whichever window kind the record uses;
+- transfers, copy_ns, exposed_copy_ns = copies by direction and their exposed part
+  (``transfers``).
 
       stream 7:   |==k1==|    |==k3==|
       stream 9:       |==k2==|           |=m=|
@@ -29,6 +31,7 @@ from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.idle.causes import ranked_causes
 from traceforensics.analysis.idle.gaps import IdleAnalysis
 from traceforensics.analysis.kernels.results import KernelAnalysis
+from traceforensics.analysis.transfers import TransferRow, device_transfers
 from traceforensics.analysis.utilization.patterns import CauseVerdict, check_causes
 from traceforensics.analysis.utilization.timeline import DevicePattern
 from traceforensics.model.session import UNKNOWN_DEVICE
@@ -78,6 +81,9 @@ class DeviceRecord:
     comm_ns: int = 0
     exposed_comm_ns: int = 0
     mfu: float | None = None
+    transfers: list[TransferRow] = field(default_factory=list)
+    copy_ns: int = 0
+    exposed_copy_ns: int = 0
     pattern: DevicePattern | None = None
     pattern_causes: list[CauseVerdict] = field(default_factory=list)
 
@@ -105,6 +111,7 @@ def device_records(
     top = _top_kernels(ctx, ctx.options.kernels.top)
     mfu = {(m.rank, m.device): m.mfu for m in (kernels.mfu_by_device if kernels else [])}
     pats = {(p.rank, p.device): p for p in patterns or []}
+    moved = device_transfers(ctx)
     out: list[DeviceRecord] = []
     for g, key in enumerate(ctx.devices):
         lo, hi = int(ctx.window_lo[g]), int(ctx.window_hi[g])
@@ -130,6 +137,9 @@ def device_records(
                 for n, k, t in top.get(key, [])
             ],
             mfu=mfu.get(key),
+            transfers=moved[g].rows,
+            copy_ns=moved[g].copy_ns,
+            exposed_copy_ns=moved[g].exposed_copy_ns,
             pattern=pats.get(key),
         )
         d_idle = idle.device(*key) if idle else None

@@ -42,6 +42,9 @@ def device_json(d: DeviceRecord) -> dict[str, Any]:
         "comm_ns": d.comm_ns,
         "exposed_comm_ns": d.exposed_comm_ns,
         "mfu": d.mfu,
+        "transfers": [t.to_json() for t in d.transfers],
+        "copy_ns": d.copy_ns,
+        "exposed_copy_ns": d.exposed_copy_ns,
     }
     if d.pattern is not None:
         obj["utilization"] = d.pattern.timeline.to_json()
@@ -63,6 +66,12 @@ def analysis_json(analysis: Analysis) -> dict[str, Any]:
         ],
         "source_format": meta.source_format,
         "event_count": analysis.event_count,
+        "program": {
+            "framework": analysis.program.framework,
+            "vendor": analysis.program.vendor,
+            "evidence": analysis.program.evidence,
+        },
+        "findings": [f.to_json() for f in analysis.findings],
         "devices": [device_json(d) for d in analysis.devices],
         "steps": [s.to_json() for s in idle.steps],
         "step_summary": [s.to_json() for s in idle.step_summary],

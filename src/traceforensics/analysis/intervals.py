@@ -115,6 +115,22 @@ def clip(starts: I64, ends: I64, lo: int, hi: int) -> tuple[I64, I64]:
     return s[keep], e[keep]
 
 
+def exposed(a_s: I64, a_e: I64, b_s: I64, b_e: I64, *, lo: int, hi: int) -> tuple[int, int]:
+    """``(|a|, |a ∪ b| - |b|)`` inside ``[lo, hi)``: the time of ``a`` and its part that ``b``
+    does not overlap; inputs are disjoint sorted unions.
+
+        b:        |=======|        |====|
+        a:            |======|  |=========|
+        exposed:          |==|  |==|    |=|
+    """
+    cs, ce = clip(a_s, a_e, lo, hi)
+    if cs.size == 0:
+        return 0, 0
+    ks, ke = clip(b_s, b_e, lo, hi)
+    us, ue = union(np.concatenate((cs, ks)), np.concatenate((ce, ke)))
+    return total(cs, ce), total(us, ue) - total(ks, ke)
+
+
 def holes(starts: I64, ends: I64, lo: int, hi: int) -> tuple[I64, I64]:
     """The holes (idle gaps) of disjoint sorted intervals inside ``[lo, hi)``.
 

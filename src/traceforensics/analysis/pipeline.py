@@ -16,7 +16,10 @@ utilization   busy-fraction timeline and its pattern       ``list[DevicePattern]
 ============  ===========================================  ===================
 
 ``device_records`` then folds the context's facts and the pass results into one record per
-device; a monitoring log, when given, is aligned to the trace's wall-clock window. A pass called
+device, and ``build_findings`` ranks every way each device loses time by the time its change
+would give back (``findings[0]`` is the first change), with remedies in the terms of the
+program detected in the trace; a monitoring log, when given, is aligned to the trace's
+wall-clock window. A pass called
 alone on a session (``analyze_idle(session, options)``) prepares the same context and gives the
 same result as the same part of ``analyze``.
 """
@@ -32,6 +35,9 @@ import polars as pl
 
 from traceforensics.analysis.context import AnalysisContext, prepare
 from traceforensics.analysis.devices import DeviceRecord, device_records
+from traceforensics.analysis.findings.build import build_findings
+from traceforensics.analysis.findings.program import Program, detect_program
+from traceforensics.analysis.findings.results import Finding
 from traceforensics.analysis.idle.gaps import IdleAnalysis, analyze_idle
 from traceforensics.analysis.kernels.forensics import analyze_kernels
 from traceforensics.analysis.kernels.results import KernelAnalysis
@@ -60,8 +66,14 @@ class Analysis:
     idle: IdleAnalysis
     kernels: KernelAnalysis
     patterns: list[DevicePattern]
+    program: Program
+    findings: list[Finding] = field(default_factory=list)
     monitor: MonitorReport | None = None
     warnings: list[str] = field(default_factory=list)
+
+    def findings_of(self, rank: int, device: int) -> list[Finding]:
+        """The findings of one device, largest ``recoverable_ns`` first."""
+        return [f for f in self.findings if (f.rank, f.device) == (rank, device)]
 
     @property
     def event_count(self) -> int:
@@ -121,13 +133,17 @@ def analyze(
         monitor, note = aligned_monitor(session.meta, ctx.trace_span, has_events, monitor_log)
         if note:
             warnings.append(note)
+    records = device_records(ctx, idle, kernels, patterns)
+    program = detect_program(session)
     return Analysis(
         session=session,
         options=ctx.options,
-        devices=device_records(ctx, idle, kernels, patterns),
+        devices=records,
         idle=idle,
         kernels=kernels,
         patterns=patterns,
+        program=program,
+        findings=build_findings(ctx, records, idle, kernels, program),
         monitor=monitor,
         warnings=warnings,
     )

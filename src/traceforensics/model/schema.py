@@ -26,7 +26,7 @@ src_mem      Enum MEM_KINDS    source memory kind of a memcpy; null for other ro
 dst_mem      Enum MEM_KINDS    destination memory kind of a memcpy/memset; null for other rows
 grid         List(Int32) kernel grid (x, y, z); null for other rows
 block        List(Int32) kernel block (x, y, z); null for other rows
-is_comm      Boolean     collective / peer communication (NCCL, RCCL, gloo) GPU or host work
+is_comm      Boolean     collective / peer communication GPU or host work (kernels: ``model.comm``)
 """
 
 from __future__ import annotations

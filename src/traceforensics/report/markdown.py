@@ -24,6 +24,8 @@ def render_markdown(analysis: Analysis, top: int = 5) -> str:
         lines += ["", "No GPU activity in this trace (CPU-only)."]
         return "\n".join(lines) + "\n"
     lines += ["", "## Verdict", "", *_verdict_lines(analysis)]
+    lines += ["", f"## Findings (top {top}, largest time to give back first)", ""]
+    lines += _findings_table(analysis, top)
     lines += ["", "## Devices", "", *_device_table(analysis)]
     lines += ["", "## Idle time by cause", "", *_cause_table(analysis)]
     lines += ["", f"## Largest gaps (top {top})", "", *_gap_table(analysis, top)]
@@ -41,13 +43,35 @@ def _verdict_lines(analysis: Analysis) -> list[str]:
     out: list[str] = []
     for d in analysis.devices:
         head, change = verdict_text(
-            device_verdict(d), code=lambda c: f"`{c}`", label=lambda t: f"**{t}**"
+            device_verdict(d, analysis.findings_of(d.rank, d.device)),
+            code=lambda c: f"`{c}`",
+            label=lambda t: f"**{t}**",
         )
         # a sentence each: the headline, then the change (capitalised)
         out.append(
             f"- {head.rstrip('.')}." + (f" {change[:1].upper()}{change[1:]}." if change else "")
         )
     return out
+
+
+def _findings_table(analysis: Analysis, top: int) -> list[str]:
+    p = analysis.program
+    head = [f"Program: {p.framework} on {p.vendor} ({p.evidence}).", ""]
+    return head + _table(
+        ["#", "category", "rank/GPU", "gives back", "confidence", "what", "change"],
+        [
+            [
+                str(i),
+                f"`{f.category}`",
+                f"{f.rank}/{f.device}",
+                f"~{fmt_ns(f.recoverable_ns)} ({fmt_pct(f.share_of_window)})",
+                f.confidence,
+                truncate(f.title, 160),
+                f.remedy,
+            ]
+            for i, f in enumerate(analysis.findings[:top], 1)
+        ],
+    )
 
 
 def _device_table(analysis: Analysis) -> list[str]:

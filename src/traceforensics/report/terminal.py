@@ -1,12 +1,16 @@
 """Terminal report: the answer first, the evidence one step below.
 
-Order: a verdict per device (idle share, dominant cause, what to change first), then the device
-summary, idle by cause, the largest gaps with their evidence, the step table, the utilization
+Order: a verdict per device (idle share, dominant cause, what to change first: its top
+finding), the ranked findings, then the device summary (busy by kind, copies by direction),
+idle by cause, the largest gaps with their evidence, the step table, the utilization
 pattern, kernel forensics and, when given, the monitoring log.
 """
 
 from __future__ import annotations
 
+import textwrap
+
+from traceforensics.analysis.devices import DeviceRecord
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.report.format import fmt_ns, fmt_pct, truncate
 from traceforensics.report.gaps_text import gap_lines, idle_lines, step_lines
@@ -19,8 +23,29 @@ def headline_lines(analysis: Analysis) -> list[str]:
     """One verdict per device: how idle it was and the causes that dominate."""
     out: list[str] = []
     for d in analysis.devices:
-        head, change = verdict_text(device_verdict(d))
+        head, change = verdict_text(device_verdict(d, analysis.findings_of(d.rank, d.device)))
         out += [head] + ([f"  {change}"] if change else [])
+    return out
+
+
+def findings_lines(analysis: Analysis, width: int, limit: int = 8) -> list[str]:
+    """The ranked findings: what each change would give back, why, and what to do."""
+    p = analysis.program
+    out = [f"program: {p.framework} on {p.vendor} ({p.evidence})"]
+    for i, f in enumerate(analysis.findings[:limit], 1):
+        out.append(
+            f"#{i} {f.category:<22} ~{fmt_ns(f.recoverable_ns):>10} back "
+            f"({fmt_pct(f.share_of_window)}, {f.confidence})  rank {f.rank} GPU {f.device}"
+        )
+        out += textwrap.wrap(f.title, width, initial_indent="    ", subsequent_indent="      ")
+        out += textwrap.wrap(
+            f.remedy, width, initial_indent="    do: ", subsequent_indent="        "
+        )
+        for e in f.evidence[:2]:
+            head = f"    [{e.kind}] {truncate(e.name, 48)} ({fmt_ns(e.dur_ns)}): "
+            out.append(head + truncate(e.detail, max(width - len(head), 20)))
+    if len(analysis.findings) > limit:
+        out.append(f"... {len(analysis.findings) - limit} more in --json")
     return out
 
 
@@ -35,6 +60,7 @@ def summary_lines(analysis: Analysis, width: int) -> list[str]:
             f"({fmt_pct(dev.busy_fraction)})   idle {fmt_ns(dev.idle_ns)} "
             f"({fmt_pct(1 - dev.busy_fraction)})"
         )
+        out += _busy_lines(dev)
         out.append(
             f"  {dev.kernel_count} kernels, {dev.memcpy_count} memcpy, "
             f"{dev.memset_count} memset"
@@ -48,6 +74,22 @@ def summary_lines(analysis: Analysis, width: int) -> list[str]:
                     f"    {fmt_ns(k.total_ns):>10}  {fmt_pct(k.share_of_busy):>6}  "
                     f"x{k.count:<6} {truncate(k.name, width - 34)}"
                 )
+    return out
+
+
+def _busy_lines(dev: DeviceRecord) -> list[str]:
+    """Busy time by kind, and copies by direction with bytes and achieved bandwidth."""
+    kinds = ", ".join(f"{k} {fmt_ns(ns)}" for k, ns in dev.busy_by_kind.items() if ns)
+    out = [f"  busy by kind: {kinds or 'none'}"]
+    for t in dev.transfers:
+        speed = f" at {t.gbps:.1f} GB/s" if t.gbps is not None else ""
+        paged = f", {t.pageable_count} pageable" if t.pageable_count else ""
+        out.append(
+            f"    {t.direction:<7} x{t.count:<6} {t.bytes / 1e6:>10.1f} MB in "
+            f"{fmt_ns(t.time_ns)}{speed}{paged}"
+        )
+    if dev.copy_ns:
+        out.append(f"    copies not overlapped by compute: {fmt_ns(dev.exposed_copy_ns)}")
     return out
 
 
@@ -65,6 +107,7 @@ def render_text(analysis: Analysis, width: int = 100) -> str:
         return "\n".join(lines) + "\n"
     sections: list[tuple[str, list[str]]] = [
         ("Verdict", headline_lines(analysis)),
+        ("Findings (largest time to give back first)", findings_lines(analysis, width)),
         ("Devices", summary_lines(analysis, width)),
         ("Idle time by cause", idle_lines(analysis.devices)),
         ("Largest idle gaps", gap_lines(analysis, analysis.options.idle.top_gaps)),

@@ -111,11 +111,20 @@ def charge_flops(
     """Kernels with the op they are charged to and their share of its FLOPs/bytes.
 
     Adds ``flops_op_id`` (null = unknown FLOPs), op columns, ``op_kernel_ns`` and float
-    ``kflops``/``kbytes`` (the kernel's pro-rata share)."""
+    ``kflops``/``kbytes`` (the kernel's pro-rata share). An op whose dtype the trace does not
+    record (nsys ``emit_nvtx`` text carries shapes, not types) takes the dtype its kernels'
+    names spell (``kernel_dtype``), the first one found among them."""
     k = launches.with_columns(
         pl.Series("flops_op_id", charged_op).replace(-1, None).cast(pl.Int64)
     ).join(costs.rename({"op_id": "flops_op_id"}), on="flops_op_id", how="left")
-    k = k.with_columns(pl.col("dur_ns").sum().over("flops_op_id").alias("op_kernel_ns"))
+    named = kernel_dtype(pl.col("kname")).drop_nulls().first().over("flops_op_id")
+    k = k.with_columns(
+        pl.when(pl.col("flops").is_not_null())
+        .then(pl.coalesce(pl.col("dtype"), named))
+        .otherwise(pl.col("dtype"))
+        .alias("dtype"),
+        pl.col("dur_ns").sum().over("flops_op_id").alias("op_kernel_ns"),
+    )
     share = (
         pl.when(pl.col("op_kernel_ns") > 0)
         .then(pl.col("dur_ns") / pl.col("op_kernel_ns"))
@@ -124,6 +133,24 @@ def charge_flops(
     return k.with_columns(
         (pl.col("flops").cast(pl.Float64) * share).alias("kflops"),
         (pl.col("bytes").cast(pl.Float64) * share).alias("kbytes"),
+    )
+
+
+def kernel_dtype(name: pl.Expr) -> pl.Expr:
+    """The math dtype a kernel's name spells (cuBLAS/CUTLASS/cuDNN/rocBLAS style tokens):
+    ``bf16``, ``fp8`` (e4m3/e5m2), ``fp16`` (f16, half, h884-style), ``fp32`` (sgemm, f32 only
+    after the others); null when the name says nothing."""
+    n = name.cast(pl.String).str.to_lowercase()
+    return (
+        pl.when(n.str.contains("bf16"))
+        .then(pl.lit("bf16"))
+        .when(n.str.contains("e4m3|e5m2|fp8"))
+        .then(pl.lit("fp8"))
+        .when(n.str.contains(r"fp16|f16|half|h\d{3,4}gemm|_hgemm"))
+        .then(pl.lit("fp16"))
+        .when(n.str.contains(r"sgemm|fp32|f32"))
+        .then(pl.lit("fp32"))
+        .otherwise(pl.lit(None, dtype=pl.String))
     )
 
 

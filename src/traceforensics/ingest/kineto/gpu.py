@@ -1,5 +1,9 @@
 """GPU-side parsing rules: device and stream ids, memcpy direction/memory kinds, comm detection.
 
+Communication kernels follow the one rule of ``model.comm`` (shared with the nsys reader);
+``is_comm_kernel`` here is that function. Host-side collectives are decided here
+(``is_comm_host``).
+
 All rules work on *unique* values (names, pids, tids) and are applied to columns through dict
 lookups, so their cost does not grow with the number of events.
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from traceforensics.model import comm
 from traceforensics.model.schema import MAX_INDEX
 
 _STREAM_RE = re.compile(r"^\s*(?:stream\s+)?(-?\d+)")
@@ -42,8 +47,6 @@ MEM_KIND_BY_TOKEN: dict[str, str] = {
     "array": "array",
 }
 
-#: GPU kernel name prefixes of collective libraries (lower-cased comparison).
-COMM_KERNEL_PREFIXES: tuple[str, ...] = ("nccl", "rccl")
 #: Host op name prefixes of collectives (lower-cased comparison).
 COMM_HOST_PREFIXES: tuple[str, ...] = (
     "nccl:",
@@ -149,9 +152,8 @@ def memset_dst(name: str) -> str | None:
     return None
 
 
-def is_comm_kernel(name: str) -> bool:
-    """NCCL/RCCL kernels: ``ncclKernel_*``, ``ncclDevKernel_*``, ``rccl*``..."""
-    return name.lstrip().lower().startswith(COMM_KERNEL_PREFIXES)
+#: Communication kernels by name: ``model.comm``'s rule, the one the nsys reader applies too.
+is_comm_kernel = comm.is_comm_kernel
 
 
 def is_comm_host(name: str) -> bool:

@@ -174,11 +174,13 @@ def _mark_comm(
     name: list[str],
     args: list[dict[str, Any]],
 ) -> None:
-    """Set ``is_comm`` in place: NCCL/RCCL kernel names or kernels carrying ``Collective
-    name``; host ops (``HOST_COMM_KINDS``) whose name is a collective (``nccl:*``,
-    ``c10d::*``, ``gloo*``, ``record_param_comms``; tested once per distinct name)."""
+    """Set ``is_comm`` in place: kernels whose name is communication (``model.comm``) or that
+    carry ``Collective name``; host ops (``HOST_COMM_KINDS``) whose name is a collective
+    (``nccl:*``, ``c10d::*``, ``gloo*``, ``record_param_comms``). Names are tested once each."""
+    # the kernel rule is a regex: run it on the few distinct names, not on every row
+    comm_kernels = {v for v in {name[i] for i in kernel_idx} if gpu.is_comm_kernel(v)}
     for i in kernel_idx:
-        is_comm[i] = gpu.is_comm_kernel(name[i]) or "Collective name" in args[i]
+        is_comm[i] = name[i] in comm_kernels or "Collective name" in args[i]
     comm_names = {v for v in set(name) if gpu.is_comm_host(v)}
     if comm_names:
         for i, k in enumerate(kind):
@@ -196,8 +198,9 @@ def gpu_payload(
     """bytes, copy_kind, src_mem, dst_mem, is_comm and grid/block component columns.
 
     ``bytes`` is ``args.bytes`` (never ``memory bandwidth (GB/s)``), else the launching API's
-    size. ``is_comm``: NCCL/RCCL kernel names or kernels carrying ``Collective name``; host
-    ops named ``nccl:*``, ``c10d::*``, ``gloo*``, ``record_param_comms``.
+    size. ``is_comm``: communication kernel names (``model.comm``: NCCL, RCCL, custom
+    all-reduce...) or kernels carrying ``Collective name``; host ops named ``nccl:*``,
+    ``c10d::*``, ``gloo*``, ``record_param_comms``.
     """
     n = len(kind)
     # each rule runs over the GPU rows of its own kinds only; every cell is written by one

@@ -27,6 +27,7 @@ from traceforensics.ingest.nsys.common import (
     with_row,
 )
 from traceforensics.ingest.nsys.db import ExportDb
+from traceforensics.model.comm import COMM_KERNEL_RE, NOT_COMM_KERNEL_RE
 from traceforensics.model.schema import KIND_DTYPE
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -34,10 +35,6 @@ MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 GRAPH = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
-
-#: Kernel names that are NCCL communication: ``ncclKernel_*`` / ``ncclDevKernel_*`` (also
-#: inside a demangled ``void ncclKernel<...>`` signature).
-NCCL_KERNEL_RE = r"(?i)(?:^|[\s:*&])nccl"
 
 
 def _base_exprs(db: ExportDb, table: str, extra: dict[str, str]) -> dict[str, str]:
@@ -81,7 +78,8 @@ def prefetch_kernels(db: ExportDb) -> None:
 
 
 def kernels(db: ExportDb, strings: Strings) -> Part | None:
-    """Name = demangled name (Kineto's spelling) else short name; the short name goes to args."""
+    """Name = demangled name (Kineto's spelling) else short name; the short name goes to args.
+    ``is_comm`` by name, with the rule of ``model.comm``."""
     if not db.has(KERNEL):
         return None
     extra = _kernel_extra(db)
@@ -100,7 +98,12 @@ def kernels(db: ExportDb, strings: Strings) -> Part | None:
     ids = ids.with_columns(
         pl.coalesce("_dname", "_sname", pl.lit("<unnamed kernel>")).alias("name")
     ).with_columns(
-        pl.col("name").str.contains(NCCL_KERNEL_RE).alias("is_comm"),
+        # model.comm's rule, applied as model.comm.is_comm_kernel does: blank out intra-block
+        # all-reduce helpers, then match the communication regex
+        pl.col("name")
+        .str.replace_all(NOT_COMM_KERNEL_RE, " ")
+        .str.contains(COMM_KERNEL_RE)
+        .alias("is_comm"),
         pl.when(pl.col("_sname") != pl.col("name")).then(pl.col("_sname_json")).alias("_sarg"),
         # categorical on the small table: the big join then carries codes, not strings
         pl.col("name").cast(pl.Categorical()),

@@ -1,0 +1,1 @@
+"""Findings: every way time is lost, ranked by the time each change would give back."""

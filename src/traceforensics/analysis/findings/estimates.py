@@ -1,0 +1,89 @@
+"""How much time each kind of change can give back: the constants and rules of the estimates.
+
+- idle cause ``c``: removing the cause gives back at most its idle time on the device, so
+  ``recoverable = idle_by_cause[c]``. Confidence: ``high`` where the host recorded the cause
+  itself (a sync call, a copy, a data-loader range, I/O, allocator, compile, a collective),
+  ``medium`` for causes read from timing (launch overhead, CPU work, cross-stream waits),
+  ``low`` for ``untraced`` and ``profiler_overhead``.
+- ``exposed_communication``: communication that no compute overlaps could at best be hidden
+  behind compute: ``recoverable = exposed_comm_ns`` (``medium``: it needs compute to hide
+  behind, and a straggler elsewhere can be the real cause).
+- ``transfer_bound``: the copy time no compute overlaps, per direction (its share of the
+  exposed copy time, split by each direction's copy time), times ``1 - achieved/attainable``:
+  the time the same bytes would save at the bandwidth the link reaches with pinned memory::
+
+      exposed copy:  |==========================|      (achieved 4 GB/s)
+      at 25 GB/s:    |====|                            (attainable)
+      recoverable:        |=====================|
+
+  Attainable host<->device bandwidth is assumed from the compute capability (PCIe generation;
+  the trace does not record the link): ``LINK_GBPS``. Device-to-device copies and memsets
+  against half the memory bandwidth (read + write). Unknown bandwidth: half the exposed time,
+  ``low`` confidence.
+- ``kernel_efficiency``: per op with a FLOP/byte model (roofline), compute-bound ops against
+  ``ATTAINABLE_MFU`` of the dtype's peak, memory-bound ops against ``ATTAINABLE_MEMBW`` of the
+  memory bandwidth: ``recoverable = kernel_ns * (1 - achieved / attainable)`` (0 when at or
+  above it); ops with an impossible figure (MFU or bandwidth share above 1) are left out.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from traceforensics.analysis.idle import causes as c
+
+IDLE_CONFIDENCE: Final[dict[str, str]] = {
+    c.DATA_LOADING: "high",
+    c.HOST_SYNC: "high",
+    c.MEMCPY: "high",
+    c.MEMORY_MANAGEMENT: "high",
+    c.COMPILATION: "high",
+    c.COMMUNICATION: "high",
+    c.IO: "high",
+    c.LAUNCH_OVERHEAD: "medium",
+    c.CPU_COMPUTE: "medium",
+    c.CROSS_STREAM_WAIT: "medium",
+    c.PROFILER_OVERHEAD: "low",
+    c.UNTRACED: "low",
+}
+#: Share of a dtype's dense peak a well-shaped GEMM/conv reaches in practice.
+ATTAINABLE_MFU: Final = 0.75
+#: Share of the memory bandwidth a streaming kernel reaches in practice.
+ATTAINABLE_MEMBW: Final = 0.8
+#: Host<->device bandwidth (GB/s, pinned, one direction) by PCIe generation, practical figures.
+PCIE_GBPS: Final[dict[int, float]] = {3: 12.0, 4: 25.0, 5: 50.0}
+#: Without a known bandwidth, the share of the exposed copy time counted as recoverable.
+UNKNOWN_BW_SHARE: Final = 0.5
+
+
+def pcie_generation(compute_capability: str | None, vendor: str | None) -> int:
+    """PCIe generation assumed for a GPU: Volta/Turing 3, Ampere/Ada 4, Hopper and later 5;
+    AMD: 4 (MI100-MI250), MI300 (gfx94x, cc 9.4+) 5; unknown: 3 (the conservative guess)."""
+    try:
+        major, minor = (int(x) for x in (compute_capability or "").split(".")[:2])
+    except ValueError:
+        return 3
+    if (vendor or "").lower().startswith("amd"):
+        return 5 if (major, minor) >= (9, 4) else 4
+    if major >= 9:
+        return 5
+    return 4 if major >= 8 else 3
+
+
+def attainable_gbps(
+    direction: str, pcie_gen: int, mem_bw_bytes_per_s: float | None
+) -> float | None:
+    """Bandwidth (GB/s) a direction's copies can reach; None when unknown (peer copies)."""
+    if direction in ("h2d", "d2h", "h2h"):
+        return PCIE_GBPS[pcie_gen]
+    if direction in ("d2d", "memset") and mem_bw_bytes_per_s:
+        return mem_bw_bytes_per_s / 2e9
+    return None
+
+
+def shortfall(achieved: float | None, attainable: float | None) -> tuple[float, str]:
+    """``(1 - achieved/attainable, confidence)``, 0 when at or above it; unknown figures give
+    ``UNKNOWN_BW_SHARE`` at ``low`` confidence."""
+    if achieved is None or attainable is None or attainable <= 0:
+        return UNKNOWN_BW_SHARE, "low"
+    return max(0.0, 1.0 - achieved / attainable), "medium"
