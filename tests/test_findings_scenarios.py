@@ -56,7 +56,7 @@ def test_exposed_comm_recoverable_is_the_unoverlapped_collective_time(tmp_path: 
 
 def test_transfer_recoverable_follows_the_link(tmp_path: Path) -> None:
     """96 MB at 3 GB/s that nothing overlaps; an H100 link (PCIe Gen5, ~50 GB/s pinned) would
-    move it in 6 % of the time: 94 % of the exposed copy time comes back."""
+    move it in about 6 % of the time (plus 2 µs per copy): 94 % of the exposed time comes back."""
     tr = sf.transfer_bound_loop(steps=4)
     result = analyze(load(tr.write_nsys(tmp_path / "t.sqlite"), use_cache=False))
     first, dev = result.findings[0], result.devices[0]
@@ -64,7 +64,7 @@ def test_transfer_recoverable_follows_the_link(tmp_path: Path) -> None:
     assert (h2d.direction, h2d.count, h2d.bytes) == ("h2d", 4, 4 * 96 * 2**20)
     assert h2d.pageable_count == 4
     assert dev.exposed_copy_ns == h2d.time_ns  # nothing overlaps the copies
-    expect = dev.exposed_copy_ns * (1 - (h2d.bytes / h2d.time_ns) / 50.0)
+    expect = dev.exposed_copy_ns * (1 - (4 * 2_000 + h2d.bytes / 50.0) / h2d.time_ns)
     assert first.recoverable_ns == int(expect)
     assert first.figures["pcie_generation_assumed"] == 5
 

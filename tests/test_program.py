@@ -264,7 +264,7 @@ def test_remedy_rules(program: Program) -> None:
         ("launch_overhead", "tensorrt", "nvidia", ("enqueueV3", "CUDA graph")),
         ("kernel_efficiency", "tensorrt", "nvidia", ("FP8",)),
         ("exposed_communication", "pytorch", "nvidia", ("DDP", "FSDP", "stragglers")),
-        ("kernel_efficiency", "pytorch", "nvidia", ("scaled_dot_product_attention", "bf16")),
+        ("kernel_efficiency", "pytorch", "nvidia", ("bf16", "torch.compile")),
         ("one_off", "pytorch", "nvidia", ("schedule(wait, warmup, active)",)),
         ("memory_management", "pytorch", "amd", ("hipMalloc",)),
         ("untraced", "pytorch", "amd", ("rocprofv3",)),

@@ -1,11 +1,15 @@
 """Terminal lines for the kernel analysis: short kernels, op throughput, families, MFU.
 
-Pure formatting of a ``KernelAnalysis``; returns lines, prints nothing.
+Pure formatting of a ``KernelAnalysis``; returns lines, prints nothing. A suspect figure
+(``kernels.suspect``: above peak, above the bandwidth, or against a guessed peak) is printed
+as computed with a ``!`` after its MFU, and each reason once under its table.
 """
 
 from __future__ import annotations
 
-from traceforensics.analysis.kernels.results import KernelAnalysis, MfuRow
+from collections.abc import Iterable
+
+from traceforensics.analysis.kernels.results import FamilyRow, KernelAnalysis, MfuRow, OpRow
 from traceforensics.report.format import fmt_ns, fmt_pct, truncate
 
 
@@ -15,6 +19,16 @@ def _pct(x: float | None) -> str:
 
 def _tf(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
+
+
+def _mark(r: OpRow | FamilyRow | MfuRow) -> str:
+    return "!" if r.suspect else " "
+
+
+def _reasons(rows: Iterable[OpRow | FamilyRow | MfuRow]) -> list[str]:
+    """One ``! reason`` line per distinct reason among the rows shown, first seen first."""
+    seen = dict.fromkeys(r.suspect_reason for r in rows if r.suspect and r.suspect_reason)
+    return [f"  ! {reason}" for reason in seen]
 
 
 def short_kernel_lines(a: KernelAnalysis, top: int = 10, width: int = 60) -> list[str]:
@@ -46,15 +60,16 @@ def op_lines(a: KernelAnalysis, top: int = 10, width: int = 48) -> list[str]:
         out.append("  no op with known FLOPs launched kernels (record_shapes off?)")
     else:
         out.append(
-            f"  {'kernel':>9} {'TFLOPS':>8} {'peak':>8} {'MFU':>6} {'membw':>6} {'bound':>7} "
+            f"  {'kernel':>9} {'TFLOPS':>8} {'peak':>8} {'MFU':>6}  {'membw':>6} {'bound':>7} "
             f"{'dtype':>5}  op shapes"
         )
         for r in a.ops[:top]:
             out.append(
                 f"  {fmt_ns(r.kernel_ns):>9} {_tf(r.tflops):>8} {_tf(r.peak_tflops):>8} "
-                f"{_pct(r.mfu):>6} {_pct(r.membw_share):>6} {r.bound or '-':>7} "
+                f"{_pct(r.mfu):>6}{_mark(r)} {_pct(r.membw_share):>6} {r.bound or '-':>7} "
                 f"{r.dtype or '-':>5}  {r.op} x{r.count} {truncate(r.shapes, width)}"
             )
+        out.extend(_reasons(a.ops[:top]))
     u = a.unknown_flops_kernels
     out.append(
         f"  unknown FLOPs: {u.count} kernels, {fmt_ns(u.kernel_ns)} "
@@ -69,17 +84,17 @@ def family_lines(a: KernelAnalysis) -> list[str]:
     for r in a.families:
         out.append(
             f"  {r.family:<12} dev {r.rank}:{r.device} {fmt_ns(r.kernel_ns):>9} "
-            f"{_tf(r.tflops):>8} TFLOPS  MFU {_pct(r.mfu):>6}  membw {_pct(r.membw_share):>6}  "
-            f"{r.bound or '-'}"
+            f"{_tf(r.tflops):>8} TFLOPS  MFU {_pct(r.mfu):>6}{_mark(r)} "
+            f"membw {_pct(r.membw_share):>6}  {r.bound or '-'}"
         )
-    return out
+    return [*out, *_reasons(a.families)]
 
 
 def _mfu_line(r: MfuRow) -> str:
     label = f"step {r.step}" if r.step is not None else "window"
     return (
         f"  rank {r.rank} dev {r.device} {label:<10} {fmt_ns(r.window_ns):>9}  "
-        f"{_tf(r.tflops):>8} TFLOPS of {_tf(r.peak_tflops)}  MFU {_pct(r.mfu)}"
+        f"{_tf(r.tflops):>8} TFLOPS of {_tf(r.peak_tflops)}  MFU {_pct(r.mfu)}{_mark(r).strip()}"
     )
 
 
@@ -93,7 +108,7 @@ def mfu_lines(a: KernelAnalysis, max_steps: int = 20) -> list[str]:
     out.extend(_mfu_line(r) for r in a.mfu_by_step[:max_steps])
     if len(a.mfu_by_step) > max_steps:
         out.append(f"  ... {len(a.mfu_by_step) - max_steps} more steps")
-    return out
+    return [*out, *_reasons([*a.mfu_by_device, *a.mfu_by_step[:max_steps]])]
 
 
 def kernel_report_lines(a: KernelAnalysis, top: int = 10) -> list[str]:

@@ -161,15 +161,20 @@ def _short_kernel_table(analysis: Analysis, top: int) -> list[str]:
 
 
 def _mfu_table(analysis: Analysis) -> list[str]:
-    return _table(
+    # a suspect MFU (kernels.suspect) is shown as computed, marked `!`, its reason listed once
+    rows = analysis.kernels.mfu_by_device
+    table = _table(
         ["rank:GPU", "TFLOPS", "peak", "MFU"],
         [
             [
                 f"{m.rank}:{m.device}",
                 f"{m.tflops:.2f}" if m.tflops is not None else "-",
                 f"{m.peak_tflops:.1f}" if m.peak_tflops is not None else "-",
-                fmt_pct(m.mfu) if m.mfu is not None else "-",
+                (fmt_pct(m.mfu) if m.mfu is not None else "-") + ("!" if m.suspect else ""),
             ]
-            for m in analysis.kernels.mfu_by_device
+            for m in rows
         ],
     )
+    reasons = dict.fromkeys(m.suspect_reason for m in rows if m.suspect and m.suspect_reason)
+    # blank line first: a line right under a table would be read as one more row
+    return table + ([""] if reasons else []) + [f"- `!` {r}" for r in reasons]

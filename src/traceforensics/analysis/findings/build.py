@@ -16,14 +16,16 @@ from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.devices import DeviceRecord
 from traceforensics.analysis.findings import estimates as est
 from traceforensics.analysis.findings.program import Program
-from traceforensics.analysis.findings.remedies import remedy
+from traceforensics.analysis.findings.remedies import attention_remedy, remedy
 from traceforensics.analysis.findings.results import (
     EXPOSED_COMMUNICATION,
     KERNEL_EFFICIENCY,
+    ONE_OFF,
     TRANSFER_BOUND,
     Finding,
     ranked,
 )
+from traceforensics.analysis.findings.steady import SteadySplit, steady_split
 from traceforensics.analysis.idle.gaps import IdleAnalysis
 from traceforensics.analysis.idle.results import Evidence
 from traceforensics.analysis.kernels.flops import parse_json_list
@@ -51,7 +53,10 @@ def build_findings(
     out: list[Finding] = []
     for rec in records:
         key = (rec.rank, rec.device)
-        out += _idle_findings(rec, idle, program)
+        split = steady_split(rec, idle)
+        where = f" in {split.steps} step{'s' * (split.steps != 1)}" if split.steps else ""
+        out += _idle_findings(rec, split.steady, where, idle, program)
+        out += _one_off_finding(rec, split, idle, program)
         if rec.exposed_comm_ns > 0:
             out.append(_comm_finding(ctx, rec, program))
         if rec.exposed_copy_ns > 0:
@@ -71,15 +76,18 @@ def _share(ns: int, rec: DeviceRecord) -> float:
     return ns / rec.window_ns if rec.window_ns else 0.0
 
 
-def _idle_findings(rec: DeviceRecord, idle: IdleAnalysis, program: Program) -> list[Finding]:
+def _idle_findings(
+    rec: DeviceRecord, by_cause: dict[str, int], where: str, idle: IdleAnalysis, program: Program
+) -> list[Finding]:
+    """One finding per idle cause of the device's steady state (``steady.steady_split``)."""
     out: list[Finding] = []
     gaps = [g for g in idle.gaps if (g.rank, g.device) == (rec.rank, rec.device)]
-    for cause, ns in rec.idle_by_cause.items():
+    for cause, ns in by_cause.items():
         if ns <= 0:
             continue
         proof = [e for g in gaps for e in g.evidence if e.cause == cause][:EVIDENCE_KEPT]
         share = _share(ns, rec)
-        title = f"GPU idle {fmt_ns(ns)} ({fmt_pct(share)} of the window): {cause}"
+        title = f"GPU idle {fmt_ns(ns)}{where} ({fmt_pct(share)} of the window): {cause}"
         out.append(
             Finding(
                 cause,
@@ -95,6 +103,46 @@ def _idle_findings(rec: DeviceRecord, idle: IdleAnalysis, program: Program) -> l
             )
         )
     return out
+
+
+def _one_off_finding(
+    rec: DeviceRecord, split: SteadySplit, idle: IdleAnalysis, program: Program
+) -> list[Finding]:
+    """Idle outside the steps (start-up, wind-down): happens once, not per step."""
+    ns = sum(split.one_off.values())
+    if ns <= 0 or split.first_step_ns is None:
+        return []
+    lo, hi = split.first_step_ns, split.last_step_end_ns or split.first_step_ns
+    proof = [
+        e
+        for g in idle.gaps
+        if (g.rank, g.device) == (rec.rank, rec.device) and not lo <= g.start_ns < hi
+        for e in g.evidence
+        if e.cause
+    ][:EVIDENCE_KEPT]
+    top = sorted(((c, v) for c, v in split.one_off.items() if v), key=lambda t: -t[1])[:3]
+    causes = ", ".join(f"{c} {fmt_ns(v)}" for c, v in top)
+    share = _share(ns, rec)
+    title = (
+        f"{fmt_ns(ns)} of idle ({fmt_pct(share)} of the window) outside the "
+        f"{split.steps} step{'s' * (split.steps != 1)}, once per run (start-up, wind-down): "
+        f"{causes}"
+    )
+    figures = {"one_off_by_cause": dict(split.one_off), "steps": split.steps}
+    return [
+        Finding(
+            ONE_OFF,
+            rec.rank,
+            rec.device,
+            ns,
+            share,
+            title,
+            remedy(ONE_OFF, program),
+            "medium",
+            proof,
+            figures,
+        )
+    ]
 
 
 def _comm_finding(ctx: AnalysisContext, rec: DeviceRecord, program: Program) -> Finding:
@@ -144,7 +192,7 @@ def _transfer_finding(
     recoverable, confidence, parts = 0.0, "medium", []
     for r in rec.transfers:
         attainable = est.attainable_gbps(r.direction, gen, mem_bw)
-        missing, conf = est.shortfall(r.gbps, attainable)
+        missing, conf = est.shortfall(r.count, r.bytes, r.time_ns, attainable)
         recoverable += rec.exposed_copy_ns * r.time_ns / total_time * missing
         confidence = "low" if conf == "low" and r.time_ns * 2 > total_time else confidence
         parts.append(_direction_text(r, attainable))
@@ -179,7 +227,7 @@ def _transfer_finding(
 def _direction_text(r: Any, attainable: float | None) -> str:
     size = f"{r.bytes / 1e9:.2f} GB" if r.bytes >= 10**7 else f"{r.bytes / 1e6:.2f} MB"
     speed = f" at {r.gbps:.1f} GB/s" if r.gbps is not None else ""
-    goal = f" (link ~{attainable:.0f} GB/s)" if attainable is not None and r.gbps else ""
+    goal = f" (attainable ~{attainable:.0f} GB/s)" if attainable is not None and r.gbps else ""
     paged = f", {r.pageable_count} of {r.count} pageable" if r.pageable_count else ""
     return f"{r.direction.upper()} {size} in {fmt_ns(r.time_ns)}{speed}{goal}{paged}"
 
@@ -216,15 +264,17 @@ def attention_scores(ctx: AnalysisContext) -> dict[int, tuple[int, Evidence]]:
 def _efficiency_finding(
     rec: DeviceRecord, ops: list[OpRow], program: Program, scores: tuple[int, Evidence] | None
 ) -> list[Finding]:
-    """Roofline shortfall summed over the device's modelled ops (impossible figures skipped);
+    """Roofline shortfall summed over the device's modelled ops (suspect figures skipped);
     a materialised attention on the rank is named in the title and the evidence."""
     scored: list[tuple[float, OpRow, str]] = []
     for o in ops:
+        if o.suspect:  # above peak or against a guessed peak (kernels.suspect): no shortfall
+            continue
         # without a byte count (no dtype sizes recorded) an op is judged on its FLOPs
-        if o.bound in ("compute", None) and o.mfu is not None and o.mfu <= 1.0:
+        if o.bound in ("compute", None) and o.mfu is not None:
             missing = max(0.0, 1.0 - o.mfu / est.ATTAINABLE_MFU)
             how = f"{fmt_pct(o.mfu)} MFU"
-        elif o.bound == "memory" and o.membw_share is not None and o.membw_share <= 1.0:
+        elif o.bound == "memory" and o.membw_share is not None:
             missing = max(0.0, 1.0 - o.membw_share / est.ATTAINABLE_MEMBW)
             how = f"{fmt_pct(o.membw_share)} of memory bandwidth"
         else:
@@ -253,9 +303,11 @@ def _efficiency_finding(
         f"kernels below what the chip can do: about {fmt_ns(ns)} ({fmt_pct(share)} of the "
         f"window) recoverable; largest {top.op} ({scored[0][2]})"
     )
+    fix = remedy(KERNEL_EFFICIENCY, program)
     if scores is not None:
         title = f"materialised attention ({scores[0]} x {scores[0]} scores): " + title
         proof = [scores[1], *proof][:EVIDENCE_KEPT]
+        fix = f"{attention_remedy(program)}; then {fix}"
     figures = {
         "attainable_mfu": est.ATTAINABLE_MFU,
         "attainable_membw": est.ATTAINABLE_MEMBW,
@@ -269,7 +321,7 @@ def _efficiency_finding(
             ns,
             share,
             title,
-            remedy(KERNEL_EFFICIENCY, program),
+            fix,
             "low",
             proof,
             figures,

@@ -9,8 +9,10 @@
   behind compute: ``recoverable = exposed_comm_ns`` (``medium``: it needs compute to hide
   behind, and a straggler elsewhere can be the real cause).
 - ``transfer_bound``: the copy time no compute overlaps, per direction (its share of the
-  exposed copy time, split by each direction's copy time), times ``1 - achieved/attainable``:
-  the time the same bytes would save at the bandwidth the link reaches with pinned memory::
+  exposed copy time, split by each direction's copy time), times ``1 - ideal/actual``, where
+  ``ideal = count * COPY_LATENCY_NS + bytes / attainable``: the time the same copies would take
+  at the bandwidth the link reaches with pinned memory, each still paying a fixed start-up
+  cost (so many tiny copies are not judged against the link's bandwidth)::
 
       exposed copy:  |==========================|      (achieved 4 GB/s)
       at 25 GB/s:    |====|                            (attainable)
@@ -81,9 +83,15 @@ def attainable_gbps(
     return None
 
 
-def shortfall(achieved: float | None, attainable: float | None) -> tuple[float, str]:
-    """``(1 - achieved/attainable, confidence)``, 0 when at or above it; unknown figures give
+#: Fixed cost of one copy or memset (DMA set-up / kernel start), ns.
+COPY_LATENCY_NS: Final = 2_000
+
+
+def shortfall(count: int, nbytes: int, time_ns: int, attainable: float | None) -> tuple[float, str]:
+    """``(1 - ideal/actual, confidence)`` of ``count`` copies of ``nbytes`` taking ``time_ns``
+    (0 when at or better than ideal); without bytes or an attainable bandwidth
     ``UNKNOWN_BW_SHARE`` at ``low`` confidence."""
-    if achieved is None or attainable is None or attainable <= 0:
+    if not nbytes or not time_ns or attainable is None or attainable <= 0:
         return UNKNOWN_BW_SHARE, "low"
-    return max(0.0, 1.0 - achieved / attainable), "medium"
+    ideal = count * COPY_LATENCY_NS + nbytes / attainable  # GB/s = bytes per ns
+    return max(0.0, 1.0 - ideal / time_ns), "medium"

@@ -99,8 +99,9 @@ REMEDIES: Final[dict[tuple[str, str], str]] = {
     "bucket_cap_mb / FSDP prefetch so they overlap, fewer larger collectives, check stragglers",
     ("transfer_bound", "pytorch"): "copies dominate: pin_memory=True + .to(non_blocking=True), "
     "keep tensors on the GPU across steps, move preprocessing to the GPU",
-    ("kernel_efficiency", "pytorch"): "faster kernels: scaled_dot_product_attention (Flash) for "
-    "materialised attention, bf16/tf32 matmuls, aligned shapes, torch.compile for elementwise",
+    ("kernel_efficiency", "pytorch"): "faster kernels: bf16/tf32 matmuls and convolutions "
+    "(torch.backends.cuda.matmul.allow_tf32, autocast), aligned shapes (multiples of 8/16), "
+    "torch.compile to fuse memory-bound elementwise chains",
     ("one_off", "pytorch"): "start-up cost before the first step: warm up before profiling, or "
     "profile the steady state with torch.profiler.schedule(wait, warmup, active)",
     # -- plain CUDA C/C++/Fortran
@@ -236,6 +237,26 @@ REMEDIES: Final[dict[tuple[str, str], str]] = {
 }
 
 
+#: Materialised attention (an S x S score matrix written to memory), per framework.
+ATTENTION: Final[dict[str, str]] = {
+    "pytorch": "replace the written-out attention (matmul, softmax, matmul) with "
+    "F.scaled_dot_product_attention (Flash/memory-efficient kernels never store the S x S scores)",
+    "jax": "use jax.nn.dot_product_attention (cuDNN flash attention) instead of writing the "
+    "S x S scores",
+    "tensorrt": "let the builder fuse attention (a supported MHA pattern / plugin) so the S x S "
+    "scores are never written",
+}
+ATTENTION_GENERIC: Final = (
+    "use a fused attention kernel (FlashAttention, cuDNN/rocm fused attention) so the S x S "
+    "scores are never written to memory"
+)
+
+
+def attention_remedy(program: Program) -> str:
+    """The remedy for materialised attention, in the program's terms."""
+    return ATTENTION.get(program.framework, ATTENTION_GENERIC)
+
+
 def remedy(category: str, program: Program) -> str:
     """One line of advice for ``category`` in ``program``'s terms (rules in the module
     docstring). ``ValueError`` for a category not in ``CATEGORIES``."""
@@ -245,4 +266,12 @@ def remedy(category: str, program: Program) -> str:
     return text.format_map(VENDOR_WORDS.get(program.vendor, VENDOR_WORDS["unknown"]))
 
 
-__all__ = ["CATEGORIES", "EXTRA_CATEGORIES", "GENERIC", "REMEDIES", "VENDOR_WORDS", "remedy"]
+__all__ = [
+    "CATEGORIES",
+    "EXTRA_CATEGORIES",
+    "GENERIC",
+    "REMEDIES",
+    "VENDOR_WORDS",
+    "attention_remedy",
+    "remedy",
+]

@@ -1,5 +1,6 @@
 """Kernel forensics pass: short kernels worth fusing (``short``), FLOPs charged to ops
-(``throughput``), achieved TFLOPS, roofline and MFU per op, family, device and step (``rows``).
+(``throughput``), achieved TFLOPS, roofline and MFU per op, family, device and step (``rows``),
+impossible or guessed-peak figures flagged (``suspect``).
 
 Reads from the context: the GPU ops with their launch links (one linker for every pass), the host
 op tree, the busy unions and the step table (so ``mfu.steps`` describes the same windows as
@@ -19,6 +20,7 @@ from traceforensics.analysis.kernels.peaks import DevicePeak, resolve_peaks, unk
 from traceforensics.analysis.kernels.results import KernelAnalysis, UnknownFlops
 from traceforensics.analysis.kernels.rows import family_rows, mfu_rows, op_rows
 from traceforensics.analysis.kernels.short import short_kernel_rows
+from traceforensics.analysis.kernels.suspect import flag_suspects
 from traceforensics.analysis.kernels.throughput import charge_flops, ideal_ns, math_dtype, op_costs
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.optree import ancestors_pick
@@ -65,12 +67,17 @@ def analyze_kernels(
     charged = ancestors_pick(ctx.tree_index, kl.get_column("op_id"), known)
     kern = ideal_ns(math_dtype(charge_flops(kl, pl.Series(charged), costs), peaks), peaks)
     keep = opts.rows_kept
+    ops, families = op_rows(kern, peaks)[:keep], family_rows(kern, peaks)
+    by_device = mfu_rows(kern, peaks, device_windows(ctx))
+    by_step = mfu_rows(kern, peaks, step_windows(ctx))
+    # impossible or guessed-peak figures stay as computed, flagged with the reason
+    flag_suspects(ops, families, [*by_device, *by_step], peaks)
     return KernelAnalysis(
         short_kernels=short[:keep],
-        ops=op_rows(kern, peaks)[:keep],
-        families=family_rows(kern, peaks),
-        mfu_by_device=mfu_rows(kern, peaks, device_windows(ctx)),
-        mfu_by_step=mfu_rows(kern, peaks, step_windows(ctx)),
+        ops=ops,
+        families=families,
+        mfu_by_device=by_device,
+        mfu_by_step=by_step,
         unknown_flops_kernels=_unknown(kern),
         short_kernel_us=opts.short_kernel_us,
         short_kernel_count=int(sum(r.count for r in short)),

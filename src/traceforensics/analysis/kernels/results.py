@@ -5,11 +5,13 @@
     {"short_kernels": [{"name", "launching_op", "count", "total_ns", "mean_ns",
                         "recoverable_ns", "remedy", ...extra}],
      "ops": [{"op", "shapes", "dtype", "flops", "bytes", "kernel_ns", "tflops",
-              "peak_tflops", "mfu", "bound", ...extra}],
+              "peak_tflops", "mfu", "bound", "suspect", "suspect_reason", ...extra}],
      "mfu": {"devices": [...], "steps": [...]},
      ...extra top-level keys}
 
-Every ns value is an int; ratios are floats in [0, 1] (or null when unknown).
+Every ns value is an int; ratios are floats (or null when unknown), normally in [0, 1]: a
+figure above 1 (or measured against a guessed peak) is kept as computed and its row flagged
+``suspect`` with a ``suspect_reason`` (rule in ``suspect``), never clamped or hidden.
 """
 
 from __future__ import annotations
@@ -64,6 +66,9 @@ class OpRow:
     arithmetic_intensity: float | None
     rank: int
     device: int
+    #: set by ``suspect.flag_suspects``: the figures cannot be taken at face value, and why
+    suspect: bool = False
+    suspect_reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,6 +90,9 @@ class FamilyRow:
     membw_share: float | None
     bound: str | None
     op_count: int
+    #: set by ``suspect.flag_suspects``: the figures cannot be taken at face value, and why
+    suspect: bool = False
+    suspect_reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,6 +121,9 @@ class MfuRow:
     device_name: str
     peak_source: str | None
     peak_how: str
+    #: set by ``suspect.flag_suspects``: the figures cannot be taken at face value, and why
+    suspect: bool = False
+    suspect_reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
