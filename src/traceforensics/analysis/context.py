@@ -40,6 +40,7 @@ from traceforensics.analysis.links import launch_links
 from traceforensics.analysis.names import matching
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.optree import TreeIndex, host_tree
+from traceforensics.analysis.restrict import restrict
 from traceforensics.analysis.steps import detect_steps
 from traceforensics.model.errors import OptionError
 from traceforensics.model.schema import BUSY_KINDS
@@ -212,6 +213,8 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
     """Build the context of ``session`` for ``options`` (defaults when None)."""
     opts = options or AnalysisOptions()
     opts.check()
+    r = opts.range  # the part of the trace asked for (``restrict``), before anything else
+    session = restrict(session, r.steps, r.start_ns, r.end_ns, opts.steps.pattern)
     queries = _queries(session, opts.idle.window)
     f = dict(zip(queries, pl.collect_all(list(queries.values()), engine="in-memory"), strict=True))
     first, last = f["bounds"].row(0)

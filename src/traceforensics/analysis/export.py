@@ -72,6 +72,11 @@ def analysis_json(analysis: Analysis) -> dict[str, Any]:
             "evidence": analysis.program.evidence,
         },
         "findings": [f.to_json() for f in analysis.findings],
+        "range": {
+            "steps": analysis.options.range.steps,
+            "start_ns": analysis.options.range.start_ns,
+            "end_ns": analysis.options.range.end_ns,
+        },
         "devices": [device_json(d) for d in analysis.devices],
         "steps": [s.to_json() for s in idle.steps],
         "step_summary": [s.to_json() for s in idle.step_summary],

@@ -56,6 +56,45 @@ class IdleOptions:
     top_gaps: int = 10
 
 
+_RANGE_RE = re.compile(r"^\s*(\d*)\s*(:?)\s*(\d*)\s*$")
+
+
+@dataclass(frozen=True)
+class StepRange:
+    """Inclusive step numbers; None = open end."""
+
+    first: int | None
+    last: int | None
+
+    @classmethod
+    def parse(cls, text: str) -> StepRange:
+        """``"3:"``, ``":5"``, ``"2:5"`` or ``"4"``; ``OptionError`` otherwise."""
+        m = _RANGE_RE.match(text)
+        if not m or not (m.group(1) or m.group(3)):
+            raise OptionError(
+                f"steps {text!r}: not a step range; pass A:B, A: or :B (step numbers), or A",
+                "steps",
+            )
+        a = int(m.group(1)) if m.group(1) else None
+        b = int(m.group(3)) if m.group(3) else None
+        if not m.group(2):
+            b = a
+        if a is not None and b is not None and b < a:
+            raise OptionError(f"steps {text!r}: the range is empty; pass A:B with A <= B", "steps")
+        return cls(a, b)
+
+
+@dataclass(frozen=True)
+class RangeOptions:
+    """The part of the trace to analyse (``analysis.restrict``): ``steps`` = a step range
+    (``"3:"``, ``":5"``, ``"2:5"``, ``"4"``); ``start_ns``/``end_ns`` = offsets (ns) from the
+    trace's first event. None everywhere = the whole trace."""
+
+    steps: str | None = None
+    start_ns: int | None = None
+    end_ns: int | None = None
+
+
 @dataclass(frozen=True)
 class KernelOptions:
     """``short_kernel_us``: threshold (µs); ``peak_tflops``: peak override (TFLOPS, all
@@ -88,6 +127,9 @@ FLAT_NAMES: Final[dict[str, tuple[str, str]]] = {
     "peak_tflops": ("kernels", "peak_tflops"),
     "top": ("kernels", "top"),
     "bin_ms": ("utilization", "bin_ms"),
+    "steps": ("range", "steps"),
+    "start_ns": ("range", "start_ns"),
+    "end_ns": ("range", "end_ns"),
 }
 
 
@@ -99,6 +141,7 @@ class AnalysisOptions:
     idle: IdleOptions = field(default_factory=IdleOptions)
     kernels: KernelOptions = field(default_factory=KernelOptions)
     utilization: UtilizationOptions = field(default_factory=UtilizationOptions)
+    range: RangeOptions = field(default_factory=RangeOptions)
 
     @classmethod
     def of(cls, **flat: Any) -> AnalysisOptions:
@@ -117,7 +160,13 @@ class AnalysisOptions:
         groups: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
         for name, value in flat.items():
             group, attr = FLAT_NAMES[name]
-            if value is None and attr not in ("pattern", "peak_tflops"):
+            if value is None and attr not in (
+                "pattern",
+                "peak_tflops",
+                "steps",
+                "start_ns",
+                "end_ns",
+            ):
                 continue
             new = value
             if name == "data_patterns":  # one word or several; empty means "the defaults"
@@ -158,6 +207,20 @@ class AnalysisOptions:
                 raise OptionError(
                     f"data_patterns {word!r}: not a word; pass strings", "data_patterns"
                 )
+        self._check_range()
+
+    def _check_range(self) -> None:
+        r = self.range
+        if r.steps is not None:
+            StepRange.parse(r.steps)
+        for name in ("start_ns", "end_ns"):
+            v = getattr(r, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+                raise OptionError(f"{name} {v!r}: not a time >= 0; pass one", name)
+        if r.start_ns is not None and r.end_ns is not None and r.end_ns <= r.start_ns:
+            raise OptionError(
+                f"end_ns {r.end_ns}: not after start_ns {r.start_ns}; pass a later end", "end_ns"
+            )
 
 
 def regex_error(pattern: str) -> str | None:

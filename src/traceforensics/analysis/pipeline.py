@@ -120,6 +120,7 @@ def analyze(
     """Prepare the context once, run every pass in ``PASSES`` over it, fold the results into
     device records and align the optional monitoring log."""
     ctx = prepare(session, options)
+    session = ctx.session  # the part of the trace the options select (``restrict``)
     # the passes only read the context: run them side by side (polars and numpy release the
     # GIL), each result exactly what the pass gives alone
     with ThreadPoolExecutor(max_workers=len(PASSES)) as pool:

@@ -71,13 +71,20 @@ def detect_steps(
             pl.col("end_ns").shift(1).over("dev").fill_null(pl.col("start_ns")).alias("start_ns")
         )
     spans = spans.with_columns(pl.max_horizontal("start_ns", "end_ns").alias("end_ns"))
-    digits = pl.col("name").str.extract_all(r"\d+").list.last().cast(pl.Int64, strict=False)
     return (
         spans.with_row_index("_row")
-        .with_columns(pl.coalesce(digits, pl.col("_row").cast(pl.Int64)).alias("number"))
+        .with_columns(
+            pl.coalesce(step_number(pl.col("name")), pl.col("_row").cast(pl.Int64)).alias("number")
+        )
         .select(list(STEP_SCHEMA))
         .cast(STEP_SCHEMA)  # type: ignore[arg-type]
     )
+
+
+def step_number(name: pl.Expr) -> pl.Expr:
+    """A step's number: the last integer in its name (``ProfilerStep#7`` -> 7); null when the
+    name has none."""
+    return name.str.extract_all(r"\d+").list.last().cast(pl.Int64, strict=False)
 
 
 def _device_spans(

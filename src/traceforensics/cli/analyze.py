@@ -14,6 +14,7 @@ from traceforensics.analysis.pipeline import Analysis, analyze
 from traceforensics.cli.options import (
     PLOT_SUFFIXES,
     check_output,
+    duration_ns,
     non_negative_int,
     positive_float,
     regex,
@@ -84,6 +85,28 @@ from traceforensics.report.terminal import render_text
     show_default=True,
     help="Step window: tiled (idle before a step's first GPU work is charged to it) or the "
     "step annotation's own device-side span.",
+)
+@click.option(
+    "--steps",
+    default=None,
+    metavar="RANGE",
+    help="Analyse only these steps, by number: 3: (from step 3), :5, 2:5 or 4.",
+)
+@click.option(
+    "--from",
+    "start_ns",
+    default=None,
+    metavar="TIME",
+    callback=duration_ns,
+    help="Analyse from this time after the trace's first event (1.5s, 200ms, 300us; bare = ms).",
+)
+@click.option(
+    "--to",
+    "end_ns",
+    default=None,
+    metavar="TIME",
+    callback=duration_ns,
+    help="Analyse up to this time after the trace's first event.",
 )
 @click.option(
     "--bin-ms",

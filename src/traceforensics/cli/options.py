@@ -7,6 +7,7 @@ and must never be one of the inputs (a report written over the trace would destr
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -38,6 +39,24 @@ def positive_float(
         return value
 
     return check
+
+
+_UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|µs|ms|s)?\s*$")
+
+
+def duration_ns(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """A click callback reading ``1.5s``, ``200ms``, ``300us``, ``5000ns`` (bare numbers are
+    ms) as integer ns, or None."""
+    if value is None:
+        return None
+    m = _DURATION_RE.match(value)
+    if not m:
+        flag = _flag(param)
+        raise InputError(
+            f"{flag} {value!r}: not a time; pass a number with a unit, e.g. {flag} 1.5s or 200ms"
+        )
+    return round(float(m.group(1)) * _UNITS_NS[m.group(2) or "ms"])
 
 
 def non_negative_int(ctx: click.Context, param: click.Parameter, value: int) -> int:
@@ -87,6 +106,8 @@ def check_output(
 #: Flags whose name is not the option's library name with dashes.
 _FLAG_NAMES = {
     "top_gaps": "--gaps",
+    "start_ns": "--from",
+    "end_ns": "--to",
     "data_patterns": "--data-pattern",
     "utc_offset": "--log-utc-offset",
 }

@@ -99,6 +99,13 @@ def render_text(analysis: Analysis, width: int = 100) -> str:
     srcs = ", ".join(f"{i.path} (rank {i.rank})" for i in meta.inputs) or "?"
     lines = [f"traceforensics · {meta.source_format} · {srcs}"]
     lines.append(f"  {analysis.event_count} events")
+    r = analysis.options.range
+    if r.steps is not None or r.start_ns is not None or r.end_ns is not None:
+        part = [f"steps {r.steps}"] if r.steps else []
+        if r.start_ns is not None or r.end_ns is not None:
+            end = "end" if r.end_ns is None else fmt_ns(r.end_ns)
+            part.append(f"{fmt_ns(r.start_ns or 0)} to {end} after the first event")
+        lines.append(f"  analysed part: {' and '.join(part)}")
     lines += [f"  warning: {w}" for w in analysis.warnings]
     if not analysis.devices:
         lines += ["", "No GPU activity in this trace (CPU-only): nothing to attribute."]
