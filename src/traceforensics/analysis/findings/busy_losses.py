@@ -1,0 +1,222 @@
+"""The findings about busy time: communication no compute hides, copies, inefficient kernels.
+
+Each builder takes one device record and returns its finding (or none); the estimates are in
+``estimates`` and docs/findings.md; ``window_share`` is the share of a device window both use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from traceforensics.analysis.context import AnalysisContext
+from traceforensics.analysis.devices import DeviceRecord
+from traceforensics.analysis.findings import estimates as est
+from traceforensics.analysis.findings.program import Program
+from traceforensics.analysis.findings.remedies import attention_remedy, remedy
+from traceforensics.analysis.findings.results import (
+    EXPOSED_COMMUNICATION,
+    KERNEL_EFFICIENCY,
+    TRANSFER_BOUND,
+    Finding,
+)
+from traceforensics.analysis.idle.results import Evidence
+from traceforensics.analysis.kernels.flops import parse_json_list
+from traceforensics.analysis.kernels.results import OpRow
+from traceforensics.model.schema import ARG_INPUT_DIMS
+from traceforensics.model.units import fmt_ns, fmt_pct
+
+#: Evidence items kept per finding.
+EVIDENCE_KEPT = 3
+#: Smallest sequence length whose S x S softmax counts as materialised attention.
+MATERIALISED_MIN_SEQ = 512
+
+
+def window_share(ns: int, rec: DeviceRecord) -> float:
+    """``ns`` as a share of the device's window."""
+    return ns / rec.window_ns if rec.window_ns else 0.0
+
+
+def comm_finding(ctx: AnalysisContext, rec: DeviceRecord, program: Program) -> Finding:
+    lo, hi = rec.window_start_ns, rec.window_start_ns + rec.window_ns
+    top = (
+        ctx.work.filter(
+            (pl.col("rank") == rec.rank)
+            & (pl.col("device") == rec.device)
+            & pl.col("is_comm").fill_null(False)
+            & (pl.col("start_ns") >= lo)
+            & (pl.col("end_ns") <= hi)
+        )
+        .sort("dur_ns", descending=True)
+        .head(EVIDENCE_KEPT)
+    )
+    proof = [
+        Evidence(EXPOSED_COMMUNICATION, "kernel", str(n), int(s), int(d), None, "collective")
+        for n, s, d in top.select("name", "start_ns", "dur_ns").iter_rows()
+    ]
+    ns, share = rec.exposed_comm_ns, window_share(rec.exposed_comm_ns, rec)
+    title = (
+        f"{fmt_ns(ns)} of communication ({fmt_pct(share)} of the window) not overlapped by "
+        f"compute, of {fmt_ns(rec.comm_ns)} in all"
+    )
+    figures = {"comm_ns": rec.comm_ns, "exposed_comm_ns": ns}
+    return Finding(
+        EXPOSED_COMMUNICATION,
+        rec.rank,
+        rec.device,
+        ns,
+        share,
+        title,
+        remedy(EXPOSED_COMMUNICATION, program),
+        "medium",
+        proof,
+        figures,
+    )
+
+
+def transfer_finding(
+    rec: DeviceRecord, gen: int, mem_bw: float | None, program: Program
+) -> list[Finding]:
+    """One finding: the exposed copy time split over directions by their copy time."""
+    total_time = sum(r.time_ns for r in rec.transfers)
+    if total_time <= 0:
+        return []
+    recoverable, confidence, parts = 0.0, "medium", []
+    for r in rec.transfers:
+        attainable = est.attainable_gbps(r.direction, gen, mem_bw)
+        missing, conf = est.shortfall(r.count, r.bytes, r.time_ns, attainable)
+        recoverable += rec.exposed_copy_ns * r.time_ns / total_time * missing
+        confidence = "low" if conf == "low" and r.time_ns * 2 > total_time else confidence
+        parts.append(_direction_text(r, attainable))
+    ns = int(recoverable)
+    share = window_share(rec.exposed_copy_ns, rec)
+    title = (
+        f"{fmt_ns(rec.exposed_copy_ns)} of copies ({fmt_pct(share)} of the window) not "
+        f"overlapped by compute: " + "; ".join(parts[:3])
+    )
+    figures: dict[str, Any] = {
+        "copy_ns": rec.copy_ns,
+        "exposed_copy_ns": rec.exposed_copy_ns,
+        "pcie_generation_assumed": gen,
+        "by_direction": [r.to_json() for r in rec.transfers],
+    }
+    return [
+        Finding(
+            TRANSFER_BOUND,
+            rec.rank,
+            rec.device,
+            ns,
+            window_share(ns, rec),
+            title,
+            remedy(TRANSFER_BOUND, program),
+            confidence,
+            [],
+            figures,
+        )
+    ]
+
+
+def _direction_text(r: Any, attainable: float | None) -> str:
+    size = f"{r.bytes / 1e9:.2f} GB" if r.bytes >= 10**7 else f"{r.bytes / 1e6:.2f} MB"
+    speed = f" at {r.gbps:.1f} GB/s" if r.gbps is not None else ""
+    goal = f" (attainable ~{attainable:.0f} GB/s)" if attainable is not None and r.gbps else ""
+    paged = f", {r.pageable_count} of {r.count} pageable" if r.pageable_count else ""
+    return f"{r.direction.upper()} {size} in {fmt_ns(r.time_ns)}{speed}{goal}{paged}"
+
+
+def attention_scores(ctx: AnalysisContext) -> dict[int, tuple[int, Evidence]]:
+    """Per rank, the largest materialised attention: a softmax whose input's last two dims are
+    equal and at least ``MATERIALISED_MIN_SEQ`` (an S x S score matrix written to memory; a
+    fused attention kernel never stores it). ``(S, the softmax op as evidence)``."""
+    soft = ctx.cpu_ops.filter(pl.col("name").cast(pl.String).str.contains(r"softmax"))
+    if soft.height == 0:
+        return {}
+    dims = ctx.args.filter(pl.col("key").cast(pl.String) == ARG_INPUT_DIMS).select(
+        "event_id", "value"
+    )
+    rows = soft.join(dims, on="event_id", how="inner").select("rank", "event_id", "value")
+    ev = ctx.session.events.select("event_id", "start_ns", "dur_ns", pl.col("name").cast(pl.String))
+    out: dict[int, tuple[int, Evidence]] = {}
+    for rank, eid, value in rows.iter_rows():
+        first = (parse_json_list(value) or [[]])[0]
+        shape = [x for x in first if type(x) is int] if isinstance(first, list) else []
+        if len(shape) < 2 or shape[-1] != shape[-2] or shape[-1] < MATERIALISED_MIN_SEQ:
+            continue
+        if rank in out and out[rank][0] >= shape[-1]:
+            continue
+        _, start, dur, name = ev.row(by_predicate=pl.col("event_id") == eid)
+        detail = f"softmax over {shape[-1]} x {shape[-1]} scores (input {shape})"
+        out[int(rank)] = (
+            shape[-1],
+            Evidence(KERNEL_EFFICIENCY, "cpu_op", name, start, dur, None, detail),
+        )
+    return out
+
+
+def efficiency_finding(
+    rec: DeviceRecord, ops: list[OpRow], program: Program, scores: tuple[int, Evidence] | None
+) -> list[Finding]:
+    """Roofline shortfall summed over the device's modelled ops (suspect figures skipped);
+    a materialised attention on the rank is named in the title and the evidence."""
+    scored: list[tuple[float, OpRow, str]] = []
+    for o in ops:
+        if o.suspect:  # above peak or against a guessed peak (kernels.suspect): no shortfall
+            continue
+        # without a byte count (no dtype sizes recorded) an op is judged on its FLOPs
+        if o.bound in ("compute", None) and o.mfu is not None:
+            missing = max(0.0, 1.0 - o.mfu / est.ATTAINABLE_MFU)
+            how = f"{fmt_pct(o.mfu)} MFU"
+        elif o.bound == "memory" and o.membw_share is not None:
+            missing = max(0.0, 1.0 - o.membw_share / est.ATTAINABLE_MEMBW)
+            how = f"{fmt_pct(o.membw_share)} of memory bandwidth"
+        else:
+            continue
+        scored.append((o.kernel_ns * missing, o, how))
+    ns = int(sum(s for s, _, _ in scored))
+    if ns <= 0:
+        return []
+    scored.sort(key=lambda t: -t[0])
+    proof = [
+        Evidence(
+            KERNEL_EFFICIENCY,
+            "cpu_op",
+            o.op,
+            rec.window_start_ns,
+            o.kernel_ns,
+            None,
+            f"{o.shapes} {o.dtype or ''}: {how} ({o.bound or 'FLOP'}-bound); kernel time over "
+            f"x{o.count} calls in the window",
+        )
+        for _, o, how in scored[:EVIDENCE_KEPT]
+    ]
+    share = window_share(ns, rec)
+    top = scored[0][1]
+    title = (
+        f"kernels below what the chip can do: about {fmt_ns(ns)} ({fmt_pct(share)} of the "
+        f"window) recoverable; largest {top.op} ({scored[0][2]})"
+    )
+    fix = remedy(KERNEL_EFFICIENCY, program)
+    if scores is not None:
+        title = f"materialised attention ({scores[0]} x {scores[0]} scores): " + title
+        proof = [scores[1], *proof][:EVIDENCE_KEPT]
+        fix = f"{attention_remedy(program)}; then {fix}"
+    figures = {
+        "attainable_mfu": est.ATTAINABLE_MFU,
+        "attainable_membw": est.ATTAINABLE_MEMBW,
+        "ops_scored": len(scored),
+    }
+    return [
+        Finding(
+            KERNEL_EFFICIENCY,
+            rec.rank,
+            rec.device,
+            ns,
+            share,
+            title,
+            fix,
+            "low",
+            proof,
+            figures,
+        )
+    ]
