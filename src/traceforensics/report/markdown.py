@@ -27,6 +27,7 @@ def render_markdown(analysis: Analysis, top: int = 5) -> str:
     lines += ["", f"## Findings (top {top}, largest time to give back first)", ""]
     lines += _findings_table(analysis, top)
     lines += ["", "## Devices", "", *_device_table(analysis)]
+    lines += ["", "### Busy time by kind and copies by direction", "", *_busy_table(analysis)]
     lines += ["", "## Idle time by cause", "", *_cause_table(analysis)]
     lines += ["", f"## Largest gaps (top {top})", "", *_gap_table(analysis, top)]
     if analysis.idle.steps:
@@ -72,6 +73,22 @@ def _findings_table(analysis: Analysis, top: int) -> list[str]:
             for i, f in enumerate(analysis.findings[:top], 1)
         ],
     )
+
+
+def _busy_table(analysis: Analysis) -> list[str]:
+    rows: list[list[str]] = []
+    for d in analysis.devices:
+        kinds = ", ".join(f"{k} {fmt_ns(ns)}" for k, ns in d.busy_by_kind.items() if ns)
+        rows.append([f"{d.rank}/{d.device}", "busy by kind", kinds or "-", "", ""])
+        for t in d.transfers:
+            speed = f"{t.gbps:.1f} GB/s" if t.gbps is not None else "-"
+            paged = f"{t.pageable_count} of {t.count} pageable" if t.pageable_count else ""
+            size = f"{t.bytes / 1e6:.1f} MB in {fmt_ns(t.time_ns)} (x{t.count})"
+            rows.append([f"{d.rank}/{d.device}", t.direction, size, speed, paged])
+        if d.copy_ns:
+            exposed = f"{fmt_ns(d.exposed_copy_ns)} of {fmt_ns(d.copy_ns)}"
+            rows.append([f"{d.rank}/{d.device}", "copies not overlapped", exposed, "", ""])
+    return _table(["rank/GPU", "what", "amount", "bandwidth", "note"], rows)
 
 
 def _device_table(analysis: Analysis) -> list[str]:
