@@ -271,17 +271,25 @@ def test_sync_issued_inside_the_gap_drains_nothing() -> None:
     assert only_gap(tl) == {"untraced": 88 * US, "host_sync": 2 * US, "launch_overhead": 10 * US}
 
 
-def test_dispatch_is_capped() -> None:
-    # aten::add runs 1.5 ms before its launch: only the last DISPATCH_MAX_NS are dispatch
+@pytest.mark.parametrize(
+    ("own_ns", "cpu_ns"),
+    [
+        (1_500 * US, 0),  # no child: all of the operator's own time is dispatch (no 1 ms cap)
+        (DISPATCH_MAX_NS, 0),  # at the sanity bound
+        (DISPATCH_MAX_NS + 500 * US, 500 * US),  # beyond it: the excess is the op's CPU work
+    ],
+)
+def test_dispatch_is_the_operators_own_time(own_ns: int, cpu_ns: int) -> None:
+    # aten::add runs own_ns with no child before its launch: dispatch, up to DISPATCH_MAX_NS
     tl = Tl()
     tl.launch((10 * US, 15 * US), (100 * US, 200 * US))
-    t_launch = 200 * US + 1_500 * US
+    t_launch = 200 * US + own_ns
     tl.host("cpu_op", "aten::add", 200 * US, t_launch + 10 * US)
     tl.launch((t_launch, t_launch + 5 * US), (t_launch + 10 * US, t_launch + 50 * US))
-    assert only_gap(tl) == {
-        "cpu_compute": 1_500 * US - DISPATCH_MAX_NS,
-        "launch_overhead": DISPATCH_MAX_NS + 10 * US,
-    }
+    expected = {"launch_overhead": own_ns - cpu_ns + 10 * US}
+    if cpu_ns:
+        expected["cpu_compute"] = cpu_ns
+    assert only_gap(tl) == expected
 
 
 @pytest.mark.parametrize(

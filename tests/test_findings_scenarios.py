@@ -100,3 +100,18 @@ def test_verdict_markdown_and_json_take_the_first_change_from_findings(
     doc = json.loads(out)
     assert doc["findings"][0]["category"] == "transfer_bound"
     assert doc["program"]["framework"] == "openmp"
+
+
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+def test_queued_kernel_behind_a_stream_wait(tmp_path: Path, fmt: str) -> None:
+    """A kernel launched on time sits queued behind a cudaStreamWaitEvent on work of another
+    stream (tests/test_queued_and_dispatch.py builds it): the first change is that wait, not
+    "profile with more host detail"."""
+    from tests.test_queued_and_dispatch import _cross_stream, _load
+
+    session, _ = _load(_cross_stream(), fmt, tmp_path)
+    result = analyze(session)
+    first = next(f for f in result.findings if (f.rank, f.device) == (0, 0))
+    assert first.category == "cross_stream_wait", [(f.category, f.device) for f in result.findings]
+    assert "record the event" in first.remedy and "another stream" in first.remedy
+    assert any(e.name.startswith("cudaStreamWaitEvent") for e in first.evidence), first.evidence

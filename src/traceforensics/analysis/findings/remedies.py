@@ -56,8 +56,8 @@ GENERIC: Final[dict[str, str]] = {
     "for stragglers on other ranks",
     "io": "move file I/O (checkpoints, logging) off the thread that launches GPU work, or do it "
     "less often",
-    "cross_stream_wait": "check stream dependencies: work was queued but waited on another "
-    "stream's event",
+    "cross_stream_wait": "queued work waited on another stream's event: record the event right "
+    "after the work it guards, split that producer, or give this stream other work meanwhile",
     "cpu_compute": "the launching thread was busy with other CPU work: move it off the step's "
     "critical path or overlap it with GPU work",
     "profiler_overhead": "profiler overhead: compare with a run that records less before acting",

@@ -18,20 +18,11 @@ from traceforensics.analysis.idle.causes import (
     LAUNCH_OVERHEAD,
     UNTRACED,
 )
+from traceforensics.analysis.idle.queued_evidence import queued_evidence
 from traceforensics.analysis.idle.results import Evidence
+from traceforensics.analysis.idle.results import duration_text as _us
 
 _MAX_PER_CAUSE = 2
-
-
-def _us(ns: int) -> str:
-    """A readable duration for evidence text: ns, µs, ms or s, whichever fits."""
-    if abs(ns) < 1_000:
-        return f"{ns} ns"
-    if abs(ns) < 1_000_000:
-        return f"{ns / 1e3:.1f} µs"
-    if abs(ns) < 1_000_000_000:
-        return f"{ns / 1e6:.2f} ms"
-    return f"{ns / 1e9:.3f} s"
 
 
 def gap_evidence(
@@ -44,7 +35,7 @@ def gap_evidence(
     o = ctx.ops
     out = [
         Evidence(
-            CAUSES[int(parts.qcause[i])] if e > int(parts.t2[i]) else "",
+            _queued_cause(i, e, parts),
             str(row["kind"]),
             str(row["name"]),
             int(o.start[op]),
@@ -59,36 +50,36 @@ def gap_evidence(
         out.append(Evidence(UNTRACED, "none", "", s, e - s, None, "no launch call linked"))
         return out
     tid = row["l_tid"]
-    tl, t2 = int(parts.tl[i]), int(parts.t2[i])
+    tl = int(parts.tl[i])
     out.append(_launch_evidence(ctx, op, str(row["l_name"]), tid, late=tl - s))
     out.extend(_sync_evidence(ctx, i, s, parts, tid))
-    if o.wait_ok[op] and causes.get(CROSS_STREAM_WAIT, 0) > 0:
-        out.append(
-            Evidence(
-                CROSS_STREAM_WAIT,
-                "gpu_sync",
-                "stream wait",
-                s,
-                e - t2,
-                None,
-                f"a stream-wait record on stream {row['stream']} precedes the launch",
-            )
-        )
+    queued = queued_evidence(ctx, i, s=s, e=e, op=op, parts=parts, tid=tid)
+    out.extend(queued)
     drain_end, dispatch = int(parts.drain_end[i]), int(parts.dispatch_from[i])
     out.extend(_host_ranges(ctx, thr, drain_end, tl, dispatch=dispatch, tid=tid, causes=causes))
-    if causes.get(UNTRACED, 0) > 0 and tl > s:
+    # untraced host time: what is left once the queued part's untraced time is taken out
+    host_untraced = causes.get(UNTRACED, 0) - sum(q.dur_ns for q in queued if q.cause == UNTRACED)
+    if host_untraced > 0 and tl > s:
         out.append(
             Evidence(
                 UNTRACED,
                 "none",
                 "",
                 s,
-                causes[UNTRACED],
+                host_untraced,
                 tid,
-                f"no classified host range on thread {tid} covers {_us(causes[UNTRACED])}",
+                f"no classified host range on thread {tid} covers {_us(host_untraced)}",
             )
         )
     return out
+
+
+def _queued_cause(i: int, e: int, parts: Parts) -> str:
+    """Cause of the op's own wait in the queue: the cross-stream wait when there was one, else
+    the cause of the queued time; "" when the op was not queued."""
+    if int(parts.wait_end[i]) > int(parts.t2[i]):
+        return CROSS_STREAM_WAIT
+    return CAUSES[int(parts.qcause[i])] if e > int(parts.t2[i]) else ""
 
 
 def _trailing_gap_evidence(

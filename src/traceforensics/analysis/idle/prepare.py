@@ -3,7 +3,9 @@
 - every host row classified into a cause (``causes.classify_host``) and flattened per thread
   into a ``HostTimeline``;
 - the synchronizing calls, indexed by (thread, end) for the sync-drain rule;
-- the dispatch start of every launch: the start of the outermost generic operator enclosing it;
+- the dispatch start of every launch: the start of the outermost generic operator enclosing it,
+  and the rows that may cut a dispatch window (``late.dispatch_cuts``);
+- the stream-wait and event-record calls of every thread (``streamwait.WaitCalls``);
 - the stream-wait flag of every GPU op (``wait_ok``).
 """
 
@@ -15,9 +17,16 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from traceforensics.analysis.idle.causes import CAUSE_INDEX, CPU_COMPUTE, HOST_SYNC, MEMCPY
+from traceforensics.analysis.idle.causes import (
+    CAUSE_INDEX,
+    CPU_COMPUTE,
+    HOST_SYNC,
+    LAUNCH_OVERHEAD,
+    MEMCPY,
+)
 from traceforensics.analysis.idle.classify import classify_host, slow_api_is_compilation
 from traceforensics.analysis.idle.host_timeline import HostTimeline, build_timeline
+from traceforensics.analysis.idle.streamwait import WaitCalls, wait_calls
 from traceforensics.analysis.intervals import overlap_components
 from traceforensics.analysis.names import matching
 from traceforensics.model.units import I8, I64, Mask
@@ -39,8 +48,11 @@ class HostClasses:
     """Classified host rows (``frame``: ``event_id, thr, kind, name, tid, start_ns, end_ns,
     cause``,
     sorted by thread then start; ``thr``, ``start``, ``end``, ``cause`` and ``is_op`` are the
-    same columns as numpy arrays), their timeline, the sync index and the dispatch operators
-    (packed ``(thread, time)`` keys of the outermost generic operators)."""
+    same columns as numpy arrays), their timeline, the sync index, the dispatch operators
+    (packed ``(thread, time)`` keys of the outermost generic operators), the rows that may cut
+    a dispatch window (``cut_rows``: classified rows of non-zero length that are not generic
+    CUDA calls, i.e. not of class ``launch_overhead``; ``late.dispatch_cuts``) and the
+    stream-wait calls."""
 
     frame: pl.DataFrame
     thr: I64
@@ -52,6 +64,8 @@ class HostClasses:
     sync: SyncIndex
     dispatch_s: I64
     dispatch_e: I64
+    cut_rows: I64
+    waits: WaitCalls
 
     def dispatch_start(self, thr: I64, launch: I64, t0_ns: int, shift: int) -> I64:
         """Start (ns) of the outermost generic operator enclosing each launch starting at
@@ -112,8 +126,12 @@ def host_classes(
     dke = (thr[disp] << shift) | (e[disp] - t0_ns)
     o = np.argsort(dks, kind="stable")
     comp_s, comp_e = overlap_components(dks[o], dke[o])
+    # dispatch windows stop at the end of the last range that did other work before the launch
+    # (any classified range but a generic CUDA call: those are the launch machinery itself)
+    cut_rows = np.flatnonzero((c >= 0) & (c != CAUSE_INDEX[LAUNCH_OVERHEAD]) & (e > s))
     keep = frame.select("event_id", "thr", "kind", "name", "tid", "start_ns", "end_ns", "cause")
-    return HostClasses(keep, thr, s, e, c, is_op, tline, sync, comp_s, comp_e)
+    waits = wait_calls(keep, thr, s, t0_ns=t0_ns, shift=shift)
+    return HostClasses(keep, thr, s, e, c, is_op, tline, sync, comp_s, comp_e, cut_rows, waits)
 
 
 def stream_wait_flags(work: pl.DataFrame, syncs: pl.DataFrame) -> pl.Series:
@@ -123,7 +141,8 @@ def stream_wait_flags(work: pl.DataFrame, syncs: pl.DataFrame) -> pl.Series:
     ``*Wait*``) on the op's stream was issued (``w_start``, ns) after the previous launch on
     that stream (``prev_ls``) and at or before this op's launch start (``ls``): ``prev_ls <
     w_start <= ls``. The queued part of a gap ended by such an op is ``cross_stream_wait``
-    (``attribution.queued_cause``)::
+    (until the waited-on work ended when the wait call reveals it, ``streamwait``;
+    ``queued.queued_split``)::
 
         host      [L k1]            [L k2]
         gpu_sync             ^ Stream Wait Event on the stream of k2

@@ -6,6 +6,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def duration_text(ns: int) -> str:
+    """A readable duration for evidence text: ns, µs, ms or s, whichever fits."""
+    if abs(ns) < 1_000:
+        return f"{ns} ns"
+    if abs(ns) < 1_000_000:
+        return f"{ns / 1e3:.1f} µs"
+    if abs(ns) < 1_000_000_000:
+        return f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1e9:.3f} s"
+
+
 @dataclass
 class Evidence:
     """One recorded event that justifies (part of) a gap's attribution."""

@@ -20,6 +20,8 @@ import numpy as np
 from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.idle.attribution import Parts, attribute_gaps
 from traceforensics.analysis.idle.causes import CAUSES
+from traceforensics.analysis.idle.late import dispatch_cuts
+from traceforensics.analysis.idle.streamwait import LaunchIndex, gap_waits
 from traceforensics.analysis.intervals import holes, sorted_unique
 from traceforensics.model.units import I64
 
@@ -66,6 +68,7 @@ def window_gaps(ctx: AnalysisContext, dev: I64, lo: I64, hi: I64) -> WindowGaps:
     op = ending_ops(ctx, g, e)
     prev = ending_ops(ctx, g, s, before=True)
     s0 = gap_begin(ctx, g, s)
+    launches = LaunchIndex.of(ctx)
     mat, parts = attribute_gaps(
         s,
         e,
@@ -73,8 +76,9 @@ def window_gaps(ctx: AnalysisContext, dev: I64, lo: I64, hi: I64) -> WindowGaps:
         prev_op=prev,
         prev_comm=ctx.busy.prev_comm(g, s0),
         ops=ctx.ops,
-        tline=ctx.host.tline,
-        sync=ctx.host.sync,
+        host=ctx.host,
+        cuts=dispatch_cuts(ctx.host, launches),
+        waits=gap_waits(ctx, op, launches),
         s0=s0,
     )
     return WindowGaps(w, g, s, e, op, mat, parts)
