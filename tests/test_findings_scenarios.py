@@ -115,3 +115,18 @@ def test_queued_kernel_behind_a_stream_wait(tmp_path: Path, fmt: str) -> None:
     assert first.category == "cross_stream_wait", [(f.category, f.device) for f in result.findings]
     assert "record the event" in first.remedy and "another stream" in first.remedy
     assert any(e.name.startswith("cudaStreamWaitEvent") for e in first.evidence), first.evidence
+
+
+def test_short_kernel_remedies_fit_a_cuda_c_program(tmp_path: Path) -> None:
+    """A plain CUDA C loop of tiny kernels: the short-kernel rows say CUDA graphs in CUDA's own
+    API, never torch.compile; the PyTorch wording stays for PyTorch programs."""
+    tr = sf.SynthTrace()
+    t = 10_000
+    for _ in range(200):
+        tr.launch("vecAdd(float const*, float const*, float*, int)", t, 4_000, t + 6_000, 3_000)
+        t += 12_000
+    result = analyze(load(tr.write_nsys(tmp_path / "t.sqlite"), use_cache=False))
+    assert result.program.framework == "cuda"
+    rows = result.kernels.short_kernels
+    assert rows and all("torch" not in r.remedy for r in rows)
+    assert any("cudaGraphLaunch" in r.remedy for r in rows), [r.remedy for r in rows]

@@ -27,6 +27,7 @@ import numpy as np
 import polars as pl
 
 from traceforensics.analysis.busy import DeviceBusy, device_busy
+from traceforensics.analysis.findings.program import Program, detect_program
 from traceforensics.analysis.idle.classify import launch_part_cause
 from traceforensics.analysis.idle.prepare import (
     HostClasses,
@@ -100,6 +101,11 @@ class AnalysisContext:
     trace_span: tuple[int, int]
     cpu_ops: pl.DataFrame
     args: pl.DataFrame
+
+    @cached_property
+    def program(self) -> Program:
+        """The program the trace comes from (framework, vendor), detected once."""
+        return detect_program(self.session)
 
     @cached_property
     def tree_index(self) -> TreeIndex:

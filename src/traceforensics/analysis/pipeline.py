@@ -36,7 +36,7 @@ import polars as pl
 from traceforensics.analysis.context import AnalysisContext, prepare
 from traceforensics.analysis.devices import DeviceRecord, device_records
 from traceforensics.analysis.findings.build import build_findings
-from traceforensics.analysis.findings.program import Program, detect_program
+from traceforensics.analysis.findings.program import Program
 from traceforensics.analysis.findings.results import Finding
 from traceforensics.analysis.idle.gaps import IdleAnalysis, analyze_idle
 from traceforensics.analysis.kernels.forensics import analyze_kernels
@@ -135,7 +135,7 @@ def analyze(
         if note:
             warnings.append(note)
     records = device_records(ctx, idle, kernels, patterns)
-    program = detect_program(session)
+    program = ctx.program
     return Analysis(
         session=session,
         options=ctx.options,

@@ -252,6 +252,48 @@ ATTENTION_GENERIC: Final = (
 )
 
 
+#: Short kernels worth fusing (``kernels.short``), by remedy code: PyTorch wording, then
+#: per-framework wording, then a neutral fallback.
+SHORT_KERNEL_REMEDIES: Final[dict[tuple[str, str], str]] = {
+    ("fused_optimizer", "pytorch"): "foreach/fused optimizer: build the optimizer with "
+    "fused=True (or foreach=True) so one kernel updates every parameter",
+    ("zero_grad", "pytorch"): "foreach/fused optimizer: zero_grad(set_to_none=True) drops these "
+    "fill kernels (or zero all grads in one foreach call)",
+    ("cuda_graphs", "pytorch"): "CUDA graphs: launch-bound - capture the region "
+    "(torch.compile mode='reduce-overhead' or torch.cuda.graphs) to replay without host launches",
+    ("fusion", "pytorch"): "torch.compile / fusion: fuse these small kernels with their neighbours",
+    ("cuda_graphs", "cuda"): "launch-bound: capture the repeated launches once as a CUDA graph "
+    "(cudaStreamBeginCapture, cudaGraphLaunch) or fuse them into fewer kernels",
+    ("cuda_graphs", "hip"): "launch-bound: capture the repeated launches once as a HIP graph "
+    "(hipStreamBeginCapture, hipGraphLaunch) or fuse them into fewer kernels",
+    ("cuda_graphs", "jax"): "launch-bound: jax.jit the whole step so XLA fuses and launches it "
+    "as one program",
+    ("fusion", "jax"): "jit larger regions so XLA fuses these small kernels",
+    ("cuda_graphs", "tensorrt"): "launch-bound: capture inference (enqueueV3) in a CUDA graph and "
+    "replay it",
+    ("cuda_graphs", "openacc"): "launch-bound: merge small parallel loops into one kernels/"
+    "parallel region (collapse), launch with async queues",
+    ("cuda_graphs", "openmp"): "launch-bound: merge small target regions into one target teams "
+    "distribute loop (collapse), launch them nowait",
+}
+SHORT_KERNEL_GENERIC: Final[dict[str, str]] = {
+    "fused_optimizer": "one fused kernel for the parameter update (multi-tensor apply) instead "
+    "of one launch per parameter",
+    "zero_grad": "zero the gradients in one kernel, or overwrite them instead of zeroing",
+    "cuda_graphs": "launch-bound: replay the repeated launches as one graph or fuse them into "
+    "fewer kernels",
+    "larger_batch": "larger batch: the GEMMs are too small to fill the GPU; batch more work per "
+    "call (or group the GEMMs)",
+    "fusion": "fuse these small kernels with their neighbours (one pass over the data)",
+}
+
+
+def short_kernel_remedy(code: str, program: Program) -> str:
+    """The remedy of a short-kernel group (``kernels.short`` remedy code) in the program's
+    terms."""
+    return SHORT_KERNEL_REMEDIES.get((code, program.framework), SHORT_KERNEL_GENERIC[code])
+
+
 def attention_remedy(program: Program) -> str:
     """The remedy for materialised attention, in the program's terms."""
     return ATTENTION.get(program.framework, ATTENTION_GENERIC)
@@ -271,7 +313,10 @@ __all__ = [
     "EXTRA_CATEGORIES",
     "GENERIC",
     "REMEDIES",
+    "SHORT_KERNEL_GENERIC",
+    "SHORT_KERNEL_REMEDIES",
     "VENDOR_WORDS",
     "attention_remedy",
     "remedy",
+    "short_kernel_remedy",
 ]

@@ -33,6 +33,8 @@ from typing import Any
 import polars as pl
 
 from traceforensics.analysis.context import AnalysisContext
+from traceforensics.analysis.findings.program import Program
+from traceforensics.analysis.findings.remedies import short_kernel_remedy
 from traceforensics.analysis.kernels.results import ShortKernelRow
 from traceforensics.analysis.names import matching
 from traceforensics.analysis.optree import ancestors_pick
@@ -42,18 +44,6 @@ OPTIMIZER_RE = r"^Optimizer\.(step|zero_grad)#|^Optimizer\.|optimizer"
 # "cutlass" alone is not enough: many non-GEMM kernels carry cutlass types in template args
 GEMM_KERNEL_RE = r"(?i)gemm|nvjet|xmma|Cijk_|cublas"
 FOREACH_RE = r"_foreach_|multi_tensor_apply"
-
-REMEDIES = {
-    "fused_optimizer": "foreach/fused optimizer: build the optimizer with fused=True "
-    "(or foreach=True) so one kernel updates every parameter",
-    "zero_grad": "foreach/fused optimizer: zero_grad(set_to_none=True) drops these fill "
-    "kernels (or zero all grads in one foreach call)",
-    "cuda_graphs": "CUDA graphs: launch-bound - capture the region "
-    "(torch.compile mode='reduce-overhead' or torch.cuda.graphs) to replay without host launches",
-    "larger_batch": "larger batch: the GEMMs are too small to fill the GPU; batch more work "
-    "per call (or group the GEMMs)",
-    "fusion": "torch.compile / fusion: fuse these small kernels with their neighbours",
-}
 
 
 def idle_before(ctx: AnalysisContext) -> pl.DataFrame:
@@ -110,7 +100,7 @@ def short_kernel_rows(ctx: AnalysisContext, kern: pl.DataFrame) -> list[ShortKer
         )
         .collect(engine="in-memory")
     )
-    return [_row(g) for g in groups.iter_rows(named=True)]
+    return [_row(g, ctx.program) for g in groups.iter_rows(named=True)]
 
 
 def _recoverable(ctx: AnalysisContext, kern: pl.DataFrame) -> pl.LazyFrame:
@@ -160,7 +150,7 @@ def _recoverable(ctx: AnalysisContext, kern: pl.DataFrame) -> pl.LazyFrame:
     )
 
 
-def _row(g: dict[str, Any]) -> ShortKernelRow:
+def _row(g: dict[str, Any], program: Program) -> ShortKernelRow:
     code = _remedy(g)
     return ShortKernelRow(
         name=g["norm_name"],
@@ -169,7 +159,7 @@ def _row(g: dict[str, Any]) -> ShortKernelRow:
         total_ns=int(g["total_ns"]),
         mean_ns=int(g["total_ns"] // g["count"]),
         recoverable_ns=int(g["recoverable_ns"]),
-        remedy=REMEDIES[code],
+        remedy=short_kernel_remedy(code, program),
         remedy_code=code,
         rank=int(g["rank"]),
         device=int(g["device"]),
