@@ -31,7 +31,7 @@ from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.idle.causes import ranked_causes
 from traceforensics.analysis.idle.gaps import IdleAnalysis
 from traceforensics.analysis.kernels.results import KernelAnalysis
-from traceforensics.analysis.transfers import TransferRow, device_transfers
+from traceforensics.analysis.transfers import DeviceTransfers, TransferRow, device_transfers
 from traceforensics.analysis.utilization.patterns import CauseVerdict, check_causes
 from traceforensics.analysis.utilization.timeline import DevicePattern
 from traceforensics.model.session import UNKNOWN_DEVICE
@@ -104,14 +104,16 @@ def device_records(
     idle: IdleAnalysis | None = None,
     kernels: KernelAnalysis | None = None,
     patterns: list[DevicePattern] | None = None,
+    transfers: list[DeviceTransfers] | None = None,
 ) -> list[DeviceRecord]:
-    """One record per device of the context, completed with whichever pass results are given."""
+    """One record per device of the context, completed with whichever pass results are given
+    (``transfers``: ``device_transfers(ctx)``, computed here when not given)."""
     names = {(d.rank, d.device): d.name for d in ctx.session.meta.devices}
     counts = _counts(ctx)
     top = _top_kernels(ctx, ctx.options.kernels.top)
     mfu = {(m.rank, m.device): m.mfu for m in (kernels.mfu_by_device if kernels else [])}
     pats = {(p.rank, p.device): p for p in patterns or []}
-    moved = device_transfers(ctx)
+    moved = device_transfers(ctx) if transfers is None else transfers
     out: list[DeviceRecord] = []
     for g, key in enumerate(ctx.devices):
         lo, hi = int(ctx.window_lo[g]), int(ctx.window_hi[g])

@@ -44,6 +44,7 @@ from traceforensics.analysis.kernels.results import KernelAnalysis
 from traceforensics.analysis.monitoring.align import aligned_monitor
 from traceforensics.analysis.monitoring.monitor import MonitorReport
 from traceforensics.analysis.options import AnalysisOptions
+from traceforensics.analysis.transfers import device_transfers
 from traceforensics.analysis.utilization.timeline import DevicePattern, analyze_utilization
 from traceforensics.model.monitor import MonitorLog
 from traceforensics.model.session import TraceSession
@@ -123,8 +124,9 @@ def analyze(
     session = ctx.session  # the part of the trace the options select (``restrict``)
     # the passes only read the context: run them side by side (polars and numpy release the
     # GIL), each result exactly what the pass gives alone
-    with ThreadPoolExecutor(max_workers=len(PASSES)) as pool:
+    with ThreadPoolExecutor(max_workers=len(PASSES) + 1) as pool:
         futures = {name: pool.submit(run, ctx) for name, run in PASSES.items()}
+        moved = pool.submit(device_transfers, ctx)  # the device records' copies, meanwhile
         results = {name: f.result() for name, f in futures.items()}
     idle, kernels, patterns = results["idle"], results["kernels"], results["utilization"]
     warnings = list(session.meta.warnings)
@@ -134,7 +136,7 @@ def analyze(
         monitor, note = aligned_monitor(session.meta, ctx.trace_span, has_events, monitor_log)
         if note:
             warnings.append(note)
-    records = device_records(ctx, idle, kernels, patterns)
+    records = device_records(ctx, idle, kernels, patterns, moved.result())
     program = ctx.program
     return Analysis(
         session=session,

@@ -117,14 +117,25 @@ def charge_flops(
     k = launches.with_columns(
         pl.Series("flops_op_id", charged_op).replace(-1, None).cast(pl.Int64)
     ).join(costs.rename({"op_id": "flops_op_id"}), on="flops_op_id", how="left")
-    named = kernel_dtype(pl.col("kname")).drop_nulls().first().over("flops_op_id")
-    k = k.with_columns(
-        pl.when(pl.col("flops").is_not_null())
-        .then(pl.coalesce(pl.col("dtype"), named))
-        .otherwise(pl.col("dtype"))
-        .alias("dtype"),
-        pl.col("dur_ns").sum().over("flops_op_id").alias("op_kernel_ns"),
-    )
+    if costs.filter(pl.col("flops").is_not_null() & pl.col("dtype").is_null()).height:
+        # the name rule runs once per distinct kernel name, not per kernel
+        names = k.select(pl.col("kname").unique())
+        names = names.with_columns(kernel_dtype(pl.col("kname")).alias("_kdtype"))
+        k = (
+            k.join(names, on="kname", how="left")
+            .with_columns(
+                pl.when(pl.col("flops").is_not_null())
+                .then(
+                    pl.coalesce(
+                        pl.col("dtype"), pl.col("_kdtype").drop_nulls().first().over("flops_op_id")
+                    )
+                )
+                .otherwise(pl.col("dtype"))
+                .alias("dtype")
+            )
+            .drop("_kdtype")
+        )
+    k = k.with_columns(pl.col("dur_ns").sum().over("flops_op_id").alias("op_kernel_ns"))
     share = (
         pl.when(pl.col("op_kernel_ns") > 0)
         .then(pl.col("dur_ns") / pl.col("op_kernel_ns"))
