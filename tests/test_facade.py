@@ -44,7 +44,14 @@ def test_to_json_equals_the_cli_json(capsys: pytest.CaptureFixture[str]) -> None
 def test_frames_are_polars_tables_that_agree_with_the_records() -> None:
     result = traceforensics.analyze(EXAMPLE)
     frames = result.frames()
-    assert set(frames) == {"devices", "gaps", "gap_causes", "steps", "short_kernels", "ops"}
+    assert set(frames) == {
+        "findings", "transfers", "devices", "gaps", "gap_causes", "steps", "short_kernels", "ops",
+    }  # fmt: skip
+    fnd = frames["findings"]
+    assert fnd.height == len(result.findings) > 0
+    assert fnd["recoverable_ns"].to_list() == [f.recoverable_ns for f in result.findings]
+    moved = frames["transfers"]
+    assert moved["bytes"].sum() == sum(t.bytes for d in result.devices for t in d.transfers)
     for name, frame in frames.items():
         assert isinstance(frame, pl.DataFrame), name
         assert frame.to_pandas().shape == frame.shape, name

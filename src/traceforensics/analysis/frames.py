@@ -1,9 +1,11 @@
 """Every result as a polars DataFrame (``Analysis.frames()``), for notebooks: filter, join, plot,
 or ``.to_pandas()``. Column names carry units (``*_ns``); cause columns are ``idle_<cause>_ns``.
 
-Tables: ``devices`` (one row per device), ``gaps`` (the largest gaps kept), ``gap_causes`` (one
-row per gap and cause with time), ``steps`` (one row per step window), ``short_kernels`` and
-``ops`` (the kernel tables). Schemas are fixed, so an empty table still has its columns.
+Tables: ``findings`` (the ranked findings, largest ``recoverable_ns`` first), ``transfers``
+(copies by device and direction), ``devices`` (one row per device), ``gaps`` (the largest gaps
+kept), ``gap_causes`` (one row per gap and cause with time), ``steps`` (one row per step
+window), ``short_kernels`` and ``ops`` (the kernel tables). Schemas are fixed, so an empty
+table still has its columns.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ _DEVICE_SCHEMA: dict[str, Any] = {
     "n_gaps": pl.Int64,
     "comm_ns": pl.Int64,
     "exposed_comm_ns": pl.Int64,
+    "copy_ns": pl.Int64,
+    "exposed_copy_ns": pl.Int64,
+    "graph_count": pl.Int64,
     "mfu": pl.Float64,
     "top_cause": pl.String,
     "pattern": pl.String,
@@ -70,6 +75,29 @@ _STEP_SCHEMA: dict[str, Any] = {
     "comm_ns": pl.Int64,
     "exposed_comm_ns": pl.Int64,
     **_CAUSE_COLS,
+}
+
+
+_FINDING_SCHEMA: dict[str, Any] = {
+    "category": pl.String,
+    "rank": pl.Int64,
+    "device": pl.Int64,
+    "recoverable_ns": pl.Int64,
+    "share_of_window": pl.Float64,
+    "confidence": pl.String,
+    "minor": pl.Boolean,
+    "title": pl.String,
+    "remedy": pl.String,
+}
+_TRANSFER_SCHEMA: dict[str, Any] = {
+    "rank": pl.Int64,
+    "device": pl.Int64,
+    "direction": pl.String,
+    "count": pl.Int64,
+    "bytes": pl.Int64,
+    "time_ns": pl.Int64,
+    "gbps": pl.Float64,
+    "pageable_count": pl.Int64,
 }
 
 
@@ -120,7 +148,15 @@ def analysis_frames(analysis: Analysis) -> dict[str, pl.DataFrame]:
         for s in analysis.idle.steps
     ]
     kern = analysis.kernels
+    findings = [{k: getattr(f, k) for k in _FINDING_SCHEMA} for f in analysis.findings]
+    transfers = [
+        {"rank": d.rank, "device": d.device, **t.to_json()}
+        for d in analysis.devices
+        for t in d.transfers
+    ]
     return {
+        "findings": pl.DataFrame(findings, schema=_FINDING_SCHEMA),
+        "transfers": pl.DataFrame(transfers, schema=_TRANSFER_SCHEMA),
         "devices": pl.DataFrame(devices, schema=_DEVICE_SCHEMA),
         "gaps": pl.DataFrame(gaps, schema=_GAP_SCHEMA),
         "gap_causes": pl.DataFrame(gap_causes, schema=_GAP_CAUSE_SCHEMA),
