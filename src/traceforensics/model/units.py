@@ -40,3 +40,19 @@ def fmt_ns(ns: int | float) -> str:
 def fmt_pct(x: float) -> str:
     """A share in [0, 1] as a percentage with one decimal."""
     return f"{100.0 * x:.1f}%"
+
+
+def fmt_bytes(n: int | float) -> str:
+    """Human size in decimal units: 512 B, 4.1 kB, 13.6 MB, 13.63 GB."""
+    v = float(n)
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.2f} {unit}" if unit == "GB" else f"{v / scale:.1f} {unit}"
+    return f"{v:.0f} B"
+
+
+def fmt_rate(bytes_per_ns: float) -> str:
+    """Bandwidth from bytes per ns (= GB/s): 12.3 GB/s, or 4.2 MB/s below 0.1 GB/s."""
+    if bytes_per_ns >= 0.1:
+        return f"{bytes_per_ns:.1f} GB/s"
+    return f"{bytes_per_ns * 1e3:.2f} MB/s"

@@ -3,9 +3,9 @@ the model's, so analysis titles read the same)."""
 
 from __future__ import annotations
 
-from traceforensics.model.units import fmt_ns, fmt_pct
+from traceforensics.model.units import fmt_bytes, fmt_ns, fmt_pct, fmt_rate
 
-__all__ = ["fmt_ns", "fmt_pct", "truncate"]
+__all__ = ["fmt_bytes", "fmt_ns", "fmt_pct", "fmt_rate", "truncate"]
 
 
 def truncate(text: str, width: int) -> str:

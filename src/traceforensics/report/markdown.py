@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from traceforensics.analysis.idle.causes import ranked_causes
 from traceforensics.analysis.pipeline import Analysis
-from traceforensics.report.format import fmt_ns, fmt_pct, truncate
+from traceforensics.report.format import fmt_bytes, fmt_ns, fmt_pct, fmt_rate, truncate
 from traceforensics.report.verdict import device_verdict, verdict_text
 
 
@@ -81,9 +81,9 @@ def _busy_table(analysis: Analysis) -> list[str]:
         kinds = ", ".join(f"{k} {fmt_ns(ns)}" for k, ns in d.busy_by_kind.items() if ns)
         rows.append([f"{d.rank}/{d.device}", "busy by kind", kinds or "-", "", ""])
         for t in d.transfers:
-            speed = f"{t.gbps:.1f} GB/s" if t.gbps is not None else "-"
+            speed = fmt_rate(t.gbps) if t.gbps is not None else "-"
             paged = f"{t.pageable_count} of {t.count} pageable" if t.pageable_count else ""
-            size = f"{t.bytes / 1e6:.1f} MB in {fmt_ns(t.time_ns)} (x{t.count})"
+            size = f"{fmt_bytes(t.bytes)} in {fmt_ns(t.time_ns)} (x{t.count})"
             rows.append([f"{d.rank}/{d.device}", t.direction, size, speed, paged])
         if d.copy_ns:
             exposed = f"{fmt_ns(d.exposed_copy_ns)} of {fmt_ns(d.copy_ns)}"

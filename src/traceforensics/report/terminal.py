@@ -12,7 +12,7 @@ import textwrap
 
 from traceforensics.analysis.devices import DeviceRecord
 from traceforensics.analysis.pipeline import Analysis
-from traceforensics.report.format import fmt_ns, fmt_pct, truncate
+from traceforensics.report.format import fmt_bytes, fmt_ns, fmt_pct, fmt_rate, truncate
 from traceforensics.report.gaps_text import gap_lines, idle_lines, step_lines
 from traceforensics.report.kernels_text import kernel_report_lines
 from traceforensics.report.monitor_text import pattern_lines, render_monitor_lines, verdict_lines
@@ -82,10 +82,10 @@ def _busy_lines(dev: DeviceRecord) -> list[str]:
     kinds = ", ".join(f"{k} {fmt_ns(ns)}" for k, ns in dev.busy_by_kind.items() if ns)
     out = [f"  busy by kind: {kinds or 'none'}"]
     for t in dev.transfers:
-        speed = f" at {t.gbps:.1f} GB/s" if t.gbps is not None else ""
+        speed = f" at {fmt_rate(t.gbps)}" if t.gbps is not None else ""
         paged = f", {t.pageable_count} pageable" if t.pageable_count else ""
         out.append(
-            f"    {t.direction:<7} x{t.count:<6} {t.bytes / 1e6:>10.1f} MB in "
+            f"    {t.direction:<7} x{t.count:<6} {fmt_bytes(t.bytes):>10} in "
             f"{fmt_ns(t.time_ns)}{speed}{paged}"
         )
     if dev.copy_ns:

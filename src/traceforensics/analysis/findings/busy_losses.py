@@ -25,7 +25,7 @@ from traceforensics.analysis.idle.results import Evidence
 from traceforensics.analysis.kernels.flops import parse_json_list
 from traceforensics.analysis.kernels.results import OpRow
 from traceforensics.model.schema import ARG_INPUT_DIMS
-from traceforensics.model.units import fmt_ns, fmt_pct
+from traceforensics.model.units import fmt_bytes, fmt_ns, fmt_pct, fmt_rate
 
 #: Evidence items kept per finding.
 EVIDENCE_KEPT = 3
@@ -118,8 +118,8 @@ def transfer_finding(
 
 
 def _direction_text(r: Any, attainable: float | None) -> str:
-    size = f"{r.bytes / 1e9:.2f} GB" if r.bytes >= 10**7 else f"{r.bytes / 1e6:.2f} MB"
-    speed = f" at {r.gbps:.1f} GB/s" if r.gbps is not None else ""
+    size = fmt_bytes(r.bytes)
+    speed = f" at {fmt_rate(r.gbps)}" if r.gbps is not None else ""
     goal = f" (attainable ~{attainable:.0f} GB/s)" if attainable is not None and r.gbps else ""
     paged = f", {r.pageable_count} of {r.count} pageable" if r.pageable_count else ""
     return f"{r.direction.upper()} {size} in {fmt_ns(r.time_ns)}{speed}{goal}{paged}"
