@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from traceforensics import load_monitor_log
-from traceforensics.analysis.options import DEFAULTS
+from traceforensics.analysis.options import DEFAULTS, AnalysisOptions
 from traceforensics.analysis.pipeline import Analysis, analyze
 from traceforensics.cli.options import (
     PLOT_SUFFIXES,
@@ -20,8 +20,13 @@ from traceforensics.cli.options import (
     regex,
 )
 from traceforensics.ingest import load_path
+from traceforensics.ingest.progress import report
 from traceforensics.model.errors import InputError, OptionError
+from traceforensics.model.monitor import MonitorLog
+from traceforensics.model.session import TraceSession
+from traceforensics.report.format import one_line
 from traceforensics.report.json_out import build_json, dumps
+from traceforensics.report.progress import progress_line
 from traceforensics.report.terminal import render_text
 
 
@@ -161,21 +166,32 @@ def analyze_command(
         check_output(markdown_path, inputs, "--markdown")
     if plot_path is not None:
         check_output(plot_path, inputs, "--plot", PLOT_SUFFIXES)
-    session = load_path(path, use_cache=not no_cache)
-    monitor_log = None
-    if monitor_path is not None:
-        monitor_log = load_monitor_log(monitor_path, columns=columns, utc_offset=log_utc_offset)
     # the analysis options' flat names are the flags' parameter names (``analysis.options``)
     options = DEFAULTS.with_(**flat)
+    with progress_line(enabled=not as_json):
+        session = load_path(path, use_cache=not no_cache)
+        monitor_log = None
+        if monitor_path is not None:
+            monitor_log = load_monitor_log(monitor_path, columns=columns, utc_offset=log_utc_offset)
+        report("analysing")
+        result = _analyze(path, session, options, monitor_log)
+    if as_json:  # a script reads the JSON; the person running it sees the warnings
+        for w in result.warnings:
+            click.echo(f"tf: warning: {one_line(w)}", err=True)
+    _write(result, as_json, markdown_path, plot_path)
+
+
+def _analyze(
+    path: str, session: TraceSession, options: AnalysisOptions, log: MonitorLog | None
+) -> Analysis:
     try:
-        result = analyze(session, options, monitor_log)
+        return analyze(session, options, log)
     except OptionError as exc:  # still name the file; main() adds the flag
         raise OptionError(f"{path}: {exc}", exc.option) from exc
     except InputError as exc:  # found while analysing: still name the file
         if path in str(exc):
             raise
         raise type(exc)(f"{path}: {exc}") from exc
-    _write(result, as_json, markdown_path, plot_path)
 
 
 def _write(

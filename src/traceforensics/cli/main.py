@@ -17,6 +17,7 @@ from traceforensics.cli.analyze import analyze_command
 from traceforensics.cli.monitor import monitor_command
 from traceforensics.cli.options import flag_of
 from traceforensics.model.errors import InputError, OptionError, TraceForensicsError
+from traceforensics.report.format import one_line
 
 EXIT_INPUT = 2
 EXIT_INTERNAL = 3
@@ -34,22 +35,6 @@ def cli() -> None:
 
 cli.add_command(analyze_command)
 cli.add_command(monitor_command)
-
-
-def one_line(text: str) -> str:
-    """``text`` with control characters escaped (``\\n``, ``\\r``, ``\\t``, ``\\x1b``, ...), so a
-    file name holding a newline cannot split the one-line error or pass for another file.
-    Also escaped: Unicode line/paragraph separators, format characters (bidi overrides such as
-    U+202E could visually reorder the line) and lone surrogates (undecodable name bytes)."""
-    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-    return "".join(ch if ch.isprintable() or ch == " " else _escaped(ch, named) for ch in text)
-
-
-def _escaped(ch: str, named: dict[str, str]) -> str:
-    if ch in named:
-        return named[ch]
-    code = ord(ch)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def _escape_unencodable() -> None:

@@ -5,9 +5,25 @@ from __future__ import annotations
 
 from traceforensics.model.units import fmt_bytes, fmt_ns, fmt_pct, fmt_rate
 
-__all__ = ["fmt_bytes", "fmt_ns", "fmt_pct", "fmt_rate", "truncate"]
+__all__ = ["fmt_bytes", "fmt_ns", "fmt_pct", "fmt_rate", "one_line", "truncate"]
 
 
 def truncate(text: str, width: int) -> str:
     """Cut ``text`` to ``width`` characters with an ellipsis."""
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def one_line(text: str) -> str:
+    """``text`` with control characters escaped (``\\n``, ``\\r``, ``\\t``, ``\\x1b``, ...), so a
+    file name holding a newline cannot split the one-line error or pass for another file.
+    Also escaped: Unicode line/paragraph separators, format characters (bidi overrides such as
+    U+202E could visually reorder the line) and lone surrogates (undecodable name bytes)."""
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    return "".join(ch if ch.isprintable() or ch == " " else _escaped(ch, named) for ch in text)
+
+
+def _escaped(ch: str, named: dict[str, str]) -> str:
+    if ch in named:
+        return named[ch]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"

@@ -32,6 +32,7 @@ from traceforensics.ingest.kineto import meta as kmeta
 from traceforensics.ingest.kineto.events import Extracted, extract
 from traceforensics.ingest.kineto.reader import RawTrace, read_trace
 from traceforensics.ingest.kineto.timeconv import TimeValueError
+from traceforensics.ingest.progress import report
 from traceforensics.model.errors import CorruptTraceError, InputError
 from traceforensics.model.schema import empty_args, empty_events
 from traceforensics.model.session import InputInfo, TraceMeta, TraceSession
@@ -74,6 +75,7 @@ def _load(paths: Sequence[Path]) -> TraceSession:
     for raw, rank in zip(raws, ranks, strict=True):
         warnings.extend(raw.notes)
         base = kmeta.base_time_ns(raw.top)
+        report(f"building the event table of {raw.path.name} ({len(raw.events):,} events)")
         part = _extract(raw, rank, offset, base)
         if part.events.height == 0:
             raise CorruptTraceError(

@@ -25,6 +25,7 @@ from traceforensics.ingest.kineto.salvage import (
     gunzipped_size,
     salvage_json,
 )
+from traceforensics.ingest.progress import report
 from traceforensics.model.errors import CorruptTraceError, InputError, UnsupportedFormatError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -42,13 +43,30 @@ class RawTrace:
     notes: list[str] = field(default_factory=list)
 
 
+#: Read size between progress reports (bytes).
+READ_CHUNK = 64 << 20
+
+
+def _read_reporting(path: Path) -> bytes:
+    """The file's bytes, read in chunks with a progress report after each."""
+    with path.open("rb") as fh:
+        size = max(path.stat().st_size, 1)
+        parts: list[bytes] = []
+        done = 0
+        while chunk := fh.read(READ_CHUNK):
+            parts.append(chunk)
+            done += len(chunk)
+            report(f"reading {path.name}: {done / 1e6:.0f} of {size / 1e6:.0f} MB")
+    return b"".join(parts)
+
+
 def read_bytes(path: Path) -> tuple[bytes, bool]:
     """``(JSON bytes, cut)``: the file's bytes, gunzipped when it starts with the gzip magic;
     ``cut`` when the gzip stream ends before its end marker. A file that could
     not fit in memory once parsed is refused before anything is read (``check_fits``)."""
     check_fits(path)
     try:
-        data = path.read_bytes()
+        data = _read_reporting(path)
     except FileNotFoundError as exc:
         raise InputError(f"{path}: no such file or directory; check the path") from exc
     except IsADirectoryError as exc:
@@ -60,6 +78,7 @@ def read_bytes(path: Path) -> tuple[bytes, bool]:
             f"{path}: cannot read the file ({exc.strerror or exc}); check the path and the disk"
         ) from exc
     if data.startswith(GZIP_MAGIC):
+        report(f"decompressing {path.name} ({len(data) / 1e6:.0f} MB)")
         try:
             return gunzip_prefix(data)  # a cut stream: the JSON parse sees the cut
         except zlib.error as exc:
@@ -199,6 +218,7 @@ def available_memory() -> int | None:
 def read_trace(path: Path) -> RawTrace:
     """Read and shape-check one trace file. Raises ``InputError`` subclasses only."""
     data, cut = read_bytes(path)
+    report(f"decoding {len(data) / 1e6:.0f} MB of JSON")
     try:
         value, notes = _parse_json(path, data)
     except CorruptTraceError as exc:

@@ -18,6 +18,7 @@ from traceforensics.ingest.nsys import gpu, host, meta
 from traceforensics.ingest.nsys.common import Part, Strings
 from traceforensics.ingest.nsys.db import ExportDb, sql_errors
 from traceforensics.ingest.nsys.nvtx import nvtx_events
+from traceforensics.ingest.progress import report
 from traceforensics.model.errors import CorruptTraceError, UnsupportedFormatError
 from traceforensics.model.schema import ARGS_SCHEMA, BUSY_KINDS
 from traceforensics.model.session import InputInfo, TraceMeta, TraceSession
@@ -32,6 +33,7 @@ def load_sqlite(
 ) -> TraceSession:
     """Read one export (``display`` is the path users see, e.g. the ``.nsys-rep``)."""
     shown = display or path
+    report(f"reading the export {shown.name} ({path.stat().st_size / 1e6:.0f} MB)")
     with ExportDb(path) as db, sql_errors(shown):
         if not db.tables & meta.NSYS_MARKERS:
             raise UnsupportedFormatError(
