@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TypeVar
@@ -14,6 +16,9 @@ TOOLS = ROOT / "tools"
 # the project's scripts (synthetic trace builders) are importable from every test
 if str(TOOLS) not in sys.path:
     sys.path.insert(0, str(TOOLS))
+# the session and analysis caches of every test run (and of the CLI children they start) go to
+# a private folder: never the user's cache, never a result left by an earlier run
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="tf-test-cache-")
 SHARED = ROOT.parent / "shared"
 TRACES = SHARED / "traces"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -19,6 +19,7 @@ from traceforensics.cli.options import (
     positive_float,
     regex,
 )
+from traceforensics.cli.result_cache import cached_analyze
 from traceforensics.ingest import load_path
 from traceforensics.ingest.progress import report
 from traceforensics.model.errors import InputError, OptionError
@@ -174,7 +175,12 @@ def analyze_command(
         if monitor_path is not None:
             monitor_log = load_monitor_log(monitor_path, columns=columns, utc_offset=log_utc_offset)
         report("analysing")
-        result = _analyze(path, session, options, monitor_log)
+        if no_cache or monitor_log is not None or options.range != DEFAULTS.range:
+            result = _analyze(path, session, options, monitor_log)
+        else:  # a repeat run reads the finished analysis (``cli.result_cache``)
+            result = cached_analyze(
+                Path(path), session, options, lambda: _analyze(path, session, options, None)
+            )
     if as_json:  # a script reads the JSON; the person running it sees the warnings
         for w in result.warnings:
             click.echo(f"tf: warning: {one_line(w)}", err=True)

@@ -36,10 +36,10 @@ def _tool_version() -> str:
     return f"{__version__}+{source_fingerprint(Path(__file__).resolve().parents[1])}"
 
 
-def source_fingerprint(package: Path) -> str:
-    """Hash of the ingesters' and the model's source under ``package`` (names and bytes)."""
+def source_fingerprint(package: Path, parts: tuple[str, ...] = ("ingest", "model")) -> str:
+    """Hash of the source of ``parts`` (subpackages) under ``package`` (names and bytes)."""
     h = hashlib.sha256()
-    for src in sorted([*package.glob("ingest/**/*.py"), *package.glob("model/*.py")]):
+    for src in sorted(f for part in parts for f in package.glob(f"{part}/**/*.py")):
         h.update(src.relative_to(package).as_posix().encode() + b"\0" + src.read_bytes())
     return h.hexdigest()[:12]
 

@@ -1,0 +1,89 @@
+"""Analysis cache for ``tf analyze``: a second run on the same unchanged input with the same
+options reads the finished analysis instead of recomputing it (the session cache,
+``ingest.cache``, already spares the load; on big traces the analysis is then most of a run).
+
+Key: the session cache key of the input (path, size, mtime of every file, the readers' source)
++ the analysis options + a hash of the source of ``ingest``, ``model`` and ``analysis``, so a
+changed input, option or analysis rule never serves an old result. Stored as a pickle of the
+``Analysis`` without its session under ``$XDG_CACHE_HOME/traceforensics/results`` (never beside
+the input); the session is the one just loaded, and the warnings are re-read from it (they
+quote the path as typed this time). Not used with ``--monitor`` or ``--no-cache``. Any failure
+to read or write the cache falls back to computing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import os
+import pickle
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import cast
+
+from traceforensics.analysis.options import AnalysisOptions
+from traceforensics.analysis.pipeline import Analysis
+from traceforensics.ingest.cache import cache_root, input_key, source_fingerprint
+from traceforensics.model.session import TraceSession
+
+CACHE_FORMAT = "1"
+
+
+@functools.cache
+def _rules_fingerprint() -> str:
+    package = Path(__file__).resolve().parents[1]
+    return source_fingerprint(package, ("ingest", "model", "analysis"))
+
+
+def result_key(path: Path, options: AnalysisOptions) -> str:
+    """The cache key of analysing ``path`` with ``options`` (see the module docstring)."""
+    text = f"{CACHE_FORMAT}|{input_key(path)}|{_rules_fingerprint()}|{options!r}"
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def results_root() -> Path:
+    return cache_root().parent / "results"
+
+
+def cached_analyze(
+    path: Path,
+    session: TraceSession,
+    options: AnalysisOptions,
+    run: Callable[[], Analysis],
+) -> Analysis:
+    """``run()``'s analysis of ``session``, read from the cache when this input and these
+    options were analysed before by the same rules; written there otherwise."""
+    entry = results_root() / f"{result_key(path, options)}.pkl"
+    with contextlib.suppress(Exception):
+        with entry.open("rb") as fh:
+            stored = pickle.load(fh)
+        if isinstance(stored, Analysis) and stored.options == options:
+            return dataclasses.replace(
+                stored, session=session, warnings=list(session.meta.warnings)
+            )
+    result = run()
+    _save(entry, result)
+    return result
+
+
+def _save(entry: Path, result: Analysis) -> None:
+    """Write ``result`` without its session (the session has its own cache); an unwritable
+    cache never fails the analysis."""
+    bare = dataclasses.replace(result, session=cast(TraceSession, None))
+    tmp: str | None = None
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=entry.parent)
+        with os.fdopen(fd, "wb") as fh:
+            pickle.dump(bare, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, entry)
+        tmp = None
+    except (OSError, pickle.PicklingError, TypeError, AttributeError):
+        pass
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)

@@ -1,0 +1,87 @@
+"""The analysis cache of ``tf analyze`` (issue 12: a repeat run on a big trace takes under 10 %
+of the first): the same input and options read the finished analysis; anything changed
+recomputes; a broken entry is ignored; --no-cache, --monitor and a part of the trace bypass it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+
+EXAMPLE = ROOT / "examples" / "synthetic_training.pt.trace.json.gz"
+
+
+@pytest.fixture
+def xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    cache = tmp_path / "xdg-cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    return cache
+
+
+def _results(xdg: Path) -> list[Path]:
+    root = xdg / "traceforensics" / "results"
+    return sorted(root.glob("*.pkl")) if root.exists() else []
+
+
+def _forbid_analysis(monkeypatch: pytest.MonkeyPatch) -> None:
+    import traceforensics.cli.analyze as cli
+
+    def boom(*_: object, **__: object) -> None:
+        raise AssertionError("the analysis ran again")
+
+    monkeypatch.setattr(cli, "analyze", boom)
+
+
+def test_repeat_run_reads_the_finished_analysis(
+    tmp_path: Path, xdg: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.pt.trace.json.gz"
+    shutil.copyfile(EXAMPLE, trace)
+    code, first, err = run_cli(["analyze", "--json", str(trace)], capsys)
+    assert code == 0, err
+    assert len(_results(xdg)) == 1
+    code, text_first, _ = run_cli(["analyze", str(trace)], capsys)
+    with monkeypatch.context() as m:
+        _forbid_analysis(m)
+        code, again, err = run_cli(["analyze", "--json", str(trace)], capsys)
+        assert code == 0, err
+        assert again == first
+        code, text_again, _ = run_cli(["analyze", str(trace)], capsys)
+        assert code == 0 and text_again == text_first
+    # other options, a changed input: computed again, each with its own entry
+    code, other, _ = run_cli(["analyze", "--json", "--window", "trace", str(trace)], capsys)
+    assert code == 0 and json.loads(other)["devices"] != json.loads(first)["devices"]
+    assert len(_results(xdg)) == 2
+    os.utime(trace, ns=(1, 1))
+    with monkeypatch.context() as m:
+        _forbid_analysis(m)
+        code, _, err = run_cli(["analyze", "--json", str(trace)], capsys)
+        assert code == 3 and "the analysis ran again" in err  # the changed input missed
+
+
+def test_broken_entry_is_recomputed(
+    tmp_path: Path, xdg: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.json.gz"
+    shutil.copyfile(EXAMPLE, trace)
+    code, first, _ = run_cli(["analyze", "--json", str(trace)], capsys)
+    (entry,) = _results(xdg)
+    entry.write_bytes(b"not a pickle")
+    code, again, err = run_cli(["analyze", "--json", str(trace)], capsys)
+    assert code == 0 and again == first, err
+
+
+@pytest.mark.parametrize("extra", [["--no-cache"], ["--steps", "3:"]])
+def test_bypassed(
+    tmp_path: Path, xdg: Path, extra: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.json.gz"
+    shutil.copyfile(EXAMPLE, trace)
+    code, _, err = run_cli(["analyze", "--json", *extra, str(trace)], capsys)
+    assert code == 0, err
+    assert _results(xdg) == []
