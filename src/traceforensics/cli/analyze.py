@@ -31,7 +31,7 @@ from traceforensics.report.progress import progress_line
 from traceforensics.report.terminal import render_text
 
 
-@click.command("analyze")
+@click.command("analyze", short_help="Where the GPU's time went, ranked by what to change.")
 @click.argument("path", type=click.Path(path_type=str, readable=False))
 @click.option("--json", "as_json", is_flag=True, help="Write the JSON analysis object to stdout.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the session cache.")

@@ -14,6 +14,7 @@ import click
 
 from traceforensics._version import __version__
 from traceforensics.cli.analyze import analyze_command
+from traceforensics.cli.explain import explain_command
 from traceforensics.cli.monitor import monitor_command
 from traceforensics.cli.options import flag_of
 from traceforensics.model.errors import InputError, OptionError, TraceForensicsError
@@ -28,13 +29,26 @@ EXIT_INTERNAL = 3
 def cli() -> None:
     """When the GPU was idle, who was it waiting for?
 
-    Reads PyTorch Profiler (Kineto) traces and Nsight Systems exports and attributes every idle
-    nanosecond of every GPU to a cause.
+    Reads PyTorch Profiler (Kineto) traces and Nsight Systems exports, attributes every idle
+    nanosecond of every GPU to a cause and ranks what to change first.
+
+    \b
+    Examples:
+      tf analyze trace.pt.trace.json.gz
+      tf analyze report.nsys-rep --json > analysis.json
+      tf analyze runs/ --steps 3: --markdown ticket.md
+      tf monitor nvidia-smi.log
+      tf explain host_sync
+
+    \b
+    Exit codes: 0 done; 2 bad input or option (one line: file, problem, what to do);
+    3 internal error (a bug: please report it).
     """
 
 
 cli.add_command(analyze_command)
 cli.add_command(monitor_command)
+cli.add_command(explain_command)
 
 
 def _escape_unencodable() -> None:

@@ -14,7 +14,7 @@ from traceforensics.ingest.monitor import load_monitor_log
 from traceforensics.report.monitor_text import render_monitor_text
 
 
-@click.command("monitor")
+@click.command("monitor", short_help="Utilization pattern and throttling from a monitoring log.")
 @click.argument("log", type=click.Path(path_type=str, readable=False))
 @click.option("--json", "as_json", is_flag=True, help="Write the traceforensics.monitor/1 JSON.")
 @click.option(

@@ -1,0 +1,39 @@
+"""``tf explain`` (issue 13, item 4: a glossary of causes): every cause and finding category has
+a meaning, a detection rule and a remedy; unknown ids are refused with the list."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_cli
+from traceforensics.analysis.findings.glossary import GLOSSARY
+from traceforensics.analysis.findings.results import CATEGORIES
+
+
+def test_every_category_is_explained() -> None:
+    assert tuple(GLOSSARY) == CATEGORIES
+    assert all(e.meaning and e.detection for e in GLOSSARY.values())
+
+
+def test_list_and_one_entry(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["explain"], capsys)
+    assert code == 0 and [line.split()[0] for line in out.splitlines()] == list(CATEGORIES)
+    code, out, _ = run_cli(["explain", "Host_Sync"], capsys)
+    assert code == 0
+    assert out.startswith("host_sync: ") and "detected:" in out
+    assert "what to do (PyTorch): remove host syncs" in out
+
+
+def test_unknown_id_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(["explain", "gpu_bored"], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1
+    assert "not a cause or finding category; pass one of data_loading" in lines[0]
+
+
+def test_help_shows_examples_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["--help"], capsys)
+    assert code == 0
+    assert "tf explain host_sync" in out and "Exit codes: 0 done; 2 bad input" in out
+    for line in out.split("Commands:")[1].splitlines():
+        assert not line.rstrip().endswith("..."), line  # no description cut mid-sentence
