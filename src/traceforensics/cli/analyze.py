@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -208,8 +209,10 @@ def _write(
         from traceforensics.report.markdown import render_markdown
 
         # a file name that is not UTF-8 is written escaped, never a crash
+        argv = (click.get_current_context().find_root().obj or {}).get("argv", sys.argv[1:])
+        command = " ".join(shlex.quote(a) for a in ["tf", *argv])
         markdown_path.write_text(
-            render_markdown(result), encoding="utf-8", errors="backslashreplace"
+            render_markdown(result, command=command), encoding="utf-8", errors="backslashreplace"
         )
     if plot_path is not None:
         from traceforensics.report.plots import plot_analysis

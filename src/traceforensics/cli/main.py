@@ -62,7 +62,12 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the group, mapping errors to one line and an exit code."""
     _escape_unencodable()
     try:
-        cli.main(args=argv, prog_name="tf", standalone_mode=False)
+        cli.main(
+            args=argv,
+            prog_name="tf",
+            standalone_mode=False,
+            obj={"argv": list(sys.argv[1:] if argv is None else argv)},  # for report headers
+        )
     except click.exceptions.Abort:
         click.echo("tf: aborted", err=True)
         sys.exit(130)

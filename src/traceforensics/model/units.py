@@ -25,13 +25,13 @@ NS_PER_S: Final = 1_000_000_000
 
 
 def fmt_ns(ns: int | float) -> str:
-    """Human duration from ns: 812 ns, 15.3 us, 4.21 ms, 1.204 s."""
+    """Human duration from ns: 812 ns, 15.3 µs, 4.21 ms, 1.204 s."""
     v = float(ns)
     a = abs(v)
     if a < NS_PER_US:
         return f"{v:.0f} ns"
     if a < NS_PER_MS:
-        return f"{v / NS_PER_US:.1f} us"
+        return f"{v / NS_PER_US:.1f} µs"
     if a < NS_PER_S:
         return f"{v / NS_PER_MS:.2f} ms"
     return f"{v / NS_PER_S:.3f} s"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from traceforensics._version import __version__
 from traceforensics.analysis.idle.causes import ranked_causes
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.report.format import fmt_bytes, fmt_ns, fmt_pct, fmt_rate, truncate
@@ -14,11 +15,22 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
-def render_markdown(analysis: Analysis, top: int = 5) -> str:
-    """The ticket-ready summary of one analysis."""
+def render_markdown(analysis: Analysis, top: int = 5, command: str | None = None) -> str:
+    """The ticket-ready summary of one analysis (``command``: the command line that made it)."""
     meta = analysis.session.meta
     lines = ["# traceforensics report", ""]
+    lines.append(f"- tool: traceforensics {__version__}")
+    if command:
+        lines.append(f"- command: `{command}`")
     lines += [f"- input: `{i.path}` ({i.format}, rank {i.rank})" for i in meta.inputs]
+    opts = analysis.options
+    part = ", ".join(
+        f"{k} {v}" for k, v in vars(opts.range).items() if v is not None
+    )  # the part of the trace analysed, when not all of it
+    span = "the whole trace per rank" if opts.idle.window == "trace" else "first to last GPU work"
+    lines.append(
+        f"- window: `{opts.idle.window}` ({span})" + (f"; analysed part: {part}" if part else "")
+    )
     lines += [f"- warning: {w}" for w in analysis.warnings]
     if not analysis.devices:
         lines += ["", "No GPU activity in this trace (CPU-only)."]
@@ -35,6 +47,12 @@ def render_markdown(analysis: Analysis, top: int = 5) -> str:
     if analysis.kernels.short_kernels:
         lines += ["", f"## Short kernels worth fusing (top {top})", ""]
         lines += _short_kernel_table(analysis, top)
+        lines += [
+            "",
+            "*recoverable*: the idle time around these launches that fusing or a graph would "
+            "remove (launch-bound gaps plus per-launch overhead), not the kernels' own run time, "
+            "so it can exceed their total (docs/kernels.md).",
+        ]
     if analysis.kernels.mfu_by_device:
         lines += ["", "## Model FLOPs utilization", "", *_mfu_table(analysis)]
     return "\n".join(lines) + "\n"
@@ -93,7 +111,19 @@ def _busy_table(analysis: Analysis) -> list[str]:
 
 def _device_table(analysis: Analysis) -> list[str]:
     return _table(
-        ["rank", "GPU", "name", "window", "busy", "idle", "kernels", "memcpy", "memset"],
+        [
+            "rank",
+            "GPU",
+            "name",
+            "window",
+            "busy",
+            "idle",
+            "exposed comm",
+            "pattern",
+            "kernels",
+            "memcpy",
+            "memset",
+        ],
         [
             [
                 str(d.rank),
@@ -102,6 +132,8 @@ def _device_table(analysis: Analysis) -> list[str]:
                 fmt_ns(d.window_ns),
                 f"{fmt_ns(d.busy_ns)} ({fmt_pct(d.busy_fraction)})",
                 fmt_ns(d.idle_ns),
+                f"{fmt_ns(d.exposed_comm_ns)} of {fmt_ns(d.comm_ns)}" if d.comm_ns else "-",
+                f"`{d.pattern.pattern.pattern}`" if d.pattern is not None else "-",
                 str(d.kernel_count),
                 str(d.memcpy_count),
                 str(d.memset_count),
@@ -162,9 +194,10 @@ def _step_table(analysis: Analysis) -> list[str]:
 
 def _short_kernel_table(analysis: Analysis, top: int) -> list[str]:
     return _table(
-        ["kernel", "launching op", "count", "total", "recoverable", "remedy"],
+        ["rank:GPU", "kernel", "launching op", "count", "total", "recoverable", "remedy"],
         [
             [
+                f"{r.rank}:{r.device}",
                 truncate(r.name, 50),
                 r.launching_op or "-",
                 str(r.count),
