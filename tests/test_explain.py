@@ -37,3 +37,22 @@ def test_help_shows_examples_and_exit_codes(capsys: pytest.CaptureFixture[str]) 
     assert "tf explain host_sync" in out and "Exit codes: 0 done; 2 bad input" in out
     for line in out.split("Commands:")[1].splitlines():
         assert not line.rstrip().endswith("..."), line  # no description cut mid-sentence
+
+
+def test_sections_choose_what_follows_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.conftest import ROOT
+
+    example = ROOT / "examples" / "synthetic_training.pt.trace.json.gz"
+    code, out, _ = run_cli(["analyze", "--no-cache", str(example), "--sections", "steps"], capsys)
+    assert code == 0
+    assert [ln for ln in out.splitlines() if ln.startswith("== ")] == [
+        "== Verdict ==",
+        "== Steps ==",
+    ]
+    code, out, _ = run_cli(["analyze", "--no-cache", str(example)], capsys)
+    lines = out.splitlines()
+    # the verdict and the first three findings fit on one 30-line screen
+    end = next(i for i, ln in enumerate(lines) if ln.startswith("== Devices"))
+    assert end <= 30 and sum(ln.startswith("#") for ln in lines[:end]) == 3
+    code, out, err = run_cli(["analyze", "--no-cache", str(example), "--sections", "nope"], capsys)
+    assert code == 2 and "unknown section nope" in err

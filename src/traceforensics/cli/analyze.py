@@ -19,6 +19,7 @@ from traceforensics.cli.options import (
     non_negative_int,
     positive_float,
     regex,
+    sections_list,
 )
 from traceforensics.cli.result_cache import cached_analyze
 from traceforensics.ingest import load_path
@@ -29,7 +30,7 @@ from traceforensics.model.session import TraceSession
 from traceforensics.report.format import one_line
 from traceforensics.report.json_out import build_json, dumps
 from traceforensics.report.progress import progress_line
-from traceforensics.report.terminal import render_text
+from traceforensics.report.terminal import SECTIONS, render_text
 
 
 @click.command("analyze", short_help="Where the GPU's time went, ranked by what to change.")
@@ -92,6 +93,16 @@ from traceforensics.report.terminal import render_text
     show_default=True,
     help="Step window: tiled (idle before a step's first GPU work is charged to it) or the "
     "step annotation's own device-side span.",
+)
+@click.option(
+    "--sections",
+    default="all",
+    show_default=True,
+    metavar="LIST",
+    callback=sections_list,
+    help="Terminal report sections after the verdict, comma-separated: "
+    + ",".join(SECTIONS[1:])
+    + " (or all).",
 )
 @click.option(
     "--steps",
@@ -159,6 +170,7 @@ def analyze_command(
     log_utc_offset: str,
     markdown_path: Path | None,
     plot_path: Path | None,
+    sections: tuple[str, ...],
     **flat: Any,
 ) -> None:
     """Analyze a trace: PyTorch Profiler .json/.json.gz, a directory of rank files,
@@ -185,7 +197,7 @@ def analyze_command(
     if as_json:  # a script reads the JSON; the person running it sees the warnings
         for w in result.warnings:
             click.echo(f"tf: warning: {one_line(w)}", err=True)
-    _write(result, as_json, markdown_path, plot_path)
+    _write(result, as_json, markdown_path, plot_path, sections)
 
 
 def _analyze(
@@ -202,7 +214,11 @@ def _analyze(
 
 
 def _write(
-    result: Analysis, as_json: bool, markdown_path: Path | None, plot_path: Path | None
+    result: Analysis,
+    as_json: bool,
+    markdown_path: Path | None,
+    plot_path: Path | None,
+    sections: tuple[str, ...] = SECTIONS,
 ) -> None:
     """The report on stdout (text or JSON), and the optional Markdown and plot files."""
     if markdown_path is not None:
@@ -221,4 +237,4 @@ def _write(
     if as_json:
         sys.stdout.buffer.write(dumps(build_json(result)))
     else:
-        sys.stdout.write(render_text(result))
+        sys.stdout.write(render_text(result, sections=sections))

@@ -15,6 +15,7 @@ import click
 
 from traceforensics.analysis.options import regex_error
 from traceforensics.model.errors import InputError
+from traceforensics.report.terminal import SECTIONS
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 #: Files a directory input would load as rank files (so an output there would become an input).
@@ -57,6 +58,20 @@ def duration_ns(ctx: click.Context, param: click.Parameter, value: str | None) -
             f"{flag} {value!r}: not a time; pass a number with a unit, e.g. {flag} 1.5s or 200ms"
         )
     return round(float(m.group(1)) * _UNITS_NS[m.group(2) or "ms"])
+
+
+def sections_list(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+    """``--sections``: comma-separated section ids of the terminal report, or ``all``."""
+    if value.strip().lower() == "all":
+        return SECTIONS
+    chosen = tuple(v.strip().lower() for v in value.split(",") if v.strip())
+    unknown = [v for v in chosen if v not in SECTIONS]
+    if unknown or not chosen:
+        raise InputError(
+            f"--sections {value!r}: unknown section {', '.join(unknown) or '(none)'}; pass "
+            f"some of {','.join(SECTIONS)} or all"
+        )
+    return chosen
 
 
 def non_negative_int(ctx: click.Context, param: click.Parameter, value: int) -> int:

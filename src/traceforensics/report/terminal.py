@@ -9,6 +9,8 @@ pattern, kernel forensics and, when given, the monitoring log.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
+from typing import Final
 
 from traceforensics.analysis.devices import DeviceRecord
 from traceforensics.analysis.pipeline import Analysis
@@ -41,11 +43,11 @@ def findings_lines(analysis: Analysis, width: int, limit: int = 8) -> list[str]:
         out += textwrap.wrap(
             f.remedy, width, initial_indent="    do: ", subsequent_indent="        "
         )
-        for e in f.evidence[:2]:
+        for e in f.evidence[:1]:  # one line of proof each; the JSON has them all
             head = f"    [{e.kind}] {truncate(e.name, 48)} ({fmt_ns(e.dur_ns)}): "
             out.append(head + truncate(e.detail, max(width - len(head), 20)))
     if len(analysis.findings) > limit:
-        out.append(f"... {len(analysis.findings) - limit} more in --json")
+        out.append(f"... {len(analysis.findings) - limit} more: tf analyze --json (findings)")
     return out
 
 
@@ -93,8 +95,17 @@ def _busy_lines(dev: DeviceRecord) -> list[str]:
     return out
 
 
-def render_text(analysis: Analysis, width: int = 100) -> str:
-    """The full terminal report as one string."""
+#: Section ids of the terminal report, in order (``--sections``); the verdict always comes first.
+SECTIONS: Final[tuple[str, ...]] = (
+    "verdict", "findings", "devices", "idle", "gaps", "steps", "pattern", "kernels", "monitor",
+)  # fmt: skip
+#: Findings shown in the terminal: with the verdict they fit on one screen; JSON has them all.
+TERMINAL_FINDINGS: Final = 3
+
+
+def render_text(analysis: Analysis, width: int = 100, sections: tuple[str, ...] = SECTIONS) -> str:
+    """The terminal report as one string: the header, then the chosen ``sections`` (ids of
+    ``SECTIONS``; the verdict is always shown)."""
     meta = analysis.session.meta
     srcs = ", ".join(f"{i.path} (rank {i.rank})" for i in meta.inputs) or "?"
     lines = [f"traceforensics · {meta.source_format} · {srcs}"]
@@ -112,19 +123,33 @@ def render_text(analysis: Analysis, width: int = 100) -> str:
         if analysis.monitor is not None:
             lines += ["", "== Monitoring log ==", *render_monitor_lines(analysis.monitor)]
         return "\n".join(lines) + "\n"
-    sections: list[tuple[str, list[str]]] = [
-        ("Verdict", headline_lines(analysis)),
-        ("Findings (largest time to give back first)", findings_lines(analysis, width)),
-        ("Devices", summary_lines(analysis, width)),
-        ("Idle time by cause", idle_lines(analysis.devices)),
-        ("Largest idle gaps", gap_lines(analysis, analysis.options.idle.top_gaps)),
-        ("Steps", step_lines(analysis.idle)),
-        ("Utilization pattern", _pattern_section(analysis)),
-        ("Kernels", kernel_report_lines(analysis.kernels, analysis.options.kernels.top)),
-    ]
-    if analysis.monitor is not None:
-        sections.append(("Monitoring log", render_monitor_lines(analysis.monitor)))
-    for title, body in sections:
+    builders: dict[str, tuple[str, Callable[[], list[str]]]] = {
+        "verdict": ("Verdict", lambda: headline_lines(analysis)),
+        "findings": (
+            "Findings (largest time to give back first)",
+            lambda: findings_lines(analysis, width, TERMINAL_FINDINGS),
+        ),
+        "devices": ("Devices", lambda: summary_lines(analysis, width)),
+        "idle": ("Idle time by cause", lambda: idle_lines(analysis.devices)),
+        "gaps": ("Largest idle gaps", lambda: gap_lines(analysis, analysis.options.idle.top_gaps)),
+        "steps": ("Steps", lambda: step_lines(analysis.idle)),
+        "pattern": ("Utilization pattern", lambda: _pattern_section(analysis)),
+        "kernels": (
+            "Kernels",
+            lambda: kernel_report_lines(analysis.kernels, analysis.options.kernels.top),
+        ),
+        "monitor": (
+            "Monitoring log",
+            lambda: render_monitor_lines(analysis.monitor) if analysis.monitor else [],
+        ),
+    }
+    for sid in SECTIONS:
+        if sid != "verdict" and sid not in sections:
+            continue
+        title, build = builders[sid]
+        body = build()
+        if sid == "monitor" and not body:
+            continue
         lines += ["", f"== {title} ==", *body]
     return "\n".join(lines) + "\n"
 
