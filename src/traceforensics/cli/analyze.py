@@ -155,6 +155,13 @@ from traceforensics.report.terminal import SECTIONS, render_text
     help="Also write a Markdown summary (for tickets) to this file.",
 )
 @click.option(
+    "--report",
+    "report_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write a report file: .html (one self-contained file) or .md (Markdown).",
+)
+@click.option(
     "--plot",
     "plot_path",
     type=click.Path(path_type=Path),
@@ -169,6 +176,7 @@ def analyze_command(
     columns: str | None,
     log_utc_offset: str,
     markdown_path: Path | None,
+    report_path: Path | None,
     plot_path: Path | None,
     sections: tuple[str, ...],
     **flat: Any,
@@ -180,6 +188,10 @@ def analyze_command(
         check_output(markdown_path, inputs, "--markdown")
     if plot_path is not None:
         check_output(plot_path, inputs, "--plot", PLOT_SUFFIXES)
+    if report_path is not None:
+        check_output(report_path, inputs, "--report", (".html", ".htm", ".md"))
+        if report_path.suffix.lower() == ".md":
+            markdown_path = report_path
     # the analysis options' flat names are the flags' parameter names (``analysis.options``)
     options = DEFAULTS.with_(**flat)
     with progress_line(enabled=not as_json):
@@ -197,7 +209,21 @@ def analyze_command(
     if as_json:  # a script reads the JSON; the person running it sees the warnings
         for w in result.warnings:
             click.echo(f"tf: warning: {one_line(w)}", err=True)
+    if report_path is not None and report_path.suffix.lower() in (".html", ".htm"):
+        from traceforensics.report.html import render_html
+
+        report_path.write_text(
+            render_html(result, command=_command_line()),
+            encoding="utf-8",
+            errors="backslashreplace",
+        )
     _write(result, as_json, markdown_path, plot_path, sections)
+
+
+def _command_line() -> str:
+    """The command line of this run, quoted for a shell (report headers)."""
+    argv = (click.get_current_context().find_root().obj or {}).get("argv", sys.argv[1:])
+    return " ".join(shlex.quote(a) for a in ["tf", *argv])
 
 
 def _analyze(
@@ -225,10 +251,10 @@ def _write(
         from traceforensics.report.markdown import render_markdown
 
         # a file name that is not UTF-8 is written escaped, never a crash
-        argv = (click.get_current_context().find_root().obj or {}).get("argv", sys.argv[1:])
-        command = " ".join(shlex.quote(a) for a in ["tf", *argv])
         markdown_path.write_text(
-            render_markdown(result, command=command), encoding="utf-8", errors="backslashreplace"
+            render_markdown(result, command=_command_line()),
+            encoding="utf-8",
+            errors="backslashreplace",
         )
     if plot_path is not None:
         from traceforensics.report.plots import plot_analysis

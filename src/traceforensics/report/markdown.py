@@ -11,8 +11,14 @@ from traceforensics.report.verdict import device_verdict, verdict_text
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    out += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
     return out
+
+
+def _cell(text: str) -> str:
+    """A table cell: pipes escaped and line breaks flattened, so a trace's names (which can
+    hold ``|`` or newlines) never break the table."""
+    return " ".join(text.split("\n")).replace("\r", " ").replace("|", "\\|")
 
 
 def render_markdown(analysis: Analysis, top: int = 5, command: str | None = None) -> str:

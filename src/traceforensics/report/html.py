@@ -1,0 +1,198 @@
+"""One self-contained HTML report for a ticket or a browser (``tf analyze --report r.html``).
+
+The verdict and the ranked findings first, then the figure and the evidence tables. Nothing is
+fetched to view it: styles are inline and the figure is an embedded PNG (when matplotlib is
+installed). Every string that comes from the trace (kernel, op and range names, paths,
+evidence) goes through ``html.escape``, so a name like ``<script>`` is shown, never run.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Iterable
+
+from traceforensics._version import __version__
+from traceforensics.analysis.idle.causes import ranked_causes
+from traceforensics.analysis.pipeline import Analysis
+from traceforensics.report.format import fmt_ns, fmt_pct, fmt_rate, truncate
+from traceforensics.report.verdict import device_verdict, verdict_text
+
+_STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.5em 0;width:100%}
+td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
+td{overflow-wrap:anywhere}
+th{background:#f3f3f3}code{background:#f5f5f5;padding:0 3px}.n{white-space:nowrap}
+.verdict{background:#fff8e1;border-left:4px solid #f0a000;padding:.6em 1em}
+.meta{color:#555}img{max-width:100%}
+"""
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _table(header: Iterable[str], rows: Iterable[Iterable[object]], nowrap: int = 0) -> str:
+    """A table; the first ``nowrap`` columns (ids, figures) never wrap, the rest may break
+    long names anywhere so the table fits the page."""
+
+    def cell(tag: str, i: int, c: object) -> str:
+        cls = " class='n'" if i < nowrap else ""
+        return f"<{tag}{cls}>{_e(c)}</{tag}>"
+
+    head = "".join(cell("th", i, h) for i, h in enumerate(header))
+    body = "".join(
+        "<tr>" + "".join(cell("td", i, c) for i, c in enumerate(r)) + "</tr>" for r in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def render_html(analysis: Analysis, command: str | None = None, top: int = 10) -> str:
+    """The whole report as one HTML document (see the module docstring)."""
+    meta = analysis.session.meta
+    parts = [f"<h1>traceforensics report</h1><div class='meta'><p>traceforensics {__version__}"]
+    if command:
+        parts.append(f" · <code>{_e(command)}</code>")
+    parts.append("</p><ul>")
+    parts += [f"<li>input: <code>{_e(i.path)}</code> ({_e(i.format)})</li>" for i in meta.inputs]
+    parts.append(f"<li>window: <code>{_e(analysis.options.idle.window)}</code></li>")
+    parts += [f"<li>warning: {_e(w)}</li>" for w in analysis.warnings]
+    parts.append("</ul></div>")
+    if not analysis.devices:
+        parts.append("<p>No GPU activity in this trace (CPU-only): nothing to attribute.</p>")
+        return _page(parts)
+    parts.append("<h2>Verdict</h2>")
+    for d in analysis.devices:
+        head, change = verdict_text(device_verdict(d, analysis.findings_of(d.rank, d.device)))
+        parts.append(f"<div class='verdict'><p><b>{_e(head)}</b></p>")
+        parts.append(f"<p>{_e(change)}</p></div>" if change else "</div>")
+    p = analysis.program
+    parts.append(f"<h2>Findings (top {top})</h2><p>Program: {_e(p.framework)} on {_e(p.vendor)}")
+    parts.append(f" ({_e(p.evidence)}).</p>")
+    parts.append(_findings(analysis, top))
+    parts += _figure(analysis)
+    parts += _evidence_tables(analysis, top)
+    return _page(parts)
+
+
+def _findings(analysis: Analysis, top: int) -> str:
+    rows = [
+        [
+            i,
+            f.category,
+            f"{f.rank}/{f.device}",
+            f"~{fmt_ns(f.recoverable_ns)} ({fmt_pct(f.share_of_window)})",
+            f.confidence,
+            f.title,
+            f.remedy,
+            "; ".join(truncate(f"{e.name}: {e.detail}", 120) for e in f.evidence[:2]),
+        ]
+        for i, f in enumerate(analysis.findings[:top], 1)
+    ]
+    return _table(
+        ["#", "category", "rank/GPU", "gives back", "confidence", "what", "change", "evidence"],
+        rows,
+        nowrap=5,
+    )
+
+
+def _figure(analysis: Analysis) -> list[str]:
+    try:
+        from traceforensics.report.plots import _pyplot, figure_analysis
+
+        plt = _pyplot()
+        fig = figure_analysis(analysis)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=100)
+        plt.close(fig)
+    except Exception:  # no matplotlib, or nothing to draw: the tables still tell it all
+        return []
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return [
+        "<h2>Utilization and idle by cause</h2>",
+        f"<img alt='figure' src='data:image/png;base64,{data}'>",
+    ]
+
+
+def _evidence_tables(analysis: Analysis, top: int) -> list[str]:
+    out = ["<h2>Devices</h2>"]
+    out.append(
+        _table(
+            ["rank/GPU", "name", "window", "busy", "idle", "busy by kind", "exposed comm"],
+            [
+                [
+                    f"{d.rank}/{d.device}",
+                    d.name,
+                    fmt_ns(d.window_ns),
+                    f"{fmt_ns(d.busy_ns)} ({fmt_pct(d.busy_fraction)})",
+                    fmt_ns(d.idle_ns),
+                    ", ".join(f"{k} {fmt_ns(v)}" for k, v in d.busy_by_kind.items() if v),
+                    f"{fmt_ns(d.exposed_comm_ns)} of {fmt_ns(d.comm_ns)}",
+                ]
+                for d in analysis.devices
+            ],
+        )
+    )
+    copies = [
+        [f"{d.rank}/{d.device}", t.direction, t.count, t.bytes, fmt_ns(t.time_ns),
+         fmt_rate(t.gbps) if t.gbps is not None else "-", t.pageable_count]
+        for d in analysis.devices
+        for t in d.transfers
+    ]  # fmt: skip
+    if copies:
+        out.append(
+            _table(
+                ["rank/GPU", "copies", "count", "bytes", "time", "bandwidth", "pageable"], copies
+            )
+        )
+    out.append("<h2>Idle time by cause</h2>")
+    out.append(
+        _table(
+            ["rank/GPU", "cause", "time", "of idle", "of window"],
+            [
+                [f"{d.rank}/{d.device}", c, fmt_ns(ns), fmt_pct(ns / max(d.idle_ns, 1)),
+                 fmt_pct(ns / max(d.window_ns, 1))]
+                for d in analysis.devices
+                for c, ns in ranked_causes(d.idle_by_cause)
+            ],
+        )
+    )  # fmt: skip
+    out.append(f"<h2>Largest idle gaps (top {top})</h2>")
+    out.append(
+        _table(
+            ["rank/GPU", "length", "causes", "evidence"],
+            [
+                [f"{g.rank}/{g.device}", fmt_ns(g.dur_ns),
+                 ", ".join(f"{c} {fmt_ns(v)}" for c, v in ranked_causes(g.causes)),
+                 "; ".join(f"{e.kind} {e.name} ({fmt_ns(e.dur_ns)}): {e.detail}"
+                           for e in g.evidence[:3])]
+                for g in analysis.idle.gaps[:top]
+            ],
+        )
+    )  # fmt: skip
+    if analysis.kernels.short_kernels:
+        out.append(f"<h2>Short kernels worth fusing (top {top})</h2>")
+        out.append(
+            _table(
+                ["rank/GPU", "kernel", "launching op", "count", "total", "recoverable", "remedy"],
+                [
+                    [f"{r.rank}/{r.device}", r.name, r.launching_op, r.count, fmt_ns(r.total_ns),
+                     fmt_ns(r.recoverable_ns), r.remedy]
+                    for r in analysis.kernels.short_kernels[:top]
+                ],
+            )
+        )  # fmt: skip
+    return out
+
+
+def _page(parts: list[str]) -> str:
+    body = "".join(parts)
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>traceforensics report</title><style>{_STYLE}</style></head>"
+        f"<body>{body}</body></html>\n"
+    )
