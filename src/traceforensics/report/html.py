@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from traceforensics._version import __version__
 from traceforensics.analysis.idle.causes import ranked_causes
 from traceforensics.analysis.pipeline import Analysis
-from traceforensics.report.format import fmt_ns, fmt_pct, fmt_rate, truncate
+from traceforensics.report.format import fmt_bytes, fmt_ns, fmt_pct, fmt_rate, truncate
 from traceforensics.report.verdict import device_verdict, verdict_text
 
 _STYLE = """
@@ -137,7 +137,7 @@ def _evidence_tables(analysis: Analysis, top: int) -> list[str]:
         )
     )
     copies = [
-        [f"{d.rank}/{d.device}", t.direction, t.count, t.bytes, fmt_ns(t.time_ns),
+        [f"{d.rank}/{d.device}", t.direction, t.count, fmt_bytes(t.bytes), fmt_ns(t.time_ns),
          fmt_rate(t.gbps) if t.gbps is not None else "-", t.pageable_count]
         for d in analysis.devices
         for t in d.transfers
