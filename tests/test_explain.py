@@ -3,6 +3,9 @@ a meaning, a detection rule and a remedy; unknown ids are refused with the list.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from tests.conftest import run_cli
@@ -56,3 +59,27 @@ def test_sections_choose_what_follows_the_verdict(capsys: pytest.CaptureFixture[
     assert end <= 30 and sum(ln.startswith("#") for ln in lines[:end]) == 3
     code, out, err = run_cli(["analyze", "--no-cache", str(example), "--sections", "nope"], capsys)
     assert code == 2 and "unknown section nope" in err
+
+
+def test_verdict_notes_time_before_the_first_gpu_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--window device starts at the first kernel: a long start-up before it is said, with the
+    flag that counts it (issue 13)."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": "load_model", "pid": 1, "tid": 1, "ts": 0.0,
+               "dur": 50_000.0}]  # fmt: skip
+    for i in range(5):
+        ts = 60_000.0 + 1_000 * i
+        events += [
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+             "ts": ts, "dur": 5.0, "args": {"correlation": i}},
+            {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": ts + 10,
+             "dur": 500.0, "args": {"device": 0, "stream": 7, "correlation": i}},
+        ]  # fmt: skip
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    code, out, _ = run_cli(["analyze", "--no-cache", str(trace)], capsys)
+    assert code == 0
+    assert "note: the 60.01 ms of the trace before this GPU's first work" in out
+    code, out, _ = run_cli(["analyze", "--no-cache", "--window", "trace", str(trace)], capsys)
+    assert code == 0 and "before this GPU's first work" not in out

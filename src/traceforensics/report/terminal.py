@@ -12,6 +12,8 @@ import textwrap
 from collections.abc import Callable
 from typing import Final
 
+import polars as pl
+
 from traceforensics.analysis.devices import DeviceRecord
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.report.format import fmt_bytes, fmt_ns, fmt_pct, fmt_rate, truncate
@@ -24,10 +26,26 @@ from traceforensics.report.verdict import device_verdict, verdict_text
 def headline_lines(analysis: Analysis) -> list[str]:
     """One verdict per device: how idle it was and the causes that dominate."""
     out: list[str] = []
+    lead = _leading_time(analysis)
     for d in analysis.devices:
         head, change = verdict_text(device_verdict(d, analysis.findings_of(d.rank, d.device)))
         out += [head] + ([f"  {change}"] if change else [])
+        before = d.window_start_ns - lead.get(d.rank, d.window_start_ns)
+        if analysis.options.idle.window == "device" and before > max(d.window_ns // 10, 10**6):
+            out.append(
+                f"  note: the {fmt_ns(before)} of the trace before this GPU's first work are "
+                "outside the window; --window trace counts them"
+            )
     return out
+
+
+def _leading_time(analysis: Analysis) -> dict[int, int]:
+    """First recorded instant of each rank (ns), markers and step ranges included."""
+    ev = analysis.session.events
+    if ev.height == 0:
+        return {}
+    firsts = ev.group_by("rank").agg(pl.col("start_ns").min().alias("t"))
+    return {int(r): int(t) for r, t in firsts.iter_rows()}
 
 
 def findings_lines(analysis: Analysis, width: int, limit: int = 8) -> list[str]:
