@@ -24,6 +24,7 @@ from traceforensics.analysis.findings.results import (
 from traceforensics.analysis.idle.results import Evidence
 from traceforensics.analysis.kernels.flops import parse_json_list
 from traceforensics.analysis.kernels.results import OpRow
+from traceforensics.analysis.names import matching
 from traceforensics.model.schema import ARG_INPUT_DIMS
 from traceforensics.model.units import fmt_bytes, fmt_ns, fmt_pct, fmt_rate
 
@@ -128,30 +129,47 @@ def _direction_text(r: Any, attainable: float | None) -> str:
 def attention_scores(ctx: AnalysisContext) -> dict[int, tuple[int, Evidence]]:
     """Per rank, the largest materialised attention: a softmax whose input's last two dims are
     equal and at least ``MATERIALISED_MIN_SEQ`` (an S x S score matrix written to memory; a
-    fused attention kernel never stores it). ``(S, the softmax op as evidence)``."""
-    soft = ctx.cpu_ops.filter(pl.col("name").cast(pl.String).str.contains(r"softmax"))
+    fused attention kernel never stores it). ``(S, the softmax op as evidence)``. Names are
+    matched and shapes parsed once per distinct value; the events are joined, not looked up."""
+    soft = ctx.cpu_ops.filter(matching(ctx.cpu_ops, "softmax"))
     if soft.height == 0:
         return {}
     dims = ctx.args.filter(pl.col("key").cast(pl.String) == ARG_INPUT_DIMS).select(
         "event_id", "value"
     )
-    rows = soft.join(dims, on="event_id", how="inner").select("rank", "event_id", "value")
-    ev = ctx.session.events.select("event_id", "start_ns", "dur_ns", pl.col("name").cast(pl.String))
+    rows = soft.select("rank", "event_id").join(dims, on="event_id", how="inner")
+    seq = {v: _square_seq(v) for v in rows.get_column("value").unique().to_list()}
+    rows = rows.with_columns(
+        pl.col("value").replace_strict(seq, return_dtype=pl.Int64, default=None).alias("seq")
+    ).filter(pl.col("seq").is_not_null())
+    if rows.height == 0:
+        return {}
+    top = (
+        rows.sort(["seq", "event_id"], descending=[True, False])
+        .group_by("rank", maintain_order=True)
+        .first()
+        .join(ctx.session.events.select("event_id", "start_ns", "dur_ns", "name"), on="event_id")
+    )
     out: dict[int, tuple[int, Evidence]] = {}
-    for rank, eid, value in rows.iter_rows():
-        first = (parse_json_list(value) or [[]])[0]
-        shape = [x for x in first if type(x) is int] if isinstance(first, list) else []
-        if len(shape) < 2 or shape[-1] != shape[-2] or shape[-1] < MATERIALISED_MIN_SEQ:
-            continue
-        if rank in out and out[rank][0] >= shape[-1]:
-            continue
-        _, start, dur, name = ev.row(by_predicate=pl.col("event_id") == eid)
-        detail = f"softmax over {shape[-1]} x {shape[-1]} scores (input {shape})"
+    for rank, seq_len, value, start, dur, name in top.select(
+        "rank", "seq", "value", "start_ns", "dur_ns", pl.col("name").cast(pl.String)
+    ).iter_rows():
+        shape = (parse_json_list(value) or [[]])[0]
+        detail = f"softmax over {seq_len} x {seq_len} scores (input {shape})"
         out[int(rank)] = (
-            shape[-1],
+            int(seq_len),
             Evidence(KERNEL_EFFICIENCY, "cpu_op", name, start, dur, None, detail),
         )
     return out
+
+
+def _square_seq(value: str | None) -> int | None:
+    """S when the first input of an ``Input Dims`` value ends in S x S with S large enough."""
+    first = (parse_json_list(value) or [[]])[0]
+    shape = [x for x in first if type(x) is int] if isinstance(first, list) else []
+    if len(shape) < 2 or shape[-1] != shape[-2] or shape[-1] < MATERIALISED_MIN_SEQ:
+        return None
+    return int(shape[-1])
 
 
 def efficiency_finding(
