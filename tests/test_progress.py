@@ -29,7 +29,9 @@ def test_loads_report_their_phases_in_order() -> None:
         load_path(EXAMPLE)
         load_path(FIXTURES / "nsys" / "modern.sqlite")
     kinds = [t.split(" ")[0] for t in seen]
-    assert kinds[:4] == ["reading", "decompressing", "decoding", "building"], seen
+    # the Kineto file is streamed: read (and decoded) piece by piece, then the table is built
+    building = kinds.index("building")
+    assert building >= 1 and set(kinds[:building]) == {"reading"}, seen
     assert "170221" not in seen[0] and "of" in seen[0]  # sizes in MB
     assert seen[-1].startswith("reading the export modern.sqlite")
     report("nobody listens")  # outside the block: a no-op

@@ -13,18 +13,13 @@ row of that thread that encloses its ``ts`` (Chrome's binding rule for ``s`` and
 
 from __future__ import annotations
 
-import bisect
+from array import array
 from typing import Any
 
-from traceforensics.ingest.kineto import categories as cats
+import numpy as np
+import numpy.typing as npt
+
 from traceforensics.ingest.kineto import gpu
-
-_FLOW_PHASES = frozenset({"s", "t", "f"})
-
-
-def metadata_events(events: list[Any]) -> list[dict[str, Any]]:
-    """The ``ph: "M"`` events."""
-    return [e for e in events if type(e) is dict and e.get("ph") == "M"]
 
 
 def _args(event: dict[str, Any]) -> dict[str, Any]:
@@ -63,49 +58,61 @@ def cpu_pid(meta: list[dict[str, Any]]) -> int | None:
     return pids.pop() if len(pids) == 1 else None
 
 
-def _norm(value: Any) -> Any:
+def thread_key(value: Any) -> Any:
     """Same key for ``"25738"``/``25738`` and ``"stream 7"``/``7`` (1.9 mixes them)."""
     parsed = gpu.parse_stream(value)
     return gpu.key_of(value) if parsed is None else parsed
 
 
+#: Launch-flow endpoints of one thread: ``(ts ns, flow id)`` as two int64 arrays (16 bytes a
+#: flow: a trace has about one endpoint per two events).
+FlowPoints = tuple["array[int]", "array[int]"]
+
+
+def add_flow_point(points: dict[Any, FlowPoints], key: Any, ts_ns: int, flow_id: int) -> None:
+    """Record one endpoint; an id beyond int64 (damaged) is not one."""
+    if not -(2**63) <= flow_id < 2**63 or not -(2**63) <= ts_ns < 2**63:
+        return
+    if key not in points:
+        points[key] = (array("q"), array("q"))
+    ts, ids = points[key]
+    ts.append(ts_ns)
+    ids.append(flow_id)
+
+
 def fill_correlation_from_flows(
-    events: list[Any],
+    points: dict[Any, FlowPoints],
     candidates: list[int],
     correlation: list[int | None],
     *,
     pid_raw: list[Any],
     tid_raw: list[Any],
-    ts_raw: list[Any],
-    dur_raw: list[Any],
+    start_ns: npt.NDArray[np.int64],
+    dur_ns: npt.NDArray[np.int64],
 ) -> int:
-    """Fill ``correlation[i]`` for candidate rows lacking one; returns how many were filled."""
+    """Fill ``correlation[i]`` for candidate rows lacking one; returns how many were filled.
+
+    ``points``: launch-flow endpoints by ``(thread_key(pid), thread_key(tid))``;
+    ``start_ns``/``dur_ns`` of the rows on the same clock (no base). A row takes the first
+    endpoint (by time, then id) at or after its start that is not after its end."""
     missing = [i for i in candidates if correlation[i] is None]
-    if not missing:
+    if not missing or not points:
         return 0
-    by_thread: dict[tuple[Any, Any], list[tuple[float, int]]] = {}
-    for e in events:
-        if (
-            type(e) is dict
-            and cats.is_str_in(e.get("ph"), _FLOW_PHASES)
-            and cats.is_str_in(e.get("cat"), cats.LAUNCH_FLOW_CATS)
-            and isinstance(e.get("ts"), int | float)
-        ):
-            flow_id = gpu.parse_int(e.get("id"))
-            if flow_id is not None:
-                key = (_norm(e.get("pid")), _norm(e.get("tid")))
-                by_thread.setdefault(key, []).append((e["ts"], flow_id))
+    ordered: dict[Any, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
     filled = 0
-    for points in by_thread.values():
-        points.sort()
     for i in missing:
-        points = by_thread.get((_norm(pid_raw[i]), _norm(tid_raw[i])), [])
-        start = ts_raw[i]
-        if not points or not isinstance(start, int | float):
+        key = (thread_key(pid_raw[i]), thread_key(tid_raw[i]))
+        if key not in points:
             continue
-        dur = dur_raw[i] if isinstance(dur_raw[i], int | float) else 0
-        pos = bisect.bisect_left(points, (start, -(2**63)))
-        if pos < len(points) and points[pos][0] <= start + max(dur, 0):
-            correlation[i] = points[pos][1]
+        if key not in ordered:
+            ts = np.frombuffer(points[key][0], dtype=np.int64)
+            ids = np.frombuffer(points[key][1], dtype=np.int64)
+            order = np.lexsort((ids, ts))
+            ordered[key] = (ts[order], ids[order])
+        ts, ids = ordered[key]
+        start = int(start_ns[i])
+        pos = int(np.searchsorted(ts, start, side="left"))
+        if pos < len(ts) and int(ts[pos]) <= start + int(dur_ns[i]):
+            correlation[i] = int(ids[pos])
             filled += 1
     return filled

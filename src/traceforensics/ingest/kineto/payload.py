@@ -45,7 +45,13 @@ class Payload:
 
 def _dim3(value: Any) -> list[int] | None:
     """A kernel ``grid``/``block`` ``[x, y, z]`` of ints, else None."""
-    if type(value) is list and len(value) == 3 and all(type(v) is int for v in value):
+    if (
+        type(value) is list
+        and len(value) == 3
+        and type(value[0]) is int
+        and type(value[1]) is int
+        and type(value[2]) is int
+    ):
         return value
     return None
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import orjson
 
@@ -47,9 +49,35 @@ class RawTrace:
 READ_CHUNK = 64 << 20
 
 
+@contextmanager
+def reading(path: Path) -> Iterator[BinaryIO]:
+    """The file open for reading; a file that cannot be read is one ``InputError`` line."""
+    try:
+        fh = path.open("rb")
+    except FileNotFoundError as exc:
+        raise InputError(f"{path}: no such file or directory; check the path") from exc
+    except IsADirectoryError as exc:
+        raise InputError(f"{path}: is a directory; pass a trace file") from exc
+    except PermissionError as exc:
+        raise InputError(f"{path}: permission denied; make it readable or copy it") from exc
+    except OSError as exc:
+        raise InputError(
+            f"{path}: cannot read the file ({exc.strerror or exc}); check the path and the disk"
+        ) from exc
+    with fh:
+        try:
+            yield fh
+        except IsADirectoryError as exc:
+            raise InputError(f"{path}: is a directory; pass a trace file") from exc
+        except OSError as exc:
+            raise InputError(
+                f"{path}: cannot read the file ({exc.strerror or exc}); check the path and the disk"
+            ) from exc
+
+
 def _read_reporting(path: Path) -> bytes:
     """The file's bytes, read in chunks with a progress report after each."""
-    with path.open("rb") as fh:
+    with reading(path) as fh:
         size = max(path.stat().st_size, 1)
         parts: list[bytes] = []
         done = 0
@@ -65,18 +93,7 @@ def read_bytes(path: Path) -> tuple[bytes, bool]:
     ``cut`` when the gzip stream ends before its end marker. A file that could
     not fit in memory once parsed is refused before anything is read (``check_fits``)."""
     check_fits(path)
-    try:
-        data = _read_reporting(path)
-    except FileNotFoundError as exc:
-        raise InputError(f"{path}: no such file or directory; check the path") from exc
-    except IsADirectoryError as exc:
-        raise InputError(f"{path}: is a directory; pass a trace file") from exc
-    except PermissionError as exc:
-        raise InputError(f"{path}: permission denied; make it readable or copy it") from exc
-    except OSError as exc:
-        raise InputError(
-            f"{path}: cannot read the file ({exc.strerror or exc}); check the path and the disk"
-        ) from exc
+    data = _read_reporting(path)
     if data.startswith(GZIP_MAGIC):
         report(f"decompressing {path.name} ({len(data) / 1e6:.0f} MB)")
         try:
@@ -171,7 +188,7 @@ def _parse_with_stdlib(path: Path, data: bytes, notes: list[str]) -> tuple[Any, 
 MEMORY_PER_JSON_BYTE: Final = 6
 
 
-def check_fits(path: Path) -> None:
+def check_fits(path: Path, per_byte: float = MEMORY_PER_JSON_BYTE) -> None:
     """Refuse, before reading, a trace whose parsed form would not fit in available memory:
     a crash (or a silent swap storm) is never the answer to a big file.
 
@@ -189,11 +206,11 @@ def check_fits(path: Path) -> None:
             if gzipped:
                 fh.seek(-4, 2)
                 size = max(int.from_bytes(fh.read(4), "little"), 5 * size)
-        if gzipped and size * MEMORY_PER_JSON_BYTE > free:
+        if gzipped and size * per_byte > free:
             size = gunzipped_size(path)
     except (OSError, zlib.error):
         return  # the read itself reports it
-    need = size * MEMORY_PER_JSON_BYTE
+    need = int(size * per_byte)
     if need > free:
         gib = 1 << 30
         raise InputError(

@@ -143,14 +143,15 @@ def us_to_ns(values: list[object], missing: int | None = None) -> npt.NDArray[np
     a ``None`` raises ``TimeValueError``. Integers beyond int64 ns raise ``TimeValueError``.
     """
     n = len(values)
-    if all(type(v) is int for v in values):
+    types = set(map(type, values))
+    if types <= {int}:
         # compared as Python ints first: a value beyond int64 would overflow np.fromiter
         ints: list[int] = values  # type: ignore[assignment]
         if n and (max(ints) > _INT64_US_LIMIT or min(ints) < -_INT64_US_LIMIT):
             raise TimeValueError("a timestamp does not fit in int64 nanoseconds")
         arr = np.fromiter(ints, dtype=np.int64, count=n) if n else np.zeros(0, np.int64)
         return arr * 1000
-    if all(type(v) is float for v in values):
+    if types == {float}:
         return floats_us_to_ns(np.asarray(values, dtype=np.float64))
     out = np.zeros(n, dtype=np.int64)
     float_idx: list[int] = []

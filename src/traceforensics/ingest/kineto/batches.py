@@ -1,0 +1,288 @@
+"""Columns of one Kineto file, built a batch of decoded events at a time.
+
+The streaming reader hands over the events of one chunk of the file at a time (``Event``
+structs, ``typed``); ``ColumnBuilder.add`` keeps only what the event table needs and lets the
+structs go, so memory holds one chunk of structs plus compact columns, never the whole file:
+
+- low-cardinality fields (``cat``, ``kind``, ``name``, raw ``pid``/``tid``) as lists of shared
+  objects (each distinct value stored once), 8 bytes per row;
+- ``start_ns``/``dur_ns`` as int64 arrays per batch (``timeconv``'s exact rule; the file's
+  ``baseTimeNanoseconds``, which may come after the events, is added at the end);
+- ``external_id`` as an Int64 series per batch, ``correlation`` for the correlated kinds;
+- the rule args (device, stream, bytes, grid, ...) as small dicts for GPU and runtime rows only;
+- the kept args (shapes, stacks, collectives) straight into the args side table per batch;
+- metadata events as small dicts, launch-flow endpoints as (thread, ts ns, id) arrays.
+
+Row rules are those of ``events``: ``X``/``i``/``I`` phases except the ``Trace`` span, kind from
+``cat``, an event whose ``ts``/``dur`` is not a number of µs dropped (warned once).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from traceforensics.ingest.kineto import categories as cats
+from traceforensics.ingest.kineto import gpu
+from traceforensics.ingest.kineto.flows import FlowPoints, add_flow_point, thread_key
+from traceforensics.ingest.kineto.payload import json_texts
+from traceforensics.ingest.kineto.timeconv import TimeValueError, us_to_ns, usable_us
+from traceforensics.ingest.kineto.typed import ARGS_TYPES, UNSET, args_dicts
+
+_EMPTY: dict[str, Any] = {}
+_ROW = cats.ROW_PHASES
+_SKIP = cats.SKIPPED_CATEGORIES
+_FLOW_PHASES = frozenset({"s", "t", "f"})
+#: Kinds whose rule args are kept (GPU placement and payload, runtime copy sizes).
+_RULE_KINDS = cats.GPU_ROW_KINDS | {"cuda_api"}
+_NEED_KINDS = _RULE_KINDS | cats.ARGS_KINDS
+_INT_OR_NONE = {int, type(None)}
+#: The args keys the GPU-side rules read (``payload``); correlation has its own column.
+_RULE_KEYSET = frozenset(
+    {"device", "stream", "bytes", "kind", "grid", "block", "size", "Collective name"}
+)
+
+
+def _kind_of(cat: Any) -> str:
+    if isinstance(cat, str):
+        return cats.KIND_BY_CAT.get(cat, cats.UNKNOWN_KIND)
+    return cats.UNKNOWN_KIND
+
+
+def _shared(values: list[Any], memo: dict[Any, Any]) -> list[Any]:
+    """``values`` with equal values replaced by one shared object (a name decoded a million
+    times is stored once); unhashable (damaged) values are kept as they are."""
+    try:
+        return list(map(memo.setdefault, values, values))
+    except TypeError:
+        return [memo.setdefault(v, v) if isinstance(v, str | int | float) else v for v in values]
+
+
+@dataclass
+class Columns:
+    """One file's row columns in file order (see the module docstring)."""
+
+    cat: list[Any] = field(default_factory=list)
+    kind: list[str] = field(default_factory=list)
+    name: list[str] = field(default_factory=list)
+    pid_raw: list[Any] = field(default_factory=list)
+    tid_raw: list[Any] = field(default_factory=list)
+    args: list[dict[str, Any]] = field(default_factory=list)
+    correlation: list[int | None] = field(default_factory=list)
+    start_parts: list[npt.NDArray[np.int64]] = field(default_factory=list)
+    dur_parts: list[npt.NDArray[np.int64]] = field(default_factory=list)
+    external_parts: list[pl.Series] = field(default_factory=list)
+    arg_parts: list[pl.DataFrame] = field(default_factory=list)
+    meta: list[dict[str, Any]] = field(default_factory=list)
+    #: launch-flow endpoints by thread (``flows.add_flow_point``)
+    flows: dict[Any, FlowPoints] = field(default_factory=dict)
+    unknown_cats: Counter[str] = field(default_factory=Counter)
+    float_timestamps: bool = False
+    negative_dur: int = 0
+    bad_times: int = 0
+    bad_example: Any = None
+    first_time_error: TimeValueError | None = None
+    events_seen: int = 0
+
+    @property
+    def rows(self) -> int:
+        return len(self.kind)
+
+
+class ColumnBuilder:
+    """Accumulates ``Columns`` from batches of ``Event`` structs (see the module docstring)."""
+
+    def __init__(self, src: Path) -> None:
+        self.src = src
+        self.c = Columns()
+        self._memo: dict[Any, Any] = {}
+
+    def add(self, events: list[Any]) -> None:
+        """Take one batch of decoded events (in file order)."""
+        c = self.c
+        c.events_seen += len(events)
+        self._non_rows(events)
+        rows = [
+            e
+            for e in events
+            if type(e.ph) is str and e.ph in _ROW and not (type(e.cat) is str and e.cat in _SKIP)
+        ]
+        if not rows:
+            return
+        start, dur, rows = self._times(rows)
+        if not rows:
+            return
+        self._add_rows(rows, start, dur)
+
+    def _non_rows(self, events: list[Any]) -> None:
+        """Keep metadata events (device labels) and launch-flow endpoints (correlation
+        fallback); both are a small share of a trace."""
+        c = self.c
+        for e in [e for e in events if type(e.ph) is str and e.ph == "M"]:
+            a = e.args
+            args = {}
+            if type(a) in ARGS_TYPES:
+                args = {k: v for k, v in (("labels", a.labels), ("name", a.name)) if v is not UNSET}
+            c.meta.append({"name": e.name, "pid": e.pid, "args": args})
+        flows = [
+            e
+            for e in events
+            if type(e.ph) is str
+            and e.ph in _FLOW_PHASES
+            and type(e.cat) is str
+            and e.cat in cats.LAUNCH_FLOW_CATS
+            and type(e.ts) in (int, float)
+        ]
+        if not flows:
+            return
+        try:
+            ts_ns = us_to_ns([e.ts for e in flows]).tolist()
+        except TimeValueError:  # a NaN/huge ts: that endpoint is not one
+            ok = usable_us([e.ts for e in flows])
+            flows = [e for e, k in zip(flows, ok, strict=True) if k]
+            ts_ns = us_to_ns([e.ts for e in flows]).tolist()
+        threads: dict[tuple[Any, Any], tuple[Any, Any]] = {}
+        for e, ts in zip(flows, ts_ns, strict=True):
+            flow_id = e.id if type(e.id) is int else gpu.parse_int(e.id)
+            if flow_id is None:
+                continue
+            raw = (gpu.key_of(e.pid), gpu.key_of(e.tid))
+            key = threads.get(raw)
+            if key is None:
+                key = threads[raw] = (thread_key(e.pid), thread_key(e.tid))
+            add_flow_point(c.flows, key, ts, flow_id)
+
+    def _times(
+        self, rows: list[Any]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[Any]]:
+        """``(start_ns without the base, dur_ns, rows kept)``; instants last 0 ns, a negative
+        ``dur`` is clamped to 0, an event whose times do not convert is dropped."""
+        c = self.c
+        ts = [e.ts for e in rows]
+        dr = [e.dur for e in rows]
+        try:
+            start = us_to_ns(ts)
+            dur = us_to_ns(dr, missing=0)
+        except TimeValueError as exc:
+            ok = [a and b for a, b in zip(usable_us(ts), usable_us(dr, missing=0), strict=True)]
+            bad = [i for i, k in enumerate(ok) if not k]
+            if c.first_time_error is None:
+                c.first_time_error = exc
+                first = rows[bad[0]]
+                c.bad_example = first.ts if not usable_us([first.ts])[0] else first.dur
+            c.bad_times += len(bad)
+            rows = [r for r, k in zip(rows, ok, strict=True) if k]
+            if not rows:
+                return np.zeros(0, np.int64), np.zeros(0, np.int64), rows
+            return self._times(rows)
+        if not c.float_timestamps:
+            c.float_timestamps = any(type(v) is float for v in ts)
+        instants = np.fromiter((e.ph != "X" for e in rows), dtype=bool, count=len(rows))
+        dur[instants] = 0
+        negative = int((dur < 0).sum())
+        if negative:
+            c.negative_dur += negative
+            np.maximum(dur, 0, out=dur)
+        return start, dur, rows
+
+    def _add_rows(
+        self, rows: list[Any], start: npt.NDArray[np.int64], dur: npt.NDArray[np.int64]
+    ) -> None:
+        c, memo = self.c, self._memo
+        base = c.rows
+        cat = _shared([e.cat for e in rows], memo)
+        kind = _kinds([e.ph for e in rows], cat, c.unknown_cats)
+        names = [e.name for e in rows]
+        if set(map(type, names)) != {str}:
+            names = ["" if v is None else str(v) for v in names]
+        c.cat.extend(cat)
+        c.kind.extend(kind)
+        c.name.extend(_shared(names, memo))
+        c.pid_raw.extend(_shared([e.pid for e in rows], memo))
+        c.tid_raw.extend(_shared([e.tid for e in rows], memo))
+        c.start_parts.append(start)
+        c.dur_parts.append(dur)
+        args = [e.args for e in rows]
+        c.external_parts.append(_external_ids(args))
+        # one C call turns the args structs of the rows that need them into dicts of the
+        # keys present (cheaper than reading 30 attributes per event in Python)
+        need = [i for i, k in enumerate(kind) if k in _NEED_KINDS and type(args[i]) in ARGS_TYPES]
+        dicts: list[dict[str, Any]] = args_dicts([args[i] for i in need])
+        rule = [_EMPTY] * len(rows)
+        correlation: list[int | None] = [None] * len(rows)
+        owners: list[tuple[int, dict[str, Any]]] = []
+        for i, d in zip(need, dicts, strict=True):
+            k = kind[i]
+            if k in _RULE_KINDS:
+                keys = _RULE_KEYSET.intersection(d)
+                if keys:
+                    rule[i] = {key: d[key] for key in keys}
+                if k in cats.CORRELATED_KINDS:
+                    correlation[i] = gpu.parse_int(d.get("correlation"))
+            if k in cats.ARGS_KINDS:
+                owners.append((base + i, d))
+        c.args.extend(rule)
+        c.correlation.extend(correlation)
+        c.arg_parts.append(_kept_table(owners))
+
+
+def _kinds(ph: list[Any], cat: list[Any], unknown: Counter[str]) -> list[str]:
+    """``kind`` of each row: from ``cat`` for ``X`` events, ``marker`` for instants; unknown
+    ``X`` categories are counted in ``unknown`` (read as annotation, warned once)."""
+    try:
+        table = {v: _kind_of(v) for v in set(cat)}
+        kind = [table[c] for c in cat]
+    except TypeError:  # an unhashable (damaged) cat
+        kind = [_kind_of(c) for c in cat]
+    if set(ph) != {"X"}:
+        kind = [k if p == "X" else "marker" for p, k in zip(ph, kind, strict=True)]
+    if cats.UNKNOWN_KIND in kind and any(
+        not cats.is_str_in(c, cats.KIND_BY_CAT) for c in set(map(gpu.key_of, cat))
+    ):
+        unknown.update(
+            c if isinstance(c, str) else str(c)
+            for c, k, p in zip(cat, kind, ph, strict=True)
+            if p == "X" and k == cats.UNKNOWN_KIND and not cats.is_str_in(c, cats.KIND_BY_CAT)
+        )
+    return kind
+
+
+def _external_ids(args: list[Any]) -> pl.Series:
+    """``args["External id"]`` (else the lower-case spelling) of each row as Int64."""
+    ids = [a.external_id if type(a) in ARGS_TYPES else None for a in args]
+    if UNSET in ids:
+        ids = [args[i].external_id_lower if v is UNSET else v for i, v in enumerate(ids)]
+        ids = [None if v is UNSET else v for v in ids]
+    if not set(map(type, ids)) <= _INT_OR_NONE:
+        ids = [v if type(v) is int else gpu.parse_int(v) for v in ids]
+    return pl.Series(ids, dtype=pl.Int64)
+
+
+def _kept_table(owners: list[tuple[int, dict[str, Any]]]) -> pl.DataFrame:
+    """Kept args (``KEPT_ARG_KEYS``) of ``(event position, args)`` as (position, key, JSON
+    text) rows sorted by (position, key). A value the stream kept raw is its text as written;
+    a parsed one is encoded compactly (``payload.json_texts``)."""
+    kept = cats.KEPT_ARG_KEYS
+    triples = [(pos, key, a[key]) for pos, a in owners for key in sorted(kept.intersection(a))]
+    values = [t[2] for t in triples]
+    if set(map(type, values)) <= {bytes}:
+        text = pl.Series(values, dtype=pl.Binary).cast(pl.String)
+    else:
+        text = pl.Series(
+            [v.decode() if type(v) is bytes else None for v in values], dtype=pl.String
+        )
+        parsed = [i for i, v in enumerate(values) if type(v) is not bytes]
+        text = text.scatter(parsed, json_texts([values[i] for i in parsed]))
+    return pl.DataFrame(
+        {
+            "event_id": pl.Series([t[0] for t in triples], dtype=pl.Int64),
+            "key": pl.Series([t[1] for t in triples], dtype=pl.String),
+            "value": text,
+        }
+    )

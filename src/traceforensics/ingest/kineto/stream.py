@@ -1,0 +1,191 @@
+"""Stream one Kineto file: chunked gunzip, the event list decoded a chunk at a time.
+
+Memory holds one chunk of JSON text and its decoded events, never the whole file::
+
+    {"schemaVersion": 1, ..., "traceEvents": [ {..}, {..}, ... {..}, {..}, ... {..} ], "k": v}
+    |-------- header ---------|              |--- chunk 1 ---|  |-- chunk 2 ---|  |--- tail ---|
+
+- the header (everything before ``"traceEvents": [``) is parsed as an object on its own;
+- every ``CHUNK_BYTES`` of text, the events up to the last element boundary (``}`` ``,`` ``{``)
+  are decoded into ``Event`` structs and handed to ``sink``. A boundary pattern inside a string
+  or a nested object fails to decode as a list of events and an earlier one is tried;
+- at the end, ``{"traceEvents": [`` + the rest is one JSON object: its last events and the keys
+  after the list (``baseTimeNanoseconds``, ``traceName``, ...).
+
+Anything outside this clean case raises ``NotStreamableError`` and the caller reads the file with
+the generic whole-file reader (``reader``), which knows every irregular shape: the Chrome array
+format, NaN literals, cut-off files (salvaged), damaged JSON (refused with the reason), a
+header beyond ``HEADER_LIMIT``, an event list with no object in it.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+import orjson
+
+from traceforensics.ingest.kineto.reader import GZIP_MAGIC, reading
+from traceforensics.ingest.kineto.typed import decode_events, decode_top, from_dicts
+from traceforensics.ingest.progress import report
+from traceforensics.model.errors import CorruptTraceError
+
+#: JSON text decoded per batch (bytes): large enough that per-call costs vanish, small enough
+#: that one batch of structs stays in the tens of MB.
+CHUNK_BYTES: Final = 16 << 20
+#: Compressed bytes read per step, and most decompressed bytes produced per step.
+_READ: Final = 4 << 20
+#: The header must end (``"traceEvents": [`` found) within this many bytes.
+HEADER_LIMIT: Final = 64 << 20
+#: Element boundaries tried per chunk before more text is read.
+MAX_TRIES: Final = 16
+_EVENTS_KEY: Final = re.compile(rb'"traceEvents"\s*:\s*\[')
+_BOUNDARY: Final = re.compile(rb"\}\s*,\s*\{")
+_BOM: Final = b"\xef\xbb\xbf"
+
+
+class NotStreamableError(Exception):
+    """The file needs the generic whole-file reader (see the module docstring)."""
+
+
+def _pieces(path: Path) -> Iterator[bytes]:
+    """The file's JSON text in pieces of at most ``_READ`` bytes, gunzipped (every member)
+    when it starts with the gzip magic. A cut gzip stream raises ``NotStreamableError``."""
+    with reading(path) as fh:
+        size = max(path.stat().st_size, 1)
+        first = fh.read(_READ)
+        if not first.startswith(GZIP_MAGIC):
+            block = first
+            while block:
+                yield block
+                report(f"reading {path.name}: {fh.tell() / 1e6:.0f} of {size / 1e6:.0f} MB")
+                block = fh.read(_READ)
+            return
+        stream = zlib.decompressobj(wbits=31)
+        block = first
+        try:
+            while block:
+                while block:
+                    out = stream.decompress(block, _READ)
+                    block = stream.unconsumed_tail
+                    if stream.eof:  # another member may follow (after zero padding)
+                        block = stream.unused_data.lstrip(b"\0") + block
+                        stream = zlib.decompressobj(wbits=31) if block else stream
+                    if out:
+                        yield out
+                report(f"reading {path.name}: {fh.tell() / 1e6:.0f} of {size / 1e6:.0f} MB")
+                block = fh.read(_READ)
+            while not stream.eof and (out := stream.flush(_READ)):
+                yield out
+        except zlib.error as exc:
+            raise CorruptTraceError(
+                f"{path}: the gzip stream is corrupt ({exc}); re-copy or re-export the trace"
+            ) from exc
+        if not stream.eof:
+            raise NotStreamableError("the gzip stream is cut")
+
+
+def _header(head: bytes) -> dict[str, Any]:
+    """The top-level keys before the event list; ``head`` ends just before ``"traceEvents"``."""
+    text = head.removeprefix(_BOM).strip()
+    if not text.startswith(b"{"):
+        raise NotStreamableError("not a JSON object")
+    text = text.rstrip()
+    text = text[:-1] if text.endswith(b",") else text
+    try:
+        value = orjson.loads(text + b"}")
+    except orjson.JSONDecodeError as exc:
+        raise NotStreamableError("the header is not plain JSON") from exc
+    if not isinstance(value, dict):  # pragma: no cover - starts with "{"
+        raise NotStreamableError("not a JSON object")
+    return value
+
+
+def _decode(data: bytes | bytearray | memoryview) -> list[Any] | None:
+    """The events of one JSON array text, or None when the text is not one (a wrong cut)."""
+    try:
+        return decode_events(data)
+    except msgspec.ValidationError:
+        # valid JSON with an element that is not an object: the generic parser drops those
+        try:
+            return from_dicts(orjson.loads(data))
+        except orjson.JSONDecodeError:
+            return None
+    except msgspec.DecodeError:
+        return None
+
+
+def _emit(pending: bytearray, sink: Callable[[list[Any]], None]) -> int:
+    """Hand the complete events in ``pending`` (``[`` + events + a partial one) to ``sink``
+    and keep ``[`` + the rest in it; returns how many events went.
+
+    The text decoded is a copy (the raw values of the events point into it, and ``pending``
+    must stay resizable)."""
+    pos = pending.rfind(b"}")
+    tries = 0
+    while pos > 0 and tries < MAX_TRIES:
+        m = _BOUNDARY.match(pending, pos)
+        if m is not None:
+            tries += 1
+            after = pending[pos + 1]  # "," or white space: "}]" closes the array
+            pending[pos + 1] = ord("]")
+            with memoryview(pending) as view:
+                text = bytes(view[: pos + 2])
+            pending[pos + 1] = after
+            events = _decode(text)
+            del text
+            if events is not None:
+                sink(events)
+                del pending[: m.end() - 2]  # keep one byte before the next "{" ...
+                pending[0] = ord("[")  # ... as the new opening bracket
+                return len(events)
+        pos = pending.rfind(b"}", 0, pos)
+    if len(pending) > 4 * CHUNK_BYTES:
+        raise NotStreamableError("no event boundary found")
+    return 0
+
+
+def stream_events(path: Path, sink: Callable[[list[Any]], None]) -> dict[str, Any]:
+    """Decode the file's events in batches into ``sink``; return its other top-level keys.
+
+    Raises ``NotStreamableError`` for anything but the clean case (see the module docstring), and
+    ``InputError`` subclasses for files that cannot be read at all."""
+    pieces = _pieces(path)
+    buf = b""
+    match = None
+    for piece in pieces:
+        if not buf and not piece.removeprefix(_BOM).lstrip().startswith(b"{"):
+            raise NotStreamableError("not a JSON object")
+        buf += piece
+        match = _EVENTS_KEY.search(buf)
+        if match is not None or len(buf) > HEADER_LIMIT:
+            break
+    if match is None:
+        raise NotStreamableError("no event list")
+    top = _header(buf[: match.start()])
+    pending = bytearray(b"[")
+    pending += buf[match.end() :]
+    del buf
+    count = 0
+    for piece in pieces:
+        pending += piece
+        if len(pending) >= CHUNK_BYTES:
+            count += _emit(pending, sink)
+            report(f"reading {path.name}: {count:,} events decoded")
+    pending[0:1] = b'{"traceEvents":['
+    try:
+        tail = decode_top(pending)
+        rest = {k: orjson.loads(bytes(v)) for k, v in tail.items() if k != "traceEvents"}
+    except (msgspec.DecodeError, orjson.JSONDecodeError) as exc:
+        raise NotStreamableError("the end of the file is not plain JSON") from exc
+    last = _decode(bytes(tail["traceEvents"]))
+    if last is None:  # pragma: no cover - decoded above as part of the object
+        raise NotStreamableError("the last events do not decode")
+    if count + len(last) == 0:
+        raise NotStreamableError("no event objects")  # the generic reader says which case
+    sink(last)
+    return top | rest
