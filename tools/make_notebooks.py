@@ -28,7 +28,7 @@ NOTEBOOKS = {
     "01_gap_attribution.ipynb": [
         new_markdown_cell(
             "# Where did the GPU's time go?\n\nLoad a trace, look at the unified event table, "
-            "then the ranked findings, idle time by cause, the timeline figure and the evidence "
+            "then the ranked findings, idle time by cause, the figures and the evidence "
             "of the largest gap."
         ),
         new_code_cell(
@@ -50,6 +50,15 @@ NOTEBOOKS = {
         new_code_cell(
             "from traceforensics.report.plots import figure_analysis\n\n"
             "fig = figure_analysis(result)"
+        ),
+        new_markdown_cell(
+            "The gap-attribution timeline: busy lanes by kind, each of the largest idle gaps "
+            "split over its causes (the same colour per cause in every figure and in the HTML "
+            "report), step boundaries dotted."
+        ),
+        new_code_cell(
+            "from traceforensics.report.plots import figure_timeline\n\n"
+            "fig = figure_timeline(result)"
         ),
         new_code_cell(
             "gap = result.idle.gaps[0]\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -166,7 +167,9 @@ from traceforensics.report.terminal import SECTIONS, render_text
     "plot_path",
     type=click.Path(path_type=Path),
     default=None,
-    help="Also write a PNG of utilization and idle-by-cause per device.",
+    help="Also write figures: FILE (.png/.svg/.pdf) gets utilization and idle by cause per "
+    "device; FILE's stem + .timeline, .steps, .kernels, .tflops beside it get the gap "
+    "timeline, the per-step breakdown, the short-kernel Pareto chart and TFLOPS against peak.",
 )
 def analyze_command(
     path: str,
@@ -192,6 +195,8 @@ def analyze_command(
         check_output(report_path, inputs, "--report", (".html", ".htm", ".md"))
         if report_path.suffix.lower() == ".md":
             markdown_path = report_path
+    # a .md report carries its figures beside it; plain --markdown links only --plot's files
+    md_figures = report_path is not None and report_path == markdown_path
     # the analysis options' flat names are the flags' parameter names (``analysis.options``)
     options = DEFAULTS.with_(**flat)
     with progress_line(enabled=not as_json):
@@ -217,7 +222,27 @@ def analyze_command(
             encoding="utf-8",
             errors="backslashreplace",
         )
-    _write(result, as_json, markdown_path, plot_path, sections)
+    _write(result, as_json, markdown_path, plot_path, sections, md_figures)
+
+
+def _figure_links(
+    result: Analysis, md: Path, written: dict[str, Path], beside: bool
+) -> list[tuple[str, str]]:
+    """(caption, path relative to the Markdown file) of the figures it links: those ``--plot``
+    wrote in this run, else for a ``.md`` report its own, written beside it as ``<stem>.png``,
+    ``<stem>.timeline.png``, ... (figures with nothing to draw are left out)."""
+    from traceforensics.report.plots import caption, has_content, write_figures
+
+    if not written and beside and result.devices:
+        try:
+            written = write_figures(result, md.with_suffix(".png"), only_content=True)
+        except InputError:  # no matplotlib: the report's tables still tell it all
+            return []
+    return [
+        (caption(name), os.path.relpath(path, md.parent))
+        for name, path in written.items()
+        if has_content(name, result)
+    ]
 
 
 def _command_line() -> str:
@@ -245,21 +270,25 @@ def _write(
     markdown_path: Path | None,
     plot_path: Path | None,
     sections: tuple[str, ...] = SECTIONS,
+    md_figures: bool = False,
 ) -> None:
-    """The report on stdout (text or JSON), and the optional Markdown and plot files."""
+    """The report on stdout (text or JSON), and the optional Markdown and plot files (figures
+    first, so the Markdown can link them)."""
+    figures: dict[str, Path] = {}
+    if plot_path is not None:
+        from traceforensics.report.plots import write_figures
+
+        figures = write_figures(result, plot_path)
     if markdown_path is not None:
         from traceforensics.report.markdown import render_markdown
 
+        links = _figure_links(result, markdown_path, figures, md_figures)
         # a file name that is not UTF-8 is written escaped, never a crash
         markdown_path.write_text(
-            render_markdown(result, command=_command_line()),
+            render_markdown(result, command=_command_line(), figures=links),
             encoding="utf-8",
             errors="backslashreplace",
         )
-    if plot_path is not None:
-        from traceforensics.report.plots import plot_analysis
-
-        plot_analysis(result, plot_path)
     if as_json:
         sys.stdout.buffer.write(dumps(build_json(result)))
     else:

@@ -1,22 +1,24 @@
 """One self-contained HTML report for a ticket or a browser (``tf analyze --report r.html``).
 
-The verdict and the ranked findings first, then the figure and the evidence tables. Nothing is
-fetched to view it: styles are inline and the figure is an embedded PNG (when matplotlib is
-installed). Every string that comes from the trace (kernel, op and range names, paths,
-evidence) goes through ``html.escape``, so a name like ``<script>`` is shown, never run.
+The verdict and the ranked findings first, then the figures and the evidence tables. Nothing
+is fetched to view it: styles are inline and the figures (``plots.figure_pngs``: those with
+something to draw) are embedded PNG data URIs (when matplotlib is installed). Each cause in the
+idle table carries the colour square it has in every figure (``palette``). Every string that
+comes from the trace (kernel, op and range names, paths, evidence) goes through
+``html.escape``, so a name like ``<script>`` is shown, never run.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import io
 from collections.abc import Iterable
 
 from traceforensics._version import __version__
 from traceforensics.analysis.idle.causes import ranked_causes
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.report.format import fmt_bytes, fmt_ns, fmt_pct, fmt_rate, truncate
+from traceforensics.report.palette import swatch_html
 from traceforensics.report.verdict import device_verdict, verdict_text
 
 _STYLE = """
@@ -28,11 +30,18 @@ td{overflow-wrap:anywhere}
 th{background:#f3f3f3}code{background:#f5f5f5;padding:0 3px}.n{white-space:nowrap}
 .verdict{background:#fff8e1;border-left:4px solid #f0a000;padding:.6em 1em}
 .meta{color:#555}img{max-width:100%}
+.sw{display:inline-block;width:.9em;height:.9em;margin-right:.4em;vertical-align:-.1em;
+border:1px solid #555}
 """
 
 
 def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
+
+
+class _Markup(str):
+    """A table cell that is already HTML, built here from escaped parts (never a string from
+    the trace as it is)."""
 
 
 def _table(header: Iterable[str], rows: Iterable[Iterable[object]], nowrap: int = 0) -> str:
@@ -41,7 +50,8 @@ def _table(header: Iterable[str], rows: Iterable[Iterable[object]], nowrap: int 
 
     def cell(tag: str, i: int, c: object) -> str:
         cls = " class='n'" if i < nowrap else ""
-        return f"<{tag}{cls}>{_e(c)}</{tag}>"
+        body = c if isinstance(c, _Markup) else _e(c)
+        return f"<{tag}{cls}>{body}</{tag}>"
 
     head = "".join(cell("th", i, h) for i, h in enumerate(header))
     body = "".join(
@@ -101,20 +111,17 @@ def _findings(analysis: Analysis, top: int) -> str:
 
 def _figure(analysis: Analysis) -> list[str]:
     try:
-        from traceforensics.report.plots import _pyplot, figure_analysis
+        from traceforensics.report.plots import figure_pngs
 
-        plt = _pyplot()
-        fig = figure_analysis(analysis)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=100)
-        plt.close(fig)
+        pngs = figure_pngs(analysis)
     except Exception:  # no matplotlib, or nothing to draw: the tables still tell it all
         return []
-    data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return [
-        "<h2>Utilization and idle by cause</h2>",
-        f"<img alt='figure' src='data:image/png;base64,{data}'>",
-    ]
+    out = ["<h2>Figures</h2>"]
+    for name, caption, png in pngs:
+        data = base64.b64encode(png).decode("ascii")
+        out.append(f"<h3 id='fig-{_e(name)}'>{_e(caption)}</h3>")
+        out.append(f"<img alt='{_e(caption)}' src='data:image/png;base64,{data}'>")
+    return out
 
 
 def _evidence_tables(analysis: Analysis, top: int) -> list[str]:
@@ -153,7 +160,8 @@ def _evidence_tables(analysis: Analysis, top: int) -> list[str]:
         _table(
             ["rank/GPU", "cause", "time", "of idle", "of window"],
             [
-                [f"{d.rank}/{d.device}", c, fmt_ns(ns), fmt_pct(ns / max(d.idle_ns, 1)),
+                [f"{d.rank}/{d.device}", _Markup(swatch_html(c) + _e(c)), fmt_ns(ns),
+                 fmt_pct(ns / max(d.idle_ns, 1)),
                  fmt_pct(ns / max(d.window_ns, 1))]
                 for d in analysis.devices
                 for c, ns in ranked_causes(d.idle_by_cause)
@@ -166,7 +174,8 @@ def _evidence_tables(analysis: Analysis, top: int) -> list[str]:
             ["rank/GPU", "length", "causes", "evidence"],
             [
                 [f"{g.rank}/{g.device}", fmt_ns(g.dur_ns),
-                 ", ".join(f"{c} {fmt_ns(v)}" for c, v in ranked_causes(g.causes)),
+                 _Markup(", ".join(f"<span class='n'>{swatch_html(c)}{_e(c)} {fmt_ns(v)}</span>"
+                                   for c, v in ranked_causes(g.causes))),
                  "; ".join(f"{e.kind} {e.name} ({fmt_ns(e.dur_ns)}): {e.detail}"
                            for e in g.evidence[:3])]
                 for g in analysis.idle.gaps[:top]

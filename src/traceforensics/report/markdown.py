@@ -1,6 +1,9 @@
-"""Markdown summary for performance tickets: verdict first, then evidence tables."""
+"""Markdown summary for performance tickets: verdict first, then the figures (when the run
+wrote them) and the evidence tables."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from traceforensics._version import __version__
 from traceforensics.analysis.idle.causes import ranked_causes
@@ -21,8 +24,15 @@ def _cell(text: str) -> str:
     return " ".join(text.split("\n")).replace("\r", " ").replace("|", "\\|")
 
 
-def render_markdown(analysis: Analysis, top: int = 5, command: str | None = None) -> str:
-    """The ticket-ready summary of one analysis (``command``: the command line that made it)."""
+def render_markdown(
+    analysis: Analysis,
+    top: int = 5,
+    command: str | None = None,
+    figures: Sequence[tuple[str, str]] = (),
+) -> str:
+    """The ticket-ready summary of one analysis (``command``: the command line that made it;
+    ``figures``: ``(caption, link)`` of images written beside the file, linked by relative
+    path so GitHub and GitLab show them)."""
     meta = analysis.session.meta
     lines = ["# traceforensics report", ""]
     lines.append(f"- tool: traceforensics {__version__}")
@@ -44,6 +54,10 @@ def render_markdown(analysis: Analysis, top: int = 5, command: str | None = None
     lines += ["", "## Verdict", "", *_verdict_lines(analysis)]
     lines += ["", f"## Findings (top {top}, largest time to give back first)", ""]
     lines += _findings_table(analysis, top)
+    if figures:
+        lines += ["", "## Figures"]
+        for caption, path in figures:
+            lines += ["", f"![{_alt(caption)}]({_link(path)})"]
     lines += ["", "## Devices", "", *_device_table(analysis)]
     lines += ["", "### Busy time by kind and copies by direction", "", *_busy_table(analysis)]
     lines += ["", "## Idle time by cause", "", *_cause_table(analysis)]
@@ -62,6 +76,18 @@ def render_markdown(analysis: Analysis, top: int = 5, command: str | None = None
     if analysis.kernels.mfu_by_device:
         lines += ["", "## Model FLOPs utilization", "", *_mfu_table(analysis)]
     return "\n".join(lines) + "\n"
+
+
+def _alt(text: str) -> str:
+    """Image alt text without the brackets that would end it."""
+    return text.replace("[", "(").replace("]", ")")
+
+
+def _link(path: str) -> str:
+    """A relative link with the characters Markdown link syntax reserves percent-encoded."""
+    from urllib.parse import quote
+
+    return quote(path.replace("\\", "/"), safe="/._-~")
 
 
 def _verdict_lines(analysis: Analysis) -> list[str]:

@@ -1,5 +1,8 @@
 """Monitoring-log plot: utilization, SM clock, temperature, power on one shared time axis,
-throttle episodes shaded on every panel. matplotlib with the Agg backend (no display)."""
+throttle episodes shaded on every panel. matplotlib with the Agg backend (no display).
+
+The legend (one entry per GPU, and the throttle shading) sits right of the panels, in room the
+constrained layout reserves for it: a legend inside a panel covered the curves of a busy log."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from traceforensics.analysis.monitoring.monitor import MonitorReport
 from traceforensics.model.monitor import MonitorLog, first_time_ns, gpu_ids, gpu_rows
 
 MAX_POINTS_PER_LINE: Final = 20_000
+_THROTTLE: Final = "#D55E00"  # Okabe-Ito vermillion: visible under every GPU's line colour
 _PANELS: Final = (
     ("util_pct", "utilization %"),
     ("sm_clock_mhz", "SM clock MHz"),
@@ -53,7 +57,9 @@ def plot_monitor(log: MonitorLog, report: MonitorReport, out: str | Path) -> Pat
 
     frame = log.frame
     t0 = first_time_ns(frame)
-    fig, axes = plt.subplots(len(_PANELS), 1, sharex=True, figsize=(12, 8), squeeze=False)
+    fig, axes = plt.subplots(
+        len(_PANELS), 1, sharex=True, figsize=(12, 8), squeeze=False, layout="constrained"
+    )
     for gpu in gpu_ids(frame):
         part = gpu_rows(frame, gpu)
         x = ((part.get_column("time_ns") - t0).cast(pl.Float64) / 1e9).to_numpy()
@@ -64,19 +70,28 @@ def plot_monitor(log: MonitorLog, report: MonitorReport, out: str | Path) -> Pat
             y = s.cast(pl.Float64).fill_null(float("nan")).to_numpy()
             xs, ys = _decimate(x, y)
             ax.plot(xs, ys, linewidth=0.7, label=f"GPU {gpu}")
+    throttled = False
     for g in report.gpus:
         for e in g.throttle_episodes:
+            throttled = True
             for ax in axes[:, 0]:
-                ax.axvspan(e.start, e.end, color="tab:red", alpha=0.15, linewidth=0)
+                ax.axvspan(e.start, e.end, color=_THROTTLE, alpha=0.15, linewidth=0)
     for ax, (_col, label) in zip(axes[:, 0], _PANELS, strict=True):
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
     axes[0, 0].set_ylim(-2, 102)
-    if len(report.gpus) > 1:
-        axes[0, 0].legend(loc="upper right", fontsize="small", ncol=min(len(report.gpus), 8))
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    if throttled:
+        from matplotlib.patches import Patch
+
+        handles.append(Patch(color=_THROTTLE, alpha=0.15, label="clock throttling under load"))
+        labels.append("clock throttling under load")
+    if len(report.gpus) > 1 or throttled:
+        # one column per ~25 entries: a 64-GPU node still fits the figure's height
+        fig.legend(handles, labels, loc="outside right upper", fontsize="small",
+                   ncol=max(1, -(-len(handles) // 25)), frameon=False)  # fmt: skip
     axes[-1, 0].set_xlabel("seconds from first sample (shaded: clock throttling under load)")
     fig.suptitle(f"{Path(report.file).name} ({report.source_format})")
-    fig.tight_layout()
     path = Path(out)
     fig.savefig(path, dpi=110)
     plt.close(fig)

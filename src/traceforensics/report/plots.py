@@ -1,111 +1,194 @@
-"""Plots of an analysis (matplotlib, Agg backend; install the ``plot`` extra).
+"""Figures of an analysis (matplotlib, Agg backend; install the ``plot`` extra).
 
-``plot_analysis`` draws, per device, the utilization timeline (busy fraction per bin) with the
-largest idle gaps shaded by their dominant cause, and a bar of idle time by cause. The same
-figure works in notebooks: ``figure_analysis`` returns the Figure without saving it.
+Every ``figure_*`` function takes an ``Analysis`` and returns a matplotlib Figure (notebooks
+show it; nothing is saved); ``write_figures`` and ``figure_pngs`` save them for the CLI and the
+reports. The figures, in report order (``FIGURES``; the file suffix ``tf analyze --plot
+out.png`` writes each one to):
+
+=============  ====================  ================================================
+suffix         function              what it shows
+=============  ====================  ================================================
+(main)         ``figure_analysis``   per device: utilization (busy % per aligned bin,
+                                     largest gaps shaded by cause) | idle by cause
+``timeline``   ``figure_timeline``   busy lanes by kind, idle gaps split by cause,
+                                     step boundaries, the largest gaps labelled
+``steps``      ``figure_steps``      per step: busy and idle by cause, stacked (ms)
+``kernels``    ``figure_short_kernels``  short-kernel Pareto: total time, cumulative %
+``tflops``     ``figure_tflops``     achieved TFLOPS against the dtype's peak, MFU
+=============  ====================  ================================================
+
+Colours come from ``palette`` (one per cause, the same in the HTML report). Legends sit
+outside the axes. A trace with nothing to draw gives a figure that says so.
 """
 
 from __future__ import annotations
 
+import io
+import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-from traceforensics.analysis.idle.causes import CAUSES, ranked_causes
+import numpy as np
+
+from traceforensics.analysis.idle.causes import ranked_causes
 from traceforensics.analysis.pipeline import Analysis
-from traceforensics.model.errors import InputError
-from traceforensics.model.units import NS_PER_MS, NS_PER_S
-
-_COLORS = dict(
-    zip(
-        CAUSES,
-        [
-            "#1f77b4",
-            "#d62728",
-            "#ff7f0e",
-            "#9467bd",
-            "#8c564b",
-            "#e377c2",
-            "#2ca02c",
-            "#17becf",
-            "#bcbd22",
-            "#7f7f7f",
-            "#aec7e8",
-            "#c7c7c7",
-        ],
-        strict=False,
-    )
+from traceforensics.report.format import fmt_ns, fmt_pct
+from traceforensics.report.lanes import device_lanes
+from traceforensics.report.palette import cause_color, cause_hatch, cause_patch, causes_in_order
+from traceforensics.report.plot_kernels import figure_short_kernels, figure_tflops
+from traceforensics.report.plot_timeline import figure_timeline
+from traceforensics.report.plot_usage import draw_utilization, figure_steps, figure_utilization
+from traceforensics.report.plotkit import (
+    DPI,
+    NO_GPU,
+    legend_below,
+    message_figure,
+    new_figure,
+    pyplot,
+    time_unit,
 )
 
+__all__ = [
+    "FIGURES",
+    "figure_analysis",
+    "figure_pngs",
+    "figure_short_kernels",
+    "figure_steps",
+    "figure_tflops",
+    "figure_timeline",
+    "figure_utilization",
+    "plot_analysis",
+    "write_figures",
+]
 
-def _pyplot() -> Any:
-    try:
-        import matplotlib
+MAIN_TITLE: Final = (
+    "GPU utilization (busy % per bin; shaded: the largest idle gaps by top cause) "
+    "and idle time by cause"
+)
+#: Figures beside the main one: file suffix -> (caption, function). Report order.
+FIGURES: Final[dict[str, tuple[str, Callable[[Analysis], Any]]]] = {
+    "timeline": ("Gap attribution timeline", figure_timeline),
+    "steps": ("Per-step breakdown", figure_steps),
+    "kernels": ("Short-kernel Pareto chart", figure_short_kernels),
+    "tflops": ("Achieved TFLOPS against peak", figure_tflops),
+}
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise InputError(
-            "plots need matplotlib; install it with: pip install 'traceforensics[plot]'"
-        ) from exc
-    return plt
+#: Older name of ``plotkit.pyplot`` (kept for callers that imported it from here).
+_pyplot = pyplot
 
 
 def figure_analysis(analysis: Analysis) -> Any:
-    """A matplotlib Figure: one row per device (timeline | idle by cause)."""
-    plt = _pyplot()
-    pats = analysis.patterns
-    n = max(len(pats), 1)
-    fig, axes = plt.subplots(
-        n, 2, figsize=(13, 3.2 * n), squeeze=False, gridspec_kw={"width_ratios": [3, 1]}
-    )
-    idle = {(d.rank, d.device): d for d in analysis.devices}
-    for row, p in enumerate(pats):
-        ax, bar = axes[row][0], axes[row][1]
-        tl = p.timeline
-        xs = [(tl.start_ns + i * tl.bin_ns) / NS_PER_S for i in range(len(tl.values))]
-        t0 = xs[0] if xs else 0.0
-        ax.step(
-            [x - t0 for x in xs],
-            [100 * float(v) for v in tl.values],
-            where="post",
-            color="black",
-            lw=1,
-        )
-        for g in analysis.idle.gaps:
-            if (g.rank, g.device) != (p.rank, p.device) or not g.causes:
-                continue
-            cause = ranked_causes(g.causes)[0][0]
-            ax.axvspan(
-                g.start_ns / NS_PER_S - t0,
-                (g.start_ns + g.dur_ns) / NS_PER_S - t0,
-                color=_COLORS.get(cause, "#999999"),
-                alpha=0.35,
-                lw=0,
-            )
-        ax.set_ylim(0, 105)
-        ax.set_ylabel("GPU busy %")
-        ax.set_xlabel("time (s)")
-        ax.set_title(
-            f"rank {p.rank} GPU {p.device}: {p.pattern.pattern} "
-            f"({tl.bin_ns / NS_PER_MS:g} ms bins; shaded = largest gaps)"
-        )
-        d = idle.get((p.rank, p.device))
-        causes = [(v, c) for c, v in ranked_causes(d.idle_by_cause if d else {})]
-        bar.barh(
-            [c for _, c in causes][::-1],
-            [v / 1e6 for v, _ in causes][::-1],
-            color=[_COLORS.get(c, "#999999") for _, c in causes][::-1],
-        )
-        bar.set_xlabel("idle ms")
-        bar.set_title("idle by cause")
-    fig.tight_layout()
+    """A matplotlib Figure, one row per device: the utilization curve (busy % per bin, bins
+    aligned to the analysis window and sized to it, the largest gaps shaded by their top cause)
+    and a bar of idle time by cause (ms, % of idle); a text panel for a CPU-only trace."""
+    lanes = device_lanes(analysis)
+    if not lanes:
+        return message_figure(MAIN_TITLE, NO_GPU)
+    fig, axes = new_figure(len(lanes), 2, row_in=2.8, gridspec_kw={"width_ratios": [3, 1]})
+    for row, lane in enumerate(lanes):
+        draw_utilization(axes[row][0], lane, analysis)
+        rec = analysis.device(lane.rank, lane.device)
+        _idle_bar(axes[row][1], rec.idle_by_cause if rec else {}, rec.idle_ns if rec else 0)
+    used = causes_in_order(*(d.idle_by_cause for d in analysis.devices))
+    legend_below(fig, [cause_patch(c) for c in used])
+    fig.suptitle(MAIN_TITLE)
     return fig
 
 
+def _idle_bar(ax: Any, by_cause: dict[str, int], idle_ns: int) -> None:
+    """Idle by cause, largest on top, each bar labelled with its time and share of idle."""
+    ranked = ranked_causes(by_cause)
+    if not ranked:
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "no idle time", ha="center", va="center", transform=ax.transAxes)
+        return
+    scale, unit = time_unit(max(v for _, v in ranked))
+    ys = np.arange(len(ranked))[::-1]
+    for y, (c, v) in zip(ys, ranked, strict=True):
+        hatch = cause_hatch(c)
+        ax.barh(y, v / scale, color=cause_color(c), hatch=hatch,
+                edgecolor="#333333" if hatch else "none", lw=0)  # fmt: skip
+        ax.text(v / scale, y, f" {fmt_ns(v)} ({fmt_pct(v / max(idle_ns, 1))})",
+                va="center", fontsize="x-small")  # fmt: skip
+    ax.set_yticks(ys, [c for c, _ in ranked], fontsize="small")
+    # room on the right for the longest bar's label
+    ax.set_xlim(0, ranked[0][1] / scale * 1.9)
+    ax.set_xlabel(f"idle ({unit})")
+    ax.set_title(f"idle by cause ({fmt_ns(idle_ns)})", fontsize="medium")
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+
+
 def plot_analysis(analysis: Analysis, out: Path) -> Path:
-    """Save ``figure_analysis`` as a PNG at ``out``."""
-    plt = _pyplot()
-    fig = figure_analysis(analysis)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    """Save ``figure_analysis`` at ``out`` (PNG, SVG or PDF from the suffix); returns it."""
+    out = Path(out)
+    _save(figure_analysis(analysis), out)
     return out
+
+
+def write_figures(analysis: Analysis, out: Path, only_content: bool = False) -> dict[str, Path]:
+    """Save the main figure at ``out`` and each of ``FIGURES`` beside it as
+    ``<stem>.<suffix><ext>`` (``out.png`` -> ``out.timeline.png``, ...); returns
+    ``{"main": out, "timeline": ..., ...}``. Figures with nothing to draw are written too, as a
+    panel that says why, so one ``--plot`` run always writes the same files; ``only_content``
+    leaves them out (a report links only figures that show data)."""
+    out = Path(out)
+    paths: dict[str, Path] = {}
+    for name in ("main", *FIGURES):
+        if only_content and not has_content(name, analysis):
+            continue
+        if name == "main":
+            paths[name] = plot_analysis(analysis, out)
+        else:
+            target = out.with_name(f"{out.stem}.{name}{out.suffix}")
+            _save(FIGURES[name][1](analysis), target)
+            paths[name] = target
+    return paths
+
+
+def caption(name: str) -> str:
+    """The caption of figure ``name`` ("main" or a ``FIGURES`` key)."""
+    return "Utilization and idle time by cause" if name == "main" else FIGURES[name][0]
+
+
+def has_content(name: str, analysis: Analysis) -> bool:
+    """Whether figure ``name`` ("main" or a ``FIGURES`` key) draws data rather than a panel
+    saying there is none (reports leave such figures out)."""
+    k = analysis.kernels
+    if not analysis.devices:
+        return False
+    return {
+        "steps": bool(analysis.idle.steps),
+        "kernels": bool(k.short_kernels) and k.short_kernel_ns > 0,
+        "tflops": any(o.tflops is not None and o.flops > 0 and o.peak_tflops for o in k.ops),
+    }.get(name, True)
+
+
+def figure_pngs(analysis: Analysis, dpi: int = 100) -> list[tuple[str, str, bytes]]:
+    """``(name, caption, PNG bytes)`` of each figure with content, main first (the reports)."""
+    makers = {"main": ("Utilization and idle time by cause", figure_analysis), **FIGURES}
+    out: list[tuple[str, str, bytes]] = []
+    for name, (text, make) in makers.items():
+        if has_content(name, analysis):
+            buf = io.BytesIO()
+            _save(make(analysis), buf, dpi=dpi)
+            out.append((name, text, buf.getvalue()))
+    return out
+
+
+def _save(fig: Any, target: Path | io.BytesIO, dpi: int = DPI) -> None:
+    """Save and close ``fig`` (closing frees pyplot's reference: a long notebook or report
+    run would otherwise keep every figure in memory)."""
+    plt = pyplot()
+    try:
+        with warnings.catch_warnings():
+            # a name in a script the installed fonts lack (CJK) is drawn as boxes: the HTML
+            # and Markdown tables carry the text itself, so one warning per glyph is noise
+            warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+            if isinstance(target, Path):
+                fig.savefig(target, dpi=dpi)
+            else:
+                fig.savefig(target, format="png", dpi=dpi)
+    finally:
+        plt.close(fig)
