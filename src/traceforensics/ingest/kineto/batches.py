@@ -283,6 +283,6 @@ def _kept_table(owners: list[tuple[int, dict[str, Any]]]) -> pl.DataFrame:
         {
             "event_id": pl.Series([t[0] for t in triples], dtype=pl.Int64),
             "key": pl.Series([t[1] for t in triples], dtype=pl.String),
-            "value": text,
+            "value": text.cast(pl.Categorical),
         }
     )

@@ -95,7 +95,7 @@ def _category_series(cat: list[Any]) -> pl.Series:
 def _args_frame(c: Columns, id_offset: int) -> pl.DataFrame:
     """The kept-args side table of the file: positions shifted to event ids, key categorical."""
     frames = c.arg_parts or [
-        pl.DataFrame(schema={"event_id": pl.Int64, "key": pl.String, "value": pl.String})
+        pl.DataFrame(schema={"event_id": pl.Int64, "key": pl.String, "value": pl.Categorical})
     ]
     frame = pl.concat(frames, how="vertical")
     return frame.with_columns(pl.col("event_id") + id_offset, pl.col("key").cast(pl.Categorical))
