@@ -1,8 +1,8 @@
 """Figures (issue 13): every plot function on the edge traces (CPU-only, one kernel, 84 ms,
-40 s; synthetic here, real ones from ../shared when present) returns a figure and saves a PNG;
-utilization bins start at the analysis window and match a plain-Python interval union; one
-distinct colour per cause; legends outside every axes; the CLI and the reports carry the
-figures."""
+40 s; synthetic ones from tests/edge_traces.py, real ones from ../shared when present) returns
+a figure and saves a PNG; utilization bins start at the analysis window and match a
+plain-Python interval union; one distinct colour per cause; legends outside every axes; the CLI
+and the reports carry the figures."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import matplotlib
 import pytest
 
 import traceforensics as tf
-from synth import SynthTrace
 from tests.conftest import ROOT, TRACES, plain_union, run_cli
+from tests.edge_traces import MS, REAL, SYNTH
 from traceforensics.analysis.idle.causes import CAUSES
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.report.lanes import device_lanes
@@ -36,7 +36,6 @@ from traceforensics.report.plots import (
 
 matplotlib.use("Agg")
 
-MS = 1_000_000
 PLOTS: list[Callable[[Analysis], Any]] = [
     figure_analysis,
     figure_timeline,
@@ -45,48 +44,6 @@ PLOTS: list[Callable[[Analysis], Any]] = [
     figure_short_kernels,
     figure_tflops,
 ]
-
-
-def _cpu_only() -> SynthTrace:
-    tr = SynthTrace()
-    tr.cpu_range("ProfilerStep#1", 0, 5 * MS, kind="annotation")
-    tr.cpu_range("aten::add", 1 * MS, 2 * MS)
-    return tr
-
-
-def _single_kernel() -> SynthTrace:
-    tr = SynthTrace()
-    tr.launch("gemm_kernel", 10_000, 5_000, 20_000, 7_000)
-    return tr
-
-
-def _spread(span_ns: int, n: int, dur_ns: int) -> SynthTrace:
-    """``n`` steps over ``span_ns``: a kernel on stream 7, an overlapping one on stream 9 and
-    a copy, then an idle stretch."""
-    tr = SynthTrace()
-    every = span_ns // n
-    for i in range(n):
-        t = 50_000 + i * every
-        tr.cpu_range(f"ProfilerStep#{i}", t - 40_000, every, kind="annotation")
-        tr.launch("gemm_kernel", t - 30_000, 5_000, t, dur_ns)
-        tr.launch("relu_kernel", t - 20_000, 5_000, t + dur_ns // 2, dur_ns, stream=9)
-        tr.launch("", t - 10_000, 5_000, t + 2 * dur_ns, dur_ns // 4, kind="memcpy",
-                  copy_kind="h2d", src_mem="pageable", dst_mem="device", bytes=1 << 20)  # fmt: skip
-    return tr
-
-
-SYNTH = {
-    "cpu_only": _cpu_only,
-    "single_kernel": _single_kernel,
-    "84ms": lambda: _spread(84 * MS, 28, 700_000),
-    "40s": lambda: _spread(40_000 * MS, 50, 150 * MS),
-}
-REAL = {
-    "real_cpu_only": ("hta/cpu_only_rank34.json.gz", {}),
-    "real_single_kernel": ("hta/triton_a100.json.gz", {}),
-    "real_84ms": ("tracelens/eager_b200.json.gz", {}),
-    "real_43s": ("nsys/zx3xyy__assignment2-systems__result_2_7B_nvtx.sqlite", {"window": "trace"}),
-}
 
 
 @pytest.fixture(scope="module")

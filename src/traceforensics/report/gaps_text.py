@@ -40,6 +40,10 @@ def gap_lines(analysis: Analysis, limit: int | None = None) -> list[str]:
     """The largest gaps: start (relative to the device window), length, causes, evidence."""
     starts = {(d.rank, d.device): d.window_start_ns for d in analysis.devices}
     gaps = analysis.idle.gaps
+    if limit == 0:
+        return ["none kept (--gaps 0)"]
+    if not gaps:
+        return ["no idle gaps"]
     out: list[str] = []
     for k, g in enumerate(gaps[:limit] if limit is not None else gaps, start=1):
         rel = g.start_ns - starts.get((g.rank, g.device), g.start_ns)

@@ -12,13 +12,19 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from traceforensics._version import __version__
-from traceforensics.analysis.idle.causes import ranked_causes
 from traceforensics.analysis.pipeline import Analysis
-from traceforensics.report.format import fmt_bytes, fmt_ns, fmt_pct, fmt_rate, truncate
 from traceforensics.report.palette import swatch_html
+from traceforensics.report.tables import (
+    EMPTY,
+    cause_rows,
+    device_rows,
+    finding_rows,
+    gap_rows,
+    short_kernel_rows,
+)
 from traceforensics.report.verdict import device_verdict, verdict_text
 
 _STYLE = """
@@ -44,9 +50,17 @@ class _Markup(str):
     the trace as it is)."""
 
 
-def _table(header: Iterable[str], rows: Iterable[Iterable[object]], nowrap: int = 0) -> str:
+def _table(
+    header: Iterable[str],
+    rows: Sequence[Iterable[object]],
+    nowrap: int = 0,
+    empty: str | None = None,
+) -> str:
     """A table; the first ``nowrap`` columns (ids, figures) never wrap, the rest may break
-    long names anywhere so the table fits the page."""
+    long names anywhere so the table fits the page. ``empty`` (a ``tables.EMPTY`` sentence)
+    is written instead of a table with no rows."""
+    if not rows and empty is not None:
+        return f"<p>{_e(empty)}</p>"
 
     def cell(tag: str, i: int, c: object) -> str:
         cls = " class='n'" if i < nowrap else ""
@@ -89,24 +103,16 @@ def render_html(analysis: Analysis, command: str | None = None, top: int = 10) -
 
 
 def _findings(analysis: Analysis, top: int) -> str:
-    rows = [
-        [
-            i,
-            f.category,
-            f"{f.rank}/{f.device}",
-            f"~{fmt_ns(f.recoverable_ns)} ({fmt_pct(f.share_of_window)})",
-            f.confidence,
-            f.title,
-            f.remedy,
-            "; ".join(truncate(f"{e.name}: {e.detail}", 120) for e in f.evidence[:2]),
-        ]
-        for i, f in enumerate(analysis.findings[:top], 1)
-    ]
     return _table(
         ["#", "category", "rank/GPU", "gives back", "confidence", "what", "change", "evidence"],
-        rows,
+        [
+            [r.number, r.category, r.where(), r.gives_back, r.confidence, r.title, r.remedy,
+             r.evidence]
+            for r in finding_rows(analysis, top)
+        ],
         nowrap=5,
-    )
+        empty=EMPTY["findings"],
+    )  # fmt: skip
 
 
 def _figure(analysis: Analysis) -> list[str]:
@@ -125,30 +131,22 @@ def _figure(analysis: Analysis) -> list[str]:
 
 
 def _evidence_tables(analysis: Analysis, top: int) -> list[str]:
+    devices = device_rows(analysis)
     out = ["<h2>Devices</h2>"]
     out.append(
         _table(
             ["rank/GPU", "name", "window", "busy", "idle", "busy by kind", "exposed comm"],
             [
-                [
-                    f"{d.rank}/{d.device}",
-                    d.name,
-                    fmt_ns(d.window_ns),
-                    f"{fmt_ns(d.busy_ns)} ({fmt_pct(d.busy_fraction)})",
-                    fmt_ns(d.idle_ns),
-                    ", ".join(f"{k} {fmt_ns(v)}" for k, v in d.busy_by_kind.items() if v),
-                    f"{fmt_ns(d.exposed_comm_ns)} of {fmt_ns(d.comm_ns)}",
-                ]
-                for d in analysis.devices
+                [d.where(), d.name, d.window, d.busy, d.idle, d.busy_by_kind, d.exposed_comm]
+                for d in devices
             ],
         )
     )
     copies = [
-        [f"{d.rank}/{d.device}", t.direction, t.count, fmt_bytes(t.bytes), fmt_ns(t.time_ns),
-         fmt_rate(t.gbps) if t.gbps is not None else "-", t.pageable_count]
-        for d in analysis.devices
+        [t.where(), t.direction, t.count, t.bytes, t.time, t.bandwidth, t.pageable_count]
+        for d in devices
         for t in d.transfers
-    ]  # fmt: skip
+    ]
     if copies:
         out.append(
             _table(
@@ -160,12 +158,11 @@ def _evidence_tables(analysis: Analysis, top: int) -> list[str]:
         _table(
             ["rank/GPU", "cause", "time", "of idle", "of window"],
             [
-                [f"{d.rank}/{d.device}", _Markup(swatch_html(c) + _e(c)), fmt_ns(ns),
-                 fmt_pct(ns / max(d.idle_ns, 1)),
-                 fmt_pct(ns / max(d.window_ns, 1))]
-                for d in analysis.devices
-                for c, ns in ranked_causes(d.idle_by_cause)
+                [c.where(), _Markup(swatch_html(c.cause) + _e(c.cause)), c.time, c.of_idle,
+                 c.of_window]
+                for c in cause_rows(analysis)
             ],
+            empty=EMPTY["causes"],
         )
     )  # fmt: skip
     out.append(f"<h2>Largest idle gaps (top {top})</h2>")
@@ -173,13 +170,13 @@ def _evidence_tables(analysis: Analysis, top: int) -> list[str]:
         _table(
             ["rank/GPU", "length", "causes", "evidence"],
             [
-                [f"{g.rank}/{g.device}", fmt_ns(g.dur_ns),
-                 _Markup(", ".join(f"<span class='n'>{swatch_html(c)}{_e(c)} {fmt_ns(v)}</span>"
-                                   for c, v in ranked_causes(g.causes))),
-                 "; ".join(f"{e.kind} {e.name} ({fmt_ns(e.dur_ns)}): {e.detail}"
-                           for e in g.evidence[:3])]
-                for g in analysis.idle.gaps[:top]
+                [g.where(), g.length,
+                 _Markup(", ".join(f"<span class='n'>{swatch_html(c)}{_e(c)} {v}</span>"
+                                   for c, v in g.causes)),
+                 "; ".join(f"{e.label}: {e.detail}" for e in g.evidence)]
+                for g in gap_rows(analysis, top)
             ],
+            empty=EMPTY["gaps"],
         )
     )  # fmt: skip
     if analysis.kernels.short_kernels:
@@ -188,12 +185,11 @@ def _evidence_tables(analysis: Analysis, top: int) -> list[str]:
             _table(
                 ["rank/GPU", "kernel", "launching op", "count", "total", "recoverable", "remedy"],
                 [
-                    [f"{r.rank}/{r.device}", r.name, r.launching_op, r.count, fmt_ns(r.total_ns),
-                     fmt_ns(r.recoverable_ns), r.remedy]
-                    for r in analysis.kernels.short_kernels[:top]
+                    [r.where(), r.name, r.launching_op, r.count, r.total, r.recoverable, r.remedy]
+                    for r in short_kernel_rows(analysis, top)
                 ],
             )
-        )  # fmt: skip
+        )
     return out
 
 

@@ -6,13 +6,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from traceforensics._version import __version__
-from traceforensics.analysis.idle.causes import ranked_causes
 from traceforensics.analysis.pipeline import Analysis
-from traceforensics.report.format import fmt_bytes, fmt_ns, fmt_pct, fmt_rate, truncate
+from traceforensics.report.format import fmt_ns, fmt_pct, truncate
+from traceforensics.report.tables import (
+    EMPTY,
+    cause_rows,
+    device_rows,
+    finding_rows,
+    gap_rows,
+    short_kernel_rows,
+)
 from traceforensics.report.verdict import device_verdict, verdict_text
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+def _table(header: list[str], rows: list[list[str]], empty: str | None = None) -> list[str]:
+    """A table; ``empty`` (a ``tables.EMPTY`` sentence) instead when there are no rows."""
+    if not rows and empty is not None:
+        return [empty]
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
     return out
@@ -111,33 +121,24 @@ def _findings_table(analysis: Analysis, top: int) -> list[str]:
     return head + _table(
         ["#", "category", "rank/GPU", "gives back", "confidence", "what", "change"],
         [
-            [
-                str(i),
-                f"`{f.category}`",
-                f"{f.rank}/{f.device}",
-                f"~{fmt_ns(f.recoverable_ns)} ({fmt_pct(f.share_of_window)})",
-                f.confidence,
-                truncate(f.title, 160),
-                f.remedy,
-            ]
-            for i, f in enumerate(analysis.findings[:top], 1)
+            [str(r.number), f"`{r.category}`", r.where(), r.gives_back, r.confidence,
+             truncate(r.title, 160), r.remedy]
+            for r in finding_rows(analysis, top)
         ],
-    )
+        EMPTY["findings"],
+    )  # fmt: skip
 
 
 def _busy_table(analysis: Analysis) -> list[str]:
     rows: list[list[str]] = []
-    for d in analysis.devices:
-        kinds = ", ".join(f"{k} {fmt_ns(ns)}" for k, ns in d.busy_by_kind.items() if ns)
-        rows.append([f"{d.rank}/{d.device}", "busy by kind", kinds or "-", "", ""])
+    for d in device_rows(analysis):
+        rows.append([d.where(), "busy by kind", d.busy_by_kind or "-", "", ""])
         for t in d.transfers:
-            speed = fmt_rate(t.gbps) if t.gbps is not None else "-"
             paged = f"{t.pageable_count} of {t.count} pageable" if t.pageable_count else ""
-            size = f"{fmt_bytes(t.bytes)} in {fmt_ns(t.time_ns)} (x{t.count})"
-            rows.append([f"{d.rank}/{d.device}", t.direction, size, speed, paged])
-        if d.copy_ns:
-            exposed = f"{fmt_ns(d.exposed_copy_ns)} of {fmt_ns(d.copy_ns)}"
-            rows.append([f"{d.rank}/{d.device}", "copies not overlapped", exposed, "", ""])
+            size = f"{t.bytes} in {t.time} (x{t.count})"
+            rows.append([d.where(), t.direction, size, t.bandwidth, paged])
+        if d.exposed_copies is not None:
+            rows.append([d.where(), "copies not overlapped", d.exposed_copies, "", ""])
     return _table(["rank/GPU", "what", "amount", "bandwidth", "note"], rows)
 
 
@@ -161,33 +162,25 @@ def _device_table(analysis: Analysis) -> list[str]:
                 str(d.rank),
                 str(d.device),
                 d.name,
-                fmt_ns(d.window_ns),
-                f"{fmt_ns(d.busy_ns)} ({fmt_pct(d.busy_fraction)})",
-                fmt_ns(d.idle_ns),
-                f"{fmt_ns(d.exposed_comm_ns)} of {fmt_ns(d.comm_ns)}" if d.comm_ns else "-",
-                f"`{d.pattern.pattern.pattern}`" if d.pattern is not None else "-",
-                str(d.kernel_count),
-                str(d.memcpy_count),
-                str(d.memset_count),
+                d.window,
+                d.busy,
+                d.idle,
+                d.exposed_comm if d.has_comm else "-",
+                f"`{d.pattern}`" if d.pattern is not None else "-",
+                str(d.kernels),
+                str(d.memcpy),
+                str(d.memset),
             ]
-            for d in analysis.devices
+            for d in device_rows(analysis)
         ],
     )
 
 
 def _cause_table(analysis: Analysis) -> list[str]:
     rows = [
-        [
-            f"{d.rank}:{d.device}",
-            f"`{cause}`",
-            fmt_ns(ns),
-            fmt_pct(ns / max(d.idle_ns, 1)),
-            fmt_pct(ns / max(d.window_ns, 1)),
-        ]
-        for d in analysis.devices
-        for cause, ns in ranked_causes(d.idle_by_cause)
+        [c.where(":"), f"`{c.cause}`", c.time, c.of_idle, c.of_window] for c in cause_rows(analysis)
     ]
-    return _table(["rank:GPU", "cause", "time", "of idle", "of window"], rows)
+    return _table(["rank:GPU", "cause", "time", "of idle", "of window"], rows, EMPTY["causes"])
 
 
 def _gap_table(analysis: Analysis, top: int) -> list[str]:
@@ -195,15 +188,14 @@ def _gap_table(analysis: Analysis, top: int) -> list[str]:
         ["rank:GPU", "length", "causes", "evidence"],
         [
             [
-                f"{g.rank}:{g.device}",
-                fmt_ns(g.dur_ns),
-                ", ".join(f"{c} {fmt_ns(v)}" for c, v in ranked_causes(g.causes)),
-                "; ".join(
-                    truncate(f"{e.kind} {e.name} ({fmt_ns(e.dur_ns)})", 60) for e in g.evidence[:3]
-                ),
+                g.where(":"),
+                g.length,
+                ", ".join(f"{c} {v}" for c, v in g.causes),
+                "; ".join(truncate(e.label, 60) for e in g.evidence),
             ]
-            for g in analysis.idle.gaps[:top]
+            for g in gap_rows(analysis, top)
         ],
+        EMPTY["gaps"],
     )
 
 
@@ -228,18 +220,11 @@ def _short_kernel_table(analysis: Analysis, top: int) -> list[str]:
     return _table(
         ["rank:GPU", "kernel", "launching op", "count", "total", "recoverable", "remedy"],
         [
-            [
-                f"{r.rank}:{r.device}",
-                truncate(r.name, 50),
-                r.launching_op or "-",
-                str(r.count),
-                fmt_ns(r.total_ns),
-                fmt_ns(r.recoverable_ns),
-                r.remedy,
-            ]
-            for r in analysis.kernels.short_kernels[:top]
+            [r.where(":"), truncate(r.name, 50), r.launching_op or "-", str(r.count), r.total,
+             r.recoverable, r.remedy]
+            for r in short_kernel_rows(analysis, top)
         ],
-    )
+    )  # fmt: skip
 
 
 def _mfu_table(analysis: Analysis) -> list[str]:

@@ -20,6 +20,7 @@ from traceforensics.report.format import fmt_bytes, fmt_ns, fmt_pct, fmt_rate, t
 from traceforensics.report.gaps_text import gap_lines, idle_lines, step_lines
 from traceforensics.report.kernels_text import kernel_report_lines
 from traceforensics.report.monitor_text import pattern_lines, render_monitor_lines, verdict_lines
+from traceforensics.report.tables import evidence_name
 from traceforensics.report.verdict import device_verdict, verdict_text
 
 
@@ -52,6 +53,8 @@ def findings_lines(analysis: Analysis, width: int, limit: int = 8) -> list[str]:
     """The ranked findings: what each change would give back, why, and what to do."""
     p = analysis.program
     out = [f"program: {p.framework} on {p.vendor} ({p.evidence})"]
+    if not analysis.findings:
+        out.append("no findings: nothing to give back")
     for i, f in enumerate(analysis.findings[:limit], 1):
         out.append(
             f"#{i} {f.category:<22} ~{fmt_ns(f.recoverable_ns):>10} back "
@@ -62,7 +65,7 @@ def findings_lines(analysis: Analysis, width: int, limit: int = 8) -> list[str]:
             f.remedy, width, initial_indent="    do: ", subsequent_indent="        "
         )
         for e in f.evidence[:1]:  # one line of proof each; the JSON has them all
-            head = f"    [{e.kind}] {truncate(e.name, 48)} ({fmt_ns(e.dur_ns)}): "
+            head = f"    [{e.kind}] {truncate(evidence_name(e), 48)} ({fmt_ns(e.dur_ns)}): "
             out.append(head + truncate(e.detail, max(width - len(head), 20)))
     if len(analysis.findings) > limit:
         out.append(f"... {len(analysis.findings) - limit} more: tf analyze --json (findings)")

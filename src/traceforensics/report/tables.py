@@ -1,0 +1,230 @@
+"""The rows of the report tables, built once for the HTML and the Markdown report.
+
+Which records each table lists, in what order, and the text of every cell (durations, shares,
+rates formatted; shares computed) live here; the renderers (``report.html``,
+``report.markdown``) only choose the columns and add the markup: escaping, code spans, colour
+squares, ``rank/GPU`` or ``rank:GPU``. Cell text is plain text straight from the trace (names
+are not escaped here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from traceforensics.analysis.idle.causes import ranked_causes
+from traceforensics.analysis.idle.results import Evidence
+from traceforensics.analysis.pipeline import Analysis
+from traceforensics.report.format import fmt_bytes, fmt_ns, fmt_pct, fmt_rate, truncate
+
+#: What a report writes instead of a table with no rows (a single-kernel trace has no idle time,
+#: no gap and may have no finding).
+EMPTY = {
+    "findings": "No findings: nothing to give back.",
+    "causes": "No idle time in the window.",
+    "gaps": "No idle gaps.",
+}
+#: Evidence events listed per gap in the reports' gap tables.
+GAP_EVIDENCE = 3
+#: Evidence events listed per finding in the HTML findings table.
+FINDING_EVIDENCE = 2
+
+
+def evidence_name(e: Evidence) -> str:
+    """The evidence event's name, or what its absence means: an evidence of kind ``none``
+    records that nothing was recorded (``analysis.idle.evidence``)."""
+    return e.name or ("nothing recorded" if e.kind == "none" else "(unnamed)")
+
+
+def evidence_label(e: Evidence) -> str:
+    """``kind name (duration)`` of one evidence event; ``nothing recorded (duration)`` for
+    the absence of any."""
+    if e.kind == "none" and not e.name:
+        return f"nothing recorded ({fmt_ns(e.dur_ns)})"
+    return f"{e.kind} {e.name} ({fmt_ns(e.dur_ns)})"
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row about one device: ``where(sep)`` is ``rank/GPU`` (``sep="/"``) or ``rank:GPU``."""
+
+    rank: int
+    device: int
+
+    def where(self, sep: str = "/") -> str:
+        return f"{self.rank}{sep}{self.device}"
+
+
+@dataclass(frozen=True)
+class FindingRow(Row):
+    number: int
+    category: str
+    gives_back: str  # ~time (share of the window)
+    confidence: str
+    title: str
+    remedy: str
+    evidence: str  # the first FINDING_EVIDENCE events, "name: detail; ..."
+
+
+def finding_rows(analysis: Analysis, top: int) -> list[FindingRow]:
+    """The ``top`` findings, largest time to give back first."""
+    return [
+        FindingRow(
+            f.rank,
+            f.device,
+            i,
+            f.category,
+            f"~{fmt_ns(f.recoverable_ns)} ({fmt_pct(f.share_of_window)})",
+            f.confidence,
+            f.title,
+            f.remedy,
+            "; ".join(
+                truncate(f"{evidence_name(e)}: {e.detail}", 120)
+                for e in f.evidence[:FINDING_EVIDENCE]
+            ),
+        )
+        for i, f in enumerate(analysis.findings[:top], 1)
+    ]
+
+
+@dataclass(frozen=True)
+class TransferRow(Row):
+    direction: str
+    count: int
+    bytes: str
+    time: str
+    bandwidth: str  # "-" when unknown
+    pageable_count: int
+
+
+@dataclass(frozen=True)
+class DeviceRow(Row):
+    name: str
+    window: str
+    busy: str  # time (share of the window)
+    idle: str
+    busy_by_kind: str  # "kernel 1.0 ms, memcpy ..." ("" when nothing ran)
+    has_comm: bool
+    exposed_comm: str  # exposed of all communication kernel time
+    pattern: str | None  # the utilization pattern id
+    kernels: int
+    memcpy: int
+    memset: int
+    transfers: tuple[TransferRow, ...]
+    exposed_copies: str | None  # copy time not overlapped by compute, of all copy time
+
+
+def device_rows(analysis: Analysis) -> list[DeviceRow]:
+    """One row per device, with its copies by direction."""
+    out: list[DeviceRow] = []
+    for d in analysis.devices:
+        transfers = tuple(
+            TransferRow(
+                d.rank,
+                d.device,
+                t.direction,
+                t.count,
+                fmt_bytes(t.bytes),
+                fmt_ns(t.time_ns),
+                fmt_rate(t.gbps) if t.gbps is not None else "-",
+                t.pageable_count,
+            )
+            for t in d.transfers
+        )
+        out.append(
+            DeviceRow(
+                d.rank,
+                d.device,
+                d.name,
+                fmt_ns(d.window_ns),
+                f"{fmt_ns(d.busy_ns)} ({fmt_pct(d.busy_fraction)})",
+                fmt_ns(d.idle_ns),
+                ", ".join(f"{k} {fmt_ns(ns)}" for k, ns in d.busy_by_kind.items() if ns),
+                bool(d.comm_ns),
+                f"{fmt_ns(d.exposed_comm_ns)} of {fmt_ns(d.comm_ns)}",
+                d.pattern.pattern.pattern if d.pattern is not None else None,
+                d.kernel_count,
+                d.memcpy_count,
+                d.memset_count,
+                transfers,
+                f"{fmt_ns(d.exposed_copy_ns)} of {fmt_ns(d.copy_ns)}" if d.copy_ns else None,
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class CauseRow(Row):
+    cause: str
+    time: str
+    of_idle: str
+    of_window: str
+
+
+def cause_rows(analysis: Analysis) -> list[CauseRow]:
+    """Idle time by cause per device, largest first (causes with no time left out)."""
+    return [
+        CauseRow(
+            d.rank,
+            d.device,
+            cause,
+            fmt_ns(ns),
+            fmt_pct(ns / max(d.idle_ns, 1)),
+            fmt_pct(ns / max(d.window_ns, 1)),
+        )
+        for d in analysis.devices
+        for cause, ns in ranked_causes(d.idle_by_cause)
+    ]
+
+
+@dataclass(frozen=True)
+class GapEvidence:
+    label: str  # evidence_label
+    detail: str
+
+
+@dataclass(frozen=True)
+class GapRow(Row):
+    length: str
+    causes: tuple[tuple[str, str], ...]  # (cause, time), largest first
+    evidence: tuple[GapEvidence, ...]  # the first GAP_EVIDENCE events
+
+
+def gap_rows(analysis: Analysis, top: int) -> list[GapRow]:
+    """The ``top`` largest idle gaps, each split over its causes, with its first evidence."""
+    return [
+        GapRow(
+            g.rank,
+            g.device,
+            fmt_ns(g.dur_ns),
+            tuple((c, fmt_ns(v)) for c, v in ranked_causes(g.causes)),
+            tuple(GapEvidence(evidence_label(e), e.detail) for e in g.evidence[:GAP_EVIDENCE]),
+        )
+        for g in analysis.idle.gaps[:top]
+    ]
+
+
+@dataclass(frozen=True)
+class ShortKernelRow(Row):
+    name: str
+    launching_op: str  # "" when none was found
+    count: int
+    total: str
+    recoverable: str
+    remedy: str
+
+
+def short_kernel_rows(analysis: Analysis, top: int) -> list[ShortKernelRow]:
+    """The ``top`` short-kernel groups worth fusing, most recoverable first."""
+    return [
+        ShortKernelRow(
+            r.rank,
+            r.device,
+            r.name,
+            r.launching_op,
+            r.count,
+            fmt_ns(r.total_ns),
+            fmt_ns(r.recoverable_ns),
+            r.remedy,
+        )
+        for r in analysis.kernels.short_kernels[:top]
+    ]
