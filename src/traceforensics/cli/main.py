@@ -61,6 +61,11 @@ def _escape_unencodable() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the group, mapping errors to one line and an exit code."""
     _escape_unencodable()
+    # the console script's main module is import-safe: big Kineto files may use a second
+    # process to decode (``ingest.kineto.parallel``; TF_INGEST_WORKERS=0 turns it off)
+    from traceforensics.ingest.kineto import parallel
+
+    parallel.set_workers(1)
     try:
         cli.main(
             args=argv,

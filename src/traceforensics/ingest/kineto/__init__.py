@@ -33,12 +33,14 @@ from typing import Any
 import polars as pl
 
 from traceforensics.ingest.kineto import meta as kmeta
+from traceforensics.ingest.kineto import parallel
 from traceforensics.ingest.kineto.batches import ColumnBuilder, Columns
 from traceforensics.ingest.kineto.events import Extracted, extract
-from traceforensics.ingest.kineto.reader import RawTrace, check_fits, read_trace
+from traceforensics.ingest.kineto.reader import GZIP_MAGIC, RawTrace, check_fits, read_trace
 from traceforensics.ingest.kineto.stream import NotStreamableError, stream_events
 from traceforensics.ingest.kineto.timeconv import TimeValueError
 from traceforensics.ingest.kineto.typed import from_dicts
+from traceforensics.ingest.memory import release_free_memory
 from traceforensics.ingest.progress import report
 from traceforensics.model.errors import CorruptTraceError, InputError
 from traceforensics.model.schema import empty_args, empty_events
@@ -58,12 +60,12 @@ def read_columns(path: Path) -> tuple[RawTrace, Columns]:
     """One file's top-level keys (``RawTrace`` with no events) and its row columns: streamed
     when the file allows it, else read whole by the generic reader."""
     check_fits(path, STREAM_MEMORY_PER_JSON_BYTE)
-    builder = ColumnBuilder(path)
+    builder = ColumnBuilder()
     try:
-        top = stream_events(path, builder.add)
+        top = stream_events(path, builder, parallel.pool_for(_json_size_estimate(path)))
     except NotStreamableError:
         raw = read_trace(path)
-        builder = ColumnBuilder(path)
+        builder = ColumnBuilder()
         for i in range(0, len(raw.events), _GENERIC_BATCH):
             builder.add(from_dicts(raw.events[i : i + _GENERIC_BATCH]))
         raw.events = []
@@ -87,6 +89,7 @@ def load_kineto(paths: Sequence[Path]) -> TraceSession:
     finally:
         if gc_was_enabled:
             gc.enable()
+        release_free_memory()  # the decoded events and batch columns are gone now
 
 
 def _load(paths: Sequence[Path]) -> TraceSession:
@@ -146,6 +149,17 @@ def _load(paths: Sequence[Path]) -> TraceSession:
         extra=extra,
     )
     return TraceSession.from_frames(events, meta, args)
+
+
+def _json_size_estimate(path: Path) -> int:
+    """Bytes of JSON in the file: its size, or for gzip about 8x (text compresses ~8-10x)."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            gz = fh.read(2) == GZIP_MAGIC
+    except OSError:
+        return 0
+    return size * 8 if gz else size
 
 
 def _read(path: Path) -> tuple[RawTrace, Columns]:

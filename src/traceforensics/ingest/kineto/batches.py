@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -94,12 +93,37 @@ class Columns:
     def rows(self) -> int:
         return len(self.kind)
 
+    def extend(self, later: Columns) -> None:
+        """Append the columns of the events that follow these in the file (a batch built
+        elsewhere, e.g. by a worker process); its kept-args positions are shifted."""
+        base = self.rows
+        for name in ("cat", "kind", "name", "pid_raw", "tid_raw", "args", "correlation"):
+            getattr(self, name).extend(getattr(later, name))
+        self.start_parts.extend(later.start_parts)
+        self.dur_parts.extend(later.dur_parts)
+        self.external_parts.extend(later.external_parts)
+        self.arg_parts.extend(f.with_columns(pl.col("event_id") + base) for f in later.arg_parts)
+        self.meta.extend(later.meta)
+        for key, (ts, ids) in later.flows.items():
+            if key in self.flows:
+                self.flows[key][0].extend(ts)
+                self.flows[key][1].extend(ids)
+            else:
+                self.flows[key] = (ts, ids)
+        self.unknown_cats.update(later.unknown_cats)
+        self.float_timestamps = self.float_timestamps or later.float_timestamps
+        self.negative_dur += later.negative_dur
+        self.bad_times += later.bad_times
+        if self.first_time_error is None:
+            self.first_time_error = later.first_time_error
+            self.bad_example = later.bad_example
+        self.events_seen += later.events_seen
+
 
 class ColumnBuilder:
     """Accumulates ``Columns`` from batches of ``Event`` structs (see the module docstring)."""
 
-    def __init__(self, src: Path) -> None:
-        self.src = src
+    def __init__(self) -> None:
         self.c = Columns()
         self._memo: dict[Any, Any] = {}
 
@@ -230,6 +254,13 @@ class ColumnBuilder:
         c.args.extend(rule)
         c.correlation.extend(correlation)
         c.arg_parts.append(_kept_table(owners))
+
+
+def build_batch(events: list[Any]) -> Columns:
+    """The columns of one batch of events on their own (``Columns.extend`` joins them)."""
+    builder = ColumnBuilder()
+    builder.add(events)
+    return builder.c
 
 
 def _kinds(ph: list[Any], cat: list[Any], unknown: Counter[str]) -> list[str]:

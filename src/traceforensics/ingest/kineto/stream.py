@@ -22,13 +22,17 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Any, Final
 
 import msgspec
 import orjson
 
+from traceforensics.ingest.kineto import parallel
+from traceforensics.ingest.kineto.batches import ColumnBuilder
 from traceforensics.ingest.kineto.reader import GZIP_MAGIC, reading
 from traceforensics.ingest.kineto.typed import decode_events, decode_top, from_dicts
 from traceforensics.ingest.progress import report
@@ -149,12 +153,83 @@ def _emit(pending: bytearray, sink: Callable[[list[Any]], None]) -> int:
     return 0
 
 
-def stream_events(path: Path, sink: Callable[[list[Any]], None]) -> dict[str, Any]:
-    """Decode the file's events in batches into ``sink``; return its other top-level keys.
+class _Ordered:
+    """Chunks handed to the worker or decoded here, joined into ``builder`` in file order."""
 
-    Raises ``NotStreamableError`` for anything but the clean case (see the module docstring), and
-    ``InputError`` subclasses for files that cannot be read at all."""
+    def __init__(self, builder: ColumnBuilder, pool: Executor) -> None:
+        self.builder = builder
+        self.pool = pool
+        self.queue: deque[tuple[Any, bytes]] = deque()
+        self.index = 0
+
+    def split(self, pending: bytearray) -> None:
+        """Cut ``pending`` after its last element boundary; decode the part before it here
+        (even chunks) or in the worker (odd ones)."""
+        pos = pending.rfind(b"}")
+        while pos > 0 and (m := _BOUNDARY.match(pending, pos)) is None:
+            pos = pending.rfind(b"}", 0, pos)
+        if pos <= 0 or m is None:
+            if len(pending) > 4 * CHUNK_BYTES:
+                raise NotStreamableError("no event boundary found")
+            return
+        after = pending[pos + 1]
+        pending[pos + 1] = ord("]")
+        with memoryview(pending) as view:
+            text = bytes(view[: pos + 2])
+        pending[pos + 1] = after
+        del pending[: m.end() - 2]
+        pending[0] = ord("[")
+        if self.index % 2:
+            self.queue.append((parallel.submit(self.pool, text), text))
+        else:
+            self.queue.append((parallel.decode_batch(text), b""))
+        self.index += 1
+        self.drain(keep=2)
+
+    def drain(self, keep: int = 0) -> None:
+        """Join finished chunks at the head of the queue; wait while more than ``keep`` are
+        in flight (bounds the memory of texts and results)."""
+        while self.queue:
+            pending, text = self.queue[0]
+            if len(self.queue) <= keep and isinstance(pending, Future) and not pending.done():
+                return
+            self.queue.popleft()
+            batch = parallel.result(pending, text)
+            if batch is None:
+                raise NotStreamableError("a chunk does not decode as a list of events")
+            self.builder.c.extend(batch)
+
+
+def stream_events(
+    path: Path, builder: ColumnBuilder, pool: Executor | None = None
+) -> dict[str, Any]:
+    """Decode the file's events in batches into ``builder``; return its other top-level keys.
+    With a ``pool`` (``parallel``), every other chunk is decoded by its worker.
+
+    Raises ``NotStreamableError`` for anything but the clean case (see the module docstring),
+    and ``InputError`` subclasses for files that cannot be read at all."""
     pieces = _pieces(path)
+    top, pending = _read_header(pieces)
+    ordered = _Ordered(builder, pool) if pool is not None else None
+    for piece in pieces:
+        pending += piece
+        if len(pending) >= CHUNK_BYTES:
+            if ordered is None:
+                _emit(pending, builder.add)
+            else:
+                ordered.split(pending)
+            report(f"reading {path.name}: {builder.c.events_seen:,} events decoded")
+    if ordered is not None:
+        ordered.drain()
+    rest, last = _tail(pending)
+    if builder.c.events_seen + len(last) == 0:
+        raise NotStreamableError("no event objects")  # the generic reader says which case
+    builder.add(last)
+    return top | rest
+
+
+def _read_header(pieces: Iterator[bytes]) -> tuple[dict[str, Any], bytearray]:
+    """``(top-level keys before the event list, "[" + the text after its "[")``."""
     buf = b""
     match = None
     for piece in pieces:
@@ -166,16 +241,13 @@ def stream_events(path: Path, sink: Callable[[list[Any]], None]) -> dict[str, An
             break
     if match is None:
         raise NotStreamableError("no event list")
-    top = _header(buf[: match.start()])
     pending = bytearray(b"[")
     pending += buf[match.end() :]
-    del buf
-    count = 0
-    for piece in pieces:
-        pending += piece
-        if len(pending) >= CHUNK_BYTES:
-            count += _emit(pending, sink)
-            report(f"reading {path.name}: {count:,} events decoded")
+    return _header(buf[: match.start()]), pending
+
+
+def _tail(pending: bytearray) -> tuple[dict[str, Any], list[Any]]:
+    """``(top-level keys after the event list, its last events)`` from the rest of the file."""
     pending[0:1] = b'{"traceEvents":['
     try:
         tail = decode_top(pending)
@@ -185,7 +257,4 @@ def stream_events(path: Path, sink: Callable[[list[Any]], None]) -> dict[str, An
     last = _decode(bytes(tail["traceEvents"]))
     if last is None:  # pragma: no cover - decoded above as part of the object
         raise NotStreamableError("the last events do not decode")
-    if count + len(last) == 0:
-        raise NotStreamableError("no event objects")  # the generic reader says which case
-    sink(last)
-    return top | rest
+    return rest, last

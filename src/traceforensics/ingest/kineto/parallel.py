@@ -1,0 +1,106 @@
+"""A second process that decodes chunks of a big Kineto file while this one decodes others.
+
+Decoding a chunk and reducing it to columns is pure Python and C work under one interpreter
+lock; on a machine with two cores or more, a worker process does every other chunk::
+
+    this process   | read | chunk 0 | chunk 2 | chunk 4 | ... | tail | join in order |
+    worker         |      | (start) | chunk 1 | chunk 3 | ... |
+
+The worker gets a chunk's JSON text (``[`` events ``]``) and returns its ``Columns`` (pickled:
+compact lists, arrays and small frames, not event objects); results are joined in file order,
+so the table is the same as a sequential load. If the worker cannot start or fails, that chunk
+is decoded here: a load never depends on it.
+
+Off unless ``set_workers(1)`` is called: the CLI does (its main module is import-safe, which
+the ``spawn`` start method needs); library users may, in a script with an
+``if __name__ == "__main__":`` guard. ``TF_INGEST_WORKERS=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from multiprocessing import get_context
+from typing import Any
+
+from traceforensics.ingest.kineto.batches import Columns, build_batch
+from traceforensics.ingest.kineto.typed import decode_events, from_dicts
+
+
+class _State:
+    workers = 0
+    pool: Executor | None = None
+
+
+_STATE = _State()
+#: Below this much JSON a worker's start-up costs more than it saves (bytes).
+MIN_PARALLEL_BYTES = 48 << 20
+
+
+def set_workers(n: int) -> None:
+    """Use ``n`` (0 or 1) worker processes for big Kineto files from now on."""
+    _STATE.workers = max(0, min(int(n), 1))
+
+
+def pool_for(json_bytes_estimate: int) -> Executor | None:
+    """The worker pool when it is on, the machine has a spare core and the file is big."""
+    if (
+        _STATE.workers == 0
+        or os.environ.get("TF_INGEST_WORKERS", "") == "0"
+        or (os.cpu_count() or 1) < 2
+        or json_bytes_estimate < MIN_PARALLEL_BYTES
+    ):
+        return None
+    if _STATE.pool is None:
+        try:
+            _STATE.pool = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn"))
+        except (OSError, ValueError, RuntimeError):
+            return None
+        atexit.register(_shutdown)
+    return _STATE.pool
+
+
+def _shutdown() -> None:
+    if _STATE.pool is not None:
+        _STATE.pool.shutdown(wait=False, cancel_futures=True)
+        _STATE.pool = None
+
+
+def decode_batch(text: bytes) -> Columns | None:
+    """The columns of one chunk's events (``[`` ... ``]``), or None when the text does not
+    decode as a list of events (the caller then reads the file another way)."""
+    import msgspec
+    import orjson
+
+    try:
+        events = decode_events(text)
+    except msgspec.ValidationError:
+        try:
+            events = from_dicts(orjson.loads(text))
+        except orjson.JSONDecodeError:
+            return None
+    except msgspec.DecodeError:
+        return None
+    return build_batch(events)
+
+
+def submit(pool: Executor | None, text: bytes) -> Future[Columns | None] | Columns | None:
+    """Hand ``text`` to the worker, or decode it here when there is none or it fails."""
+    if pool is not None:
+        try:
+            return pool.submit(decode_batch, text)
+        except RuntimeError:  # a broken or shut-down pool
+            _shutdown()
+    return decode_batch(text)
+
+
+def result(pending: Any, text: bytes) -> Columns | None:
+    """The columns of a submitted chunk; decoded here if the worker failed."""
+    if not isinstance(pending, Future):
+        return pending  # type: ignore[no-any-return]
+    try:
+        return pending.result()  # type: ignore[no-any-return]
+    except Exception:  # the worker died or could not pickle: do it here
+        _shutdown()
+        return decode_batch(text)
