@@ -29,7 +29,7 @@ import polars as pl
 
 from traceforensics.ingest.kineto import categories as cats
 from traceforensics.ingest.kineto import gpu
-from traceforensics.ingest.kineto.flows import FlowPoints, add_flow_point, thread_key
+from traceforensics.ingest.kineto.flows import FlowPoints, add_flow_points, thread_key
 from traceforensics.ingest.kineto.payload import json_texts
 from traceforensics.ingest.kineto.timeconv import TimeValueError, us_to_ns, usable_us
 from traceforensics.ingest.kineto.typed import ARGS_TYPES, UNSET, args_dicts
@@ -171,16 +171,21 @@ class ColumnBuilder:
             ok = usable_us([e.ts for e in flows])
             flows = [e for e, k in zip(flows, ok, strict=True) if k]
             ts_ns = us_to_ns([e.ts for e in flows]).tolist()
-        threads: dict[tuple[Any, Any], tuple[Any, Any]] = {}
-        for e, ts in zip(flows, ts_ns, strict=True):
-            flow_id = e.id if type(e.id) is int else gpu.parse_int(e.id)
-            if flow_id is None:
-                continue
-            raw = (gpu.key_of(e.pid), gpu.key_of(e.tid))
-            key = threads.get(raw)
-            if key is None:
-                key = threads[raw] = (thread_key(e.pid), thread_key(e.tid))
-            add_flow_point(c.flows, key, ts, flow_id)
+        ids = [e.id for e in flows]
+        if not set(map(type, ids)) <= {int}:
+            ids = [gpu.parse_int(v) for v in ids]
+        pairs = [(gpu.key_of(e.pid), gpu.key_of(e.tid)) for e in flows]
+        threads = {p: (thread_key(p[0]), thread_key(p[1])) for p in set(pairs)}
+        grouped: dict[Any, tuple[list[int], list[int]]] = {}
+        for pair, ts, flow_id in zip(pairs, ts_ns, ids, strict=True):
+            if flow_id is not None:
+                key = threads[pair]
+                if key not in grouped:
+                    grouped[key] = ([], [])
+                grouped[key][0].append(ts)
+                grouped[key][1].append(flow_id)
+        for key, (times, flow_ids) in grouped.items():
+            add_flow_points(c.flows, key, times, flow_ids)
 
     def _times(
         self, rows: list[Any]

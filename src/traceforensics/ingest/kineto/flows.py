@@ -69,15 +69,20 @@ def thread_key(value: Any) -> Any:
 FlowPoints = tuple["array[int]", "array[int]"]
 
 
-def add_flow_point(points: dict[Any, FlowPoints], key: Any, ts_ns: int, flow_id: int) -> None:
-    """Record one endpoint; an id beyond int64 (damaged) is not one."""
-    if not -(2**63) <= flow_id < 2**63 or not -(2**63) <= ts_ns < 2**63:
-        return
+def add_flow_points(
+    points: dict[Any, FlowPoints], key: Any, ts_ns: list[int], flow_ids: list[int]
+) -> None:
+    """Record one thread's endpoints; ids or times beyond int64 (damaged) are not ones."""
+    lo, hi = -(2**63), 2**63
+    if not all(lo <= v < hi for v in flow_ids) or not all(lo <= v < hi for v in ts_ns):
+        kept = [
+            (t, f) for t, f in zip(ts_ns, flow_ids, strict=True) if lo <= t < hi and lo <= f < hi
+        ]
+        ts_ns, flow_ids = [t for t, _ in kept], [f for _, f in kept]
     if key not in points:
         points[key] = (array("q"), array("q"))
-    ts, ids = points[key]
-    ts.append(ts_ns)
-    ids.append(flow_id)
+    points[key][0].extend(ts_ns)
+    points[key][1].extend(flow_ids)
 
 
 def fill_correlation_from_flows(

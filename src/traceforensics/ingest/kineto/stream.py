@@ -20,7 +20,9 @@ header beyond ``HEADER_LIMIT``, an event list with no object in it.
 
 from __future__ import annotations
 
+import queue
 import re
+import threading
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -93,6 +95,41 @@ def _pieces(path: Path) -> Iterator[bytes]:
             raise NotStreamableError("the gzip stream is cut")
 
 
+def _prefetched(pieces: Iterator[bytes], depth: int = 4) -> Iterator[bytes]:
+    """``pieces``, produced ``depth`` ahead on a thread: reading and gunzip (which release
+    the interpreter lock) overlap the decoding of the text before them."""
+    box: queue.Queue[tuple[bytes | None, BaseException | None]] = queue.Queue(depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for piece in pieces:
+                while not stop.is_set():
+                    try:
+                        box.put((piece, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            box.put((None, None))
+        except BaseException as exc:  # handed to the consumer, raised there
+            box.put((None, exc))
+
+    thread = threading.Thread(target=produce, name="tf-read", daemon=True)
+    thread.start()
+    try:
+        while True:
+            piece, error = box.get()
+            if error is not None:
+                raise error
+            if piece is None:
+                return
+            yield piece
+    finally:
+        stop.set()
+
+
 def _header(head: bytes) -> dict[str, Any]:
     """The top-level keys before the event list; ``head`` ends just before ``"traceEvents"``."""
     text = head.removeprefix(_BOM).strip()
@@ -160,7 +197,6 @@ class _Ordered:
         self.builder = builder
         self.pool = pool
         self.queue: deque[tuple[Any, bytes]] = deque()
-        self.index = 0
 
     def split(self, pending: bytearray) -> None:
         """Cut ``pending`` after its last element boundary; decode the part before it here
@@ -179,12 +215,14 @@ class _Ordered:
         pending[pos + 1] = after
         del pending[: m.end() - 2]
         pending[0] = ord("[")
-        if self.index % 2:
+        # keep the worker fed (one chunk in flight), decode the rest here meanwhile: the
+        # worker starts late (a fresh interpreter) and pickles its results
+        in_flight = sum(1 for p, _ in self.queue if isinstance(p, Future) and not p.done())
+        if in_flight < 1:
             self.queue.append((parallel.submit(self.pool, text), text))
         else:
             self.queue.append((parallel.decode_batch(text), b""))
-        self.index += 1
-        self.drain(keep=2)
+        self.drain(keep=4)
 
     def drain(self, keep: int = 0) -> None:
         """Join finished chunks at the head of the queue; wait while more than ``keep`` are
@@ -208,7 +246,7 @@ def stream_events(
 
     Raises ``NotStreamableError`` for anything but the clean case (see the module docstring),
     and ``InputError`` subclasses for files that cannot be read at all."""
-    pieces = _pieces(path)
+    pieces = _prefetched(_pieces(path))
     top, pending = _read_header(pieces)
     ordered = _Ordered(builder, pool) if pool is not None else None
     for piece in pieces:
