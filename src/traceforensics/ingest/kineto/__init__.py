@@ -89,6 +89,7 @@ def load_kineto(paths: Sequence[Path]) -> TraceSession:
     finally:
         if gc_was_enabled:
             gc.enable()
+        parallel.release()
         release_free_memory()  # the decoded events and batch columns are gone now
 
 

@@ -57,14 +57,22 @@ def pool_for(json_bytes_estimate: int) -> Executor | None:
             _STATE.pool = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn"))
         except (OSError, ValueError, RuntimeError):
             return None
-        atexit.register(_shutdown)
     return _STATE.pool
 
 
-def _shutdown() -> None:
+def _shutdown(wait: bool = False) -> None:
     if _STATE.pool is not None:
-        _STATE.pool.shutdown(wait=False, cancel_futures=True)
+        _STATE.pool.shutdown(wait=wait, cancel_futures=True)
         _STATE.pool = None
+
+
+atexit.register(_shutdown)
+
+
+def release() -> None:
+    """End the worker after a load: its memory (interpreter, last chunk) is not held through
+    the analysis that follows; the next big file starts a fresh one."""
+    _shutdown(wait=True)
 
 
 def decode_batch(text: bytes) -> Columns | None:

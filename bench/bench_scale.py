@@ -1,0 +1,190 @@
+"""Scale (issue 12): whole-process time and peak memory of ``tf analyze`` on the ResNet-50 trace
+tiled N times, side by side with HTA 0.6.1 in the same run.
+
+For each N in ``--copies`` (default 1,10,40) the trace is tiled in time with
+``tools/tile_trace.py`` (cached in ``bench/out/``), then, alternating, ``--repeat`` times each:
+
+- tf:  ``tf analyze TRACE --json --no-cache`` (a fresh process: import, load, analysis, JSON);
+- HTA: ``TraceAnalysis(trace_dir)`` + ``get_idle_time_breakdown()`` + ``get_temporal_breakdown()``
+  in HTA's own virtual environment (``bench/.venv-hta``, ``traceinsight==0.6.1``), fresh process.
+
+Wall time and peak RSS (``/usr/bin/time``-style, from ``os.wait4``) are the best of the runs;
+the busy time of every tf run is checked to be exactly N times the 1x trace's. Prints a table
+and, with ``--json``, the rows. ``--no-hta`` measures tf alone (130x: HTA would need ~20 GB).
+
+    python bench/bench_scale.py [--copies 1,10,40] [--repeat 3] [--no-hta] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT.parent / "shared/traces/kineto/resnet50_v100_workers0.pt.trace.json.gz"
+OUT = ROOT / "bench" / "out"
+HTA_VENV = ROOT / "bench" / ".venv-hta"
+HTA_PIN = "traceinsight==0.6.1"
+
+HTA_SCRIPT = r"""
+import sys, warnings, logging
+warnings.filterwarnings("ignore"); logging.disable(logging.CRITICAL)
+from hta.trace_analysis import TraceAnalysis
+a = TraceAnalysis(trace_dir=sys.argv[1])
+a.get_idle_time_breakdown(visualize=False)
+a.get_temporal_breakdown(visualize=False)
+"""
+
+
+def hta_python() -> Path:
+    """Python of HTA's own environment, created on first use."""
+    py = HTA_VENV / "bin" / "python"
+    if not py.exists():
+        print(f"creating {HTA_VENV} with {HTA_PIN} ...", file=sys.stderr)
+        venv.create(HTA_VENV, with_pip=True)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", HTA_PIN], check=True)
+    return py
+
+
+def _tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and all its descendants (the decode worker included)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/status", encoding="ascii") as fh:
+                total += next(int(x.split()[1]) for x in fh if x.startswith("VmRSS")) * 1024
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children", encoding="ascii") as fh:
+                    todo.extend(int(c) for c in fh.read().split())
+        except (OSError, StopIteration, ValueError):
+            continue
+    return total
+
+
+def measure(cmd: list[str], stdout: Path | None = None) -> tuple[float, int]:
+    """``(wall seconds, peak RSS bytes)`` of one fresh process and its children together:
+    the kernel's peak of the process itself (``ru_maxrss``) or the largest sum over the
+    process tree sampled every 10 ms, whichever is larger."""
+    out = stdout.open("wb") if stdout else subprocess.DEVNULL
+    peak = [0]
+    try:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL)
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.is_set():
+                peak[0] = max(peak[0], _tree_rss(proc.pid))
+                time.sleep(0.01)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        done.set()
+        sampler.join()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    finally:
+        if stdout:
+            out.close()  # type: ignore[union-attr]
+    if proc.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}")
+    return wall, max(peak[0], usage.ru_maxrss * 1024)
+
+
+def tiled(copies: int) -> Path:
+    if copies == 1:
+        return SOURCE
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"resnet50_workers0_x{copies}.json.gz"
+    if not path.exists():
+        print(f"tiling {copies}x -> {path} ...", file=sys.stderr)
+        tool = ROOT / "tools" / "tile_trace.py"
+        cmd = [sys.executable, str(tool), str(SOURCE), str(path), "--copies", str(copies)]
+        subprocess.run(cmd, check=True)
+    return path
+
+
+def busy_ns(report: Path) -> int:
+    data = json.loads(report.read_text())
+    return sum(int(d["busy_ns"]) for d in data["devices"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--copies", default="1,10,40")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-hta", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    ns = ap.parse_args()
+    if not SOURCE.exists():
+        sys.exit(f"no {SOURCE}: keep ../shared/traces beside the repository")
+    tf = [str(Path(sys.executable).parent / "tf"), "analyze"]
+    hta = None if ns.no_hta else hta_python()
+    rows = []
+    base_busy = None
+    for copies in [int(c) for c in ns.copies.split(",")]:
+        trace = tiled(copies)
+        runs: dict[str, list[tuple[float, int]]] = {"tf": [], "hta": []}
+        with tempfile.TemporaryDirectory() as tmp:
+            report = Path(tmp) / "out.json"
+            hta_dir = Path(tmp) / "hta"
+            hta_dir.mkdir()
+            (hta_dir / trace.name).symlink_to(trace)
+            for _ in range(ns.repeat):  # alternate: the machine's drift hits both sides
+                runs["tf"].append(measure([*tf, str(trace), "--json", "--no-cache"], report))
+                busy = busy_ns(report)
+                if hta is not None:
+                    runs["hta"].append(measure([str(hta), "-c", HTA_SCRIPT, str(hta_dir)]))
+        if copies == 1:
+            base_busy = busy
+        row = {
+            "copies": copies,
+            "json_mb": round(_json_size(trace) / 1e6),
+            "tf_s": min(w for w, _ in runs["tf"]),
+            "tf_rss_mb": min(r for _, r in runs["tf"]) / 1e6,
+            "busy_ns": busy,
+            "busy_is_n_times_1x": base_busy is not None and busy == base_busy * copies,
+        }
+        if runs["hta"]:
+            row["hta_s"] = min(w for w, _ in runs["hta"])
+            row["hta_rss_mb"] = min(r for _, r in runs["hta"]) / 1e6
+            row["speedup"] = row["hta_s"] / row["tf_s"]
+            row["rss_ratio"] = row["tf_rss_mb"] / row["hta_rss_mb"]
+        rows.append(row)
+        _print(row)
+    if ns.json:
+        print(json.dumps(rows, indent=1))
+
+
+def _json_size(trace: Path) -> int:
+    import gzip
+
+    with gzip.open(trace, "rb") as fh:
+        return sum(len(b) for b in iter(lambda: fh.read(1 << 24), b""))
+
+
+def _print(r: dict[str, object]) -> None:
+    line = (
+        f"{r['copies']:>4}x {r['json_mb']:>6} MB JSON  tf {r['tf_s']:6.2f} s "
+        f"{r['tf_rss_mb']:7.0f} MB  busy x{r['copies']} exact: {r['busy_is_n_times_1x']}"
+    )
+    if "hta_s" in r:
+        line += (
+            f"  | HTA {r['hta_s']:6.2f} s {r['hta_rss_mb']:7.0f} MB"
+            f"  | {r['speedup']:.1f}x faster, {r['rss_ratio']:.2f} of its RSS"
+        )
+    print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
