@@ -16,9 +16,17 @@ Library first (the notebook façade)::
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
-from traceforensics.model import TraceSession
+# polars allocates through its own jemalloc, which by default keeps freed pages for 10 s: a
+# load builds and drops whole columns, and that retained memory was ~15 % of the peak of a
+# 3M-event analysis. Returned at once instead (time cost within noise; docs/benchmarks.md).
+# Only when polars is not loaded yet (the setting is read once) and nobody chose otherwise.
+if "polars" not in sys.modules and "TF_KEEP_ALLOCATOR" not in os.environ:
+    os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
+
+from traceforensics.model import TraceSession  # after the allocator setting
 
 if TYPE_CHECKING:
     from traceforensics.analysis.pipeline import Analysis
