@@ -14,6 +14,8 @@ from traceforensics import load_monitor_log
 from traceforensics.analysis.options import DEFAULTS, AnalysisOptions
 from traceforensics.analysis.pipeline import Analysis, analyze
 from traceforensics.cli.options import (
+    COLUMNS_HELP,
+    EXIT_CODES_HELP,
     PLOT_SUFFIXES,
     check_output,
     duration_ns,
@@ -34,7 +36,16 @@ from traceforensics.report.progress import progress_line
 from traceforensics.report.terminal import SECTIONS, render_text
 
 
-@click.command("analyze", short_help="Where the GPU's time went, ranked by what to change.")
+@click.command(
+    "analyze",
+    short_help="Where the GPU's time went, ranked by what to change.",
+    epilog="\b\nExamples:\n"
+    "  tf analyze trace.pt.trace.json.gz\n"
+    "  tf analyze report.nsys-rep --json > analysis.json\n"
+    "  tf analyze runs/ --steps 3: --report ticket.html\n"
+    "  tf analyze trace.json.gz --sections findings,gaps --plot gaps.png\n"
+    "  tf analyze trace.json.gz --monitor smi.csv --columns util=GPU%\n\n" + EXIT_CODES_HELP,
+)
 @click.argument("path", type=click.Path(path_type=str, readable=False))
 @click.option("--json", "as_json", is_flag=True, help="Write the JSON analysis object to stdout.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the session cache.")
@@ -141,7 +152,7 @@ from traceforensics.report.terminal import SECTIONS, render_text
     default=None,
     help="A monitoring log (nvidia-smi, dmon, dcgmi, table) to align with the trace.",
 )
-@click.option("--columns", default=None, help="Column mapping for --monitor (util=Col,...).")
+@click.option("--columns", default=None, metavar="MAP", help=COLUMNS_HELP)
 @click.option(
     "--log-utc-offset",
     default="UTC",

@@ -9,12 +9,25 @@ from pathlib import Path
 import click
 
 from traceforensics.analysis.monitoring.monitor import analyze_monitor
-from traceforensics.cli.options import PLOT_SUFFIXES, check_output, positive_float
+from traceforensics.cli.options import (
+    COLUMNS_HELP,
+    EXIT_CODES_HELP,
+    PLOT_SUFFIXES,
+    check_output,
+    positive_float,
+)
 from traceforensics.ingest.monitor import load_monitor_log
 from traceforensics.report.monitor_text import render_monitor_text
 
 
-@click.command("monitor", short_help="Utilization pattern and throttling from a monitoring log.")
+@click.command(
+    "monitor",
+    short_help="Utilization pattern and throttling from a monitoring log.",
+    epilog="\b\nExamples:\n"
+    "  tf monitor nvidia-smi.csv\n"
+    "  tf monitor dmon.log --json > pattern.json\n"
+    "  tf monitor smi.csv --columns util=GPU%,sm_clock=SMclk --plot util.png\n\n" + EXIT_CODES_HELP,
+)
 @click.argument("log", type=click.Path(path_type=str, readable=False))
 @click.option("--json", "as_json", is_flag=True, help="Write the traceforensics.monitor/1 JSON.")
 @click.option(
@@ -22,9 +35,7 @@ from traceforensics.report.monitor_text import render_monitor_text
     "columns",
     default=None,
     metavar="MAP",
-    help="Name the log's columns: KEY=COLUMN,... with KEY in time, gpu, util, mem_util, "
-    "mem_used, sm_clock, sm_clock_max, temperature, power, power_limit, sm_active, "
-    "tensor_active, throttle.",
+    help=COLUMNS_HELP,
 )
 @click.option("--plot", "plot_path", default=None, metavar="PNG", help="Save a plot here.")
 @click.option(

@@ -15,6 +15,7 @@ import click
 
 from traceforensics.analysis.options import regex_error
 from traceforensics.model.errors import InputError
+from traceforensics.model.monitor import COLUMN_KEYS
 from traceforensics.report.terminal import SECTIONS
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -136,3 +137,17 @@ def flag_of(option: str) -> str:
 def _flag(param: click.Parameter) -> str:
     opts = getattr(param, "opts", None) or [param.name or "option"]
     return str(opts[0])
+
+
+#: ``--columns`` help, shared by ``tf monitor`` and ``tf analyze --monitor``: every key listed.
+COLUMNS_HELP = (
+    "Name the monitoring log's columns: KEY=COLUMN,... with KEY in "
+    + ", ".join(dict.fromkeys(COLUMN_KEYS))
+    + " (e.g. util=GPU%,sm_clock=SMclk)."
+)
+
+#: Exit codes, as ``tf --help`` states them (one definition for every command's help).
+EXIT_CODES_HELP = (
+    "Exit codes: 0 done; 2 bad input or option (one line: file, problem, what to do); "
+    "3 internal error (a bug: please report it)."
+)
