@@ -44,6 +44,7 @@ from traceforensics.analysis.optree import TreeIndex, host_tree
 from traceforensics.analysis.restrict import restrict
 from traceforensics.analysis.steps import detect_steps
 from traceforensics.model.errors import OptionError
+from traceforensics.model.memory import release_free_memory
 from traceforensics.model.schema import BUSY_KINDS
 from traceforensics.model.session import TraceSession
 from traceforensics.model.units import I64, Mask
@@ -244,6 +245,9 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
         classes = classes_f.result()
     dev = gpu.work.get_column("dev").to_numpy().astype(np.int64)
     n = np.arange(len(gpu.devices))
+    # the intermediate frames and arrays are garbage now; glibc keeps their pages (its mmap
+    # threshold grows with use) unless asked: ~380 MB at 3M events, before the passes peak
+    release_free_memory()
     return AnalysisContext(
         session=session,
         options=opts,

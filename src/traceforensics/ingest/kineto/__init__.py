@@ -40,9 +40,9 @@ from traceforensics.ingest.kineto.reader import GZIP_MAGIC, RawTrace, check_fits
 from traceforensics.ingest.kineto.stream import NotStreamableError, stream_events
 from traceforensics.ingest.kineto.timeconv import TimeValueError
 from traceforensics.ingest.kineto.typed import from_dicts
-from traceforensics.ingest.memory import release_free_memory
 from traceforensics.ingest.progress import report
 from traceforensics.model.errors import CorruptTraceError, InputError
+from traceforensics.model.memory import release_free_memory
 from traceforensics.model.schema import empty_args, empty_events
 from traceforensics.model.session import InputInfo, TraceMeta, TraceSession
 
