@@ -62,7 +62,11 @@ def read_columns(path: Path) -> tuple[RawTrace, Columns]:
     check_fits(path, STREAM_MEMORY_PER_JSON_BYTE)
     builder = ColumnBuilder()
     try:
-        top = stream_events(path, builder, parallel.pool_for(_json_size_estimate(path)))
+        try:
+            top = stream_events(path, builder, parallel.pool_for(_json_size_estimate(path)))
+        finally:
+            parallel.release()  # before the table is built: the worker's memory is not needed
+        release_free_memory()  # the decoded chunks are gone
     except NotStreamableError:
         raw = read_trace(path)
         builder = ColumnBuilder()
