@@ -19,9 +19,10 @@ from tests.conftest import ROOT, TRACES, plain_union, run_cli
 from tests.edge_traces import MS, REAL, SYNTH
 from traceforensics.analysis.idle.causes import CAUSES
 from traceforensics.analysis.pipeline import Analysis
+from traceforensics.analysis.utilization.bins import utilization_bin_ns
 from traceforensics.report.lanes import device_lanes
 from traceforensics.report.palette import CAUSE_STYLE, cause_color, cause_hatch
-from traceforensics.report.plotkit import fmt_bin, nice_bin_ns
+from traceforensics.report.plotkit import fmt_bin
 from traceforensics.report.plots import (
     FIGURES,
     figure_analysis,
@@ -143,12 +144,18 @@ def test_utilization_title_states_the_bin_and_x_starts_at_the_window(
 
 @pytest.mark.parametrize("exp", range(5, 12))  # 100 µs .. 100 s windows, 3 per decade
 def test_bins_are_sized_to_the_trace(exp: int) -> None:
+    # the analysis' rule (bins.utilization_bin_ns), which the plot draws: 1-2-5 steps giving
+    # 100..250 bins on a short window, the 100 ms dashboard bin from 10 s on
     for m in (1, 3, 7):
-        span = m * 10 ** (exp - 1) * 1_000
-        size = nice_bin_ns(span)
+        span = m * 10**exp
+        size = utilization_bin_ns(span)
         assert str(size).lstrip("0")[0] in "125" and set(str(size)[1:]) <= {"0"}
-        assert 160 <= -(-span // size) <= 400, (span, size)
-    assert fmt_bin(nice_bin_ns(84 * MS)) == "500 µs" and nice_bin_ns(40_000 * MS) == 100 * MS
+        if span >= 10_000 * MS:
+            assert size == 100 * MS
+        else:
+            assert 100 <= -(-span // size) <= 250, (span, size)
+    assert fmt_bin(utilization_bin_ns(84 * MS)) == "500 µs"
+    assert utilization_bin_ns(40_000 * MS) == 100 * MS
 
 
 def test_every_cause_has_its_own_colour() -> None:

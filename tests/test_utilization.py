@@ -8,11 +8,11 @@ import pytest
 
 from tests.conftest import plain_union
 from traceforensics.analysis.options import AnalysisOptions
+from traceforensics.analysis.utilization.bins import utilization_bin_ns
 from traceforensics.analysis.utilization.timeline import (
     UtilizationTimeline,
     analyze_utilization,
     busy_fraction_bins,
-    pattern_bin_ms,
 )
 from traceforensics.model.session import TraceMeta, TraceSession
 
@@ -66,21 +66,21 @@ def test_bins_match_plain_python_on_random_events() -> None:
                 int(rng.integers(1, 4)),
             )
         )
-    rows.append(("cpu_op", 0, 12_345_678, -1, -1))  # host row: widens the window, never busy
+    rows.append(("cpu_op", 0, 12_345_678, -1, -1))  # host row: outside the device window
     rows.append(("gpu_sync", 100, 9_000_000, 0, 1))  # a wait, not work
     session = _session(rows)
-    timelines = _timelines(session, bin_ms=0.7)
+    timelines = _timelines(session, bin_ms=0.07)
     assert [(t.rank, t.device) for t in timelines] == [(0, 0), (0, 1)]
-    lo = min(r[1] for r in rows)
-    hi = max(r[1] + r[2] for r in rows)
     for tl in timelines:
-        assert tl.start_ns == lo and tl.bin_ns == 700_000
         ivs = [
             (r[1], r[1] + r[2])
             for r in rows
             if r[3] == tl.device and r[0] in ("kernel", "memcpy", "memset")
         ]
-        want = _plain(ivs, lo, hi, 700_000)
+        # the device's analysis window: its first to last GPU work (not the host row)
+        lo, hi = min(s for s, _ in ivs), max(e for _, e in ivs)
+        assert (tl.start_ns, tl.end_ns) == (lo, hi) and tl.bin_ns == 70_000
+        want = _plain(ivs, lo, hi, 70_000)
         assert len(tl.values) == len(want)
         assert np.allclose(tl.values, want, atol=1e-12)
         assert np.all((tl.values >= 0) & (tl.values <= 1))
@@ -94,11 +94,17 @@ def test_overlapping_streams_count_once_and_json_shape() -> None:
             ("memcpy", 250_000_000, 25_000_000, 0, 3),
         ]
     )
-    (tl,) = _timelines(session)
-    # bins [0,100) [100,200) [200,275) ms: 100, 50 and 25 busy ms
-    assert list(tl.values) == [1.0, 0.5, pytest.approx(25 / 75)]
-    assert tl.to_json() == {"bin_ms": 100.0, "start_ns": 0, "values": [1.0, 0.5, 0.3333]}
-    assert tl.interval_s == 0.1
+    (tl,) = _timelines(session, bin_ms=25.0)
+    # a 275 ms window holds < 100 bins of 25 ms: 2 ms bins (bins.utilization_bin_ns); busy
+    # [0, 150) ms (two streams, counted once), idle [150, 250), busy [250, 275)
+    assert tl.bin_ns == 2_000_000 and tl.values.size == 138  # 137 whole bins + 1 ms
+    assert tl.values.tolist() == [1.0] * 75 + [0.0] * 50 + [1.0] * 13
+    js = tl.to_json()
+    assert (js["bin_ms"], js["start_ns"], js["end_ns"]) == (2.0, 0, 275_000_000)
+    assert tl.interval_s == 0.002
+    (tl,) = _timelines(session, bin_ms=2.5)  # 110 bins of 2.5 ms: the asked-for bin
+    assert tl.bin_ns == 2_500_000
+    assert tl.values.tolist() == [1.0] * 60 + [0.0] * 40 + [1.0] * 10
 
 
 def test_partial_last_bin_is_divided_by_its_own_length() -> None:
@@ -107,7 +113,9 @@ def test_partial_last_bin_is_divided_by_its_own_length() -> None:
     assert list(busy_fraction_bins(s, e, 0, 275, 100)) == [0.0, 0.0, pytest.approx(25 / 75)]
 
 
-def test_pattern_bin_for_short_traces() -> None:
-    assert pattern_bin_ms(60 * 10**9, 100.0) == 100.0
-    assert pattern_bin_ms(1_050_000_000, 100.0) == pytest.approx(10.5)
-    assert pattern_bin_ms(10_000_000, 100.0) == 1.0
+def test_bin_for_short_windows() -> None:
+    # the one rule (tests/test_utilization_bins.py has the rest): the asked-for bin when the
+    # window holds 100 of them, else a 1-2-5 bin giving at least 100
+    assert utilization_bin_ns(60 * 10**9, 100.0) == 100_000_000
+    assert utilization_bin_ns(1_050_000_000, 100.0) == 10_000_000
+    assert utilization_bin_ns(10_000_000, 100.0) == 100_000

@@ -143,7 +143,10 @@ from traceforensics.report.terminal import SECTIONS, render_text
     default=DEFAULTS.utilization.bin_ms,
     show_default=True,
     callback=positive_float(),
-    help="Utilization bin size (ms).",
+    help=(
+        "Utilization bin (ms) from each device's window start; a window shorter than 100 bins "
+        "is binned finer (1-2-5 steps, at least 100 bins)."
+    ),
 )
 @click.option(
     "--monitor",

@@ -4,8 +4,10 @@ per kind), its analysis window, and the busy fraction per bin aligned to that wi
 An ``Analysis`` keeps results, not the busy intervals, so they are rebuilt here from the
 analysed session's GPU rows with the analysis' own busy union (``analysis.busy.device_busy``,
 the one rule: all streams, overlapping work counted once, per kind as well) — never a second
-union rule in the report. Binning reuses ``utilization.timeline.busy_fraction_bins`` (exact
-overlap from the cumulative busy time), with bins starting at the window start:
+union rule in the report. Binning is the analysis' one rule (``analysis/utilization/bins.py``:
+``utilization_bin_ns`` for the width, ``busy_fraction_bins`` for exact overlap from the
+cumulative busy time), so the plotted curve is the JSON ``devices[].utilization`` timeline and
+the curve behind the terminal's p10/p50/p90, bin for bin:
 
     window:   [lo ............................................ hi)
     bins:     [ 0  | 1  | 2  | ...                        | n-1 )   (the last may be shorter;
@@ -24,10 +26,9 @@ import polars as pl
 from traceforensics.analysis.busy import BUSY_CLASSES, device_busy
 from traceforensics.analysis.intervals import clip, holes
 from traceforensics.analysis.pipeline import Analysis
-from traceforensics.analysis.utilization.timeline import busy_fraction_bins
+from traceforensics.analysis.utilization.bins import busy_fraction_bins, utilization_bin_ns
 from traceforensics.model.schema import BUSY_KINDS
 from traceforensics.model.units import F64, I64
-from traceforensics.report.plotkit import nice_bin_ns
 
 
 class Bins(NamedTuple):
@@ -44,7 +45,8 @@ class DeviceLanes:
     """One device's busy intervals inside its analysis window ``[lo, hi)`` (trace-clock ns).
 
     ``busy``: disjoint sorted (starts, ends) of all GPU work; ``kinds``: the same per busy kind
-    (``BUSY_CLASSES``: kernel, communication, memcpy, memset), only kinds with work."""
+    (``BUSY_CLASSES``: kernel, communication, memcpy, memset), only kinds with work;
+    ``bin_ms``: the analysis' ``utilization.bin_ms`` (``--bin-ms``), for the bin rule."""
 
     rank: int
     device: int
@@ -53,6 +55,7 @@ class DeviceLanes:
     hi: int
     busy: tuple[I64, I64]
     kinds: dict[str, tuple[I64, I64]] = field(default_factory=dict)
+    bin_ms: float = 100.0
 
     @property
     def span_ns(self) -> int:
@@ -64,8 +67,9 @@ class DeviceLanes:
 
     def utilization(self, bin_ns: int | None = None) -> Bins:
         """Busy fraction per bin over the window, the first bin starting at ``lo``; ``bin_ns``
-        defaults to ``plotkit.nice_bin_ns`` of the window."""
-        size = bin_ns or nice_bin_ns(self.span_ns)
+        defaults to the analysis' rule (``bins.utilization_bin_ns`` of the window at
+        ``bin_ms``), the bins of the JSON timeline and of the pattern."""
+        size = bin_ns or utilization_bin_ns(self.span_ns, self.bin_ms)
         values = busy_fraction_bins(self.busy[0], self.busy[1], self.lo, self.hi, size)
         return Bins(self.lo, size, values)
 
@@ -101,7 +105,15 @@ def device_lanes(analysis: Analysis) -> list[DeviceLanes]:
     for d in analysis.devices:
         lo, hi = d.window_start_ns, d.window_start_ns + d.window_ns
         g = index.get((d.rank, d.device))
-        lanes = DeviceLanes(d.rank, d.device, d.name, lo, hi, (empty, empty))
+        lanes = DeviceLanes(
+            d.rank,
+            d.device,
+            d.name,
+            lo,
+            hi,
+            (empty, empty),
+            bin_ms=analysis.options.utilization.bin_ms,
+        )
         if g is not None:
             # clipped: a ``--from`` range or ``--window trace`` can cut work at the edges
             lanes.busy = clip(*busy.of(g), lo, hi)

@@ -1,8 +1,10 @@
 """Utilization over time and the per-step breakdown.
 
-``draw_utilization`` plots a device's busy % per bin, bins aligned to its analysis window and
-sized to it (``plotkit.nice_bin_ns``: 1-2-5 steps, at most 400 bins — 500 µs for an 84 ms
-window, 100 ms for a 40 s one), with the largest idle gaps shaded by their top cause. The
+``draw_utilization`` plots a device's busy % per bin with the analysis' one binning rule
+(``analysis/utilization/bins.py``: bins from the analysis-window start, ``--bin-ms`` — 100 ms —
+on windows of at least 100 such bins, else a 1-2-5 width giving at least 100 bins: 500 µs for
+an 84 ms window, 100 ms for a 40 s one), so the curve is the JSON timeline and the one behind
+the terminal's p10/p50/p90; the largest idle gaps are shaded by their top cause. The
 per-step figure stacks each step's busy time and its idle time by cause (ms).
 """
 

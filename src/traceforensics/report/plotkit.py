@@ -1,5 +1,6 @@
-"""What every figure shares: the pyplot import (Agg backend), time units, bin sizes, message
-panels for figures with nothing to draw, and legends placed outside the data.
+"""What every figure shares: the pyplot import (Agg backend), time units, bin labels (the bins
+themselves follow analysis/utilization/bins.py), message panels for figures with nothing to
+draw, and legends placed outside the data.
 
 Figures are made with ``layout="constrained"`` and their legends with ``loc="outside ..."``:
 the layout engine then reserves room for the legend beside the axes, so a legend can never
@@ -18,8 +19,6 @@ from traceforensics.model.units import NS_PER_MS, NS_PER_S, NS_PER_US
 WIDTH_IN: Final = 13.0
 #: Resolution of saved PNGs (dots per inch): 13 in -> 1430 px, sharp on a laptop screen.
 DPI: Final = 110
-#: Utilization bins per window: at most this many (the bin grows in 1-2-5 steps until it fits).
-MAX_BINS: Final = 400
 NO_GPU: Final = "no GPU activity in this trace (CPU-only): nothing to draw"
 
 
@@ -86,20 +85,6 @@ def time_unit(span_ns: int) -> tuple[float, str]:
     if span_ns < 2 * NS_PER_S:
         return float(NS_PER_MS), "ms"
     return float(NS_PER_S), "s"
-
-
-def nice_bin_ns(span_ns: int, max_bins: int = MAX_BINS) -> int:
-    """The smallest 1-2-5 bin (1 µs .. 1000 s) that cuts ``span_ns`` into at most ``max_bins``
-    bins: 84 ms -> 500 µs (169 bins), 40 s -> 100 ms (400), 43 s -> 200 ms (217). Never under
-    1 µs: Kineto records µs, so finer bins would only show rounding."""
-    need = max(span_ns, 1) / max_bins
-    scale = NS_PER_US
-    while scale <= 1_000 * NS_PER_S:
-        for m in (1, 2, 5):
-            if m * scale >= need:
-                return m * scale
-        scale *= 10
-    return 1_000 * NS_PER_S
 
 
 def fmt_bin(ns: int) -> str:
