@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 EXAMPLE ?= examples/synthetic_training.pt.trace.json.gz
 
-.PHONY: demo install dev test lint typecheck pytest fuzz-long bench bench-hta fixtures clean
+.PHONY: demo install dev test lint typecheck pytest fuzz-long bench bench-hta bench-scale fixtures clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,10 @@ bench: dev
 ## bench-hta: side by side with Holistic Trace Analysis (installs it into bench/.venv-hta)
 bench-hta: dev
 	$(BIN)/python bench/bench_hta.py
+
+## bench-scale: tf vs HTA on the ResNet-50 trace tiled 1x/10x/40x, whole process (issue 12)
+bench-scale: dev
+	$(BIN)/python bench/bench_scale.py --copies 1,10,40
 
 ## fixtures: rebuild the project's own generated fixtures and the bundled example
 fixtures: dev

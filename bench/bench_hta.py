@@ -1,8 +1,8 @@
 """Side by side with Holistic Trace Analysis (HTA) on the same trace, in one run.
 
 HTA lives in its own virtual environment (``bench/.venv-hta``, created on first use with
-``pip install holistictraceanalysis``) so its pins never touch ours. For each trace we time, in
-fresh subprocesses (best of ``--repeat``):
+``pip install traceinsight==0.6.1``, HTA's current PyPI name) so its pins never touch ours.
+For each trace we time, in fresh subprocesses (best of ``--repeat``):
 
 - HTA: ``TraceAnalysis(trace_dir=...)`` (parse) + ``get_idle_time_breakdown()``;
 - tf:  ``load_path(..., use_cache=False)`` + ``analyze()`` (summary, gap attribution, kernels);
@@ -33,6 +33,7 @@ DEFAULT_TRACES = [
     ROOT.parent / "shared/traces/hta/ddp_nccl_a100_rank0.json.gz",
 ]
 HTA_VENV = ROOT / "bench" / ".venv-hta"
+HTA_PIN = "traceinsight==0.6.1"
 
 HTA_SCRIPT = r"""
 import json, sys, time, warnings, logging
@@ -72,9 +73,9 @@ def hta_python() -> Path:
     """Python of the HTA environment, created on first use."""
     py = HTA_VENV / "bin" / "python"
     if not py.exists():
-        print(f"creating {HTA_VENV} with holistictraceanalysis ...", file=sys.stderr)
+        print(f"creating {HTA_VENV} with {HTA_PIN} ...", file=sys.stderr)
         venv.create(HTA_VENV, with_pip=True)
-        subprocess.run([str(py), "-m", "pip", "install", "-q", "holistictraceanalysis"], check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", HTA_PIN], check=True)
     return py
 
 

@@ -25,14 +25,13 @@ import sys
 import tempfile
 import threading
 import time
-import venv
 from pathlib import Path
+
+from bench_hta import hta_python  # the one HTA environment (traceinsight 0.6.1)
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT.parent / "shared/traces/kineto/resnet50_v100_workers0.pt.trace.json.gz"
 OUT = ROOT / "bench" / "out"
-HTA_VENV = ROOT / "bench" / ".venv-hta"
-HTA_PIN = "traceinsight==0.6.1"
 
 HTA_SCRIPT = r"""
 import sys, warnings, logging
@@ -42,16 +41,6 @@ a = TraceAnalysis(trace_dir=sys.argv[1])
 a.get_idle_time_breakdown(visualize=False)
 a.get_temporal_breakdown(visualize=False)
 """
-
-
-def hta_python() -> Path:
-    """Python of HTA's own environment, created on first use."""
-    py = HTA_VENV / "bin" / "python"
-    if not py.exists():
-        print(f"creating {HTA_VENV} with {HTA_PIN} ...", file=sys.stderr)
-        venv.create(HTA_VENV, with_pip=True)
-        subprocess.run([str(py), "-m", "pip", "install", "-q", HTA_PIN], check=True)
-    return py
 
 
 def _tree_rss(pid: int) -> int:

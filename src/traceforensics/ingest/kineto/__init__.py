@@ -26,7 +26,8 @@ same rules. The cyclic GC is paused during a load (the decoded objects have no c
 from __future__ import annotations
 
 import gc
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -167,25 +168,11 @@ def _json_size_estimate(path: Path) -> int:
     return size * 8 if gz else size
 
 
-def _read(path: Path) -> tuple[RawTrace, Columns]:
+@contextmanager
+def _input_errors(path: Path) -> Iterator[None]:
+    """Everything that goes wrong reading ``path`` as one ``InputError`` line."""
     try:
-        return read_columns(path)
-    except TimeValueError as exc:
-        raise CorruptTraceError(f"{path}: bad ts/dur value ({exc}); re-export the trace") from exc
-    except InputError:
-        raise
-    except Exception as exc:
-        raise CorruptTraceError(f"{path}: {_malformed(exc)}; re-export the trace") from exc
-
-
-def _malformed(exc: Exception) -> str:
-    detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-    return f"malformed trace content ({detail})"
-
-
-def _extract(path: Path, columns: Columns, rank: int, offset: int, base: int | None) -> Extracted:
-    try:
-        return extract(path, columns, rank, offset, base)
+        yield
     except TimeValueError as exc:
         raise CorruptTraceError(f"{path}: bad ts/dur value ({exc}); re-export the trace") from exc
     except InputError:
@@ -193,7 +180,20 @@ def _extract(path: Path, columns: Columns, rank: int, offset: int, base: int | N
     except Exception as exc:
         # Malformed content of a shape no rule foresaw (an id beyond int64, a list where a
         # name should be...): one line for the user rather than a traceback.
-        raise CorruptTraceError(f"{path}: {_malformed(exc)}; re-export the trace") from exc
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise CorruptTraceError(
+            f"{path}: malformed trace content ({detail}); re-export the trace"
+        ) from exc
+
+
+def _read(path: Path) -> tuple[RawTrace, Columns]:
+    with _input_errors(path):
+        return read_columns(path)
+
+
+def _extract(path: Path, columns: Columns, rank: int, offset: int, base: int | None) -> Extracted:
+    with _input_errors(path):
+        return extract(path, columns, rank, offset, base)
 
 
 def _is_wall_clock(part: Extracted, base: int | None) -> bool:

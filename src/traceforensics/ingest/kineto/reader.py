@@ -49,30 +49,31 @@ class RawTrace:
 READ_CHUNK = 64 << 20
 
 
+def _read_error(path: Path, exc: OSError) -> InputError:
+    """A file that cannot be read, as one line with what to do."""
+    if isinstance(exc, FileNotFoundError):
+        return InputError(f"{path}: no such file or directory; check the path")
+    if isinstance(exc, IsADirectoryError):
+        return InputError(f"{path}: is a directory; pass a trace file")
+    if isinstance(exc, PermissionError):
+        return InputError(f"{path}: permission denied; make it readable or copy it")
+    return InputError(
+        f"{path}: cannot read the file ({exc.strerror or exc}); check the path and the disk"
+    )
+
+
 @contextmanager
 def reading(path: Path) -> Iterator[BinaryIO]:
     """The file open for reading; a file that cannot be read is one ``InputError`` line."""
     try:
         fh = path.open("rb")
-    except FileNotFoundError as exc:
-        raise InputError(f"{path}: no such file or directory; check the path") from exc
-    except IsADirectoryError as exc:
-        raise InputError(f"{path}: is a directory; pass a trace file") from exc
-    except PermissionError as exc:
-        raise InputError(f"{path}: permission denied; make it readable or copy it") from exc
     except OSError as exc:
-        raise InputError(
-            f"{path}: cannot read the file ({exc.strerror or exc}); check the path and the disk"
-        ) from exc
+        raise _read_error(path, exc) from exc
     with fh:
         try:
             yield fh
-        except IsADirectoryError as exc:
-            raise InputError(f"{path}: is a directory; pass a trace file") from exc
         except OSError as exc:
-            raise InputError(
-                f"{path}: cannot read the file ({exc.strerror or exc}); check the path and the disk"
-            ) from exc
+            raise _read_error(path, exc) from exc
 
 
 def _read_reporting(path: Path) -> bytes:
