@@ -234,7 +234,7 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
     with ThreadPoolExecutor(max_workers=1) as pool:
         rows_f = pool.submit(classify_rows, host, opts.idle.data_patterns, opts.steps.marker_re)
         tree = host_tree(host)
-        work = _gpu_work(f["work"], f["calls"], f["ext"], tree)
+        work = _gpu_work(f.pop("work"), f.pop("calls"), f.pop("ext"), tree)  # not needed again
         blocking = work.filter(
             (pl.col("copy_kind") == "d2h") & pl.col("api_id").is_not_null()
         ).get_column("api_id")

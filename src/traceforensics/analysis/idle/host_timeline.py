@@ -101,6 +101,7 @@ def build_timeline(
             t0_ns, shift, keys, np.zeros(0, np.int8), np.zeros((0, 1), np.int64), _NONE
         )
     bs, be = np.searchsorted(keys, ks), np.searchsorted(keys, ke)
+    del ks, ke, thr, s, e  # large temporaries (2 per host range): freed before the next ones
     win = np.full(nb, -1, dtype=np.int8)
     present = {int(x) for x in sorted_unique(c)}
     for cause_id in reversed(PRIORITY):  # highest priority written last wins
@@ -113,6 +114,7 @@ def build_timeline(
             np.bincount(bs[m], minlength=nb) - np.bincount(be[m], minlength=nb), dtype=np.int64
         )
         win[depth > 0] = ci
+    del bs, be
     same_thread = (keys[1:] >> shift) == (keys[:-1] >> shift)
     seg = np.append(np.where(same_thread, np.diff(keys), 0), 0)
     classes = np.array(sorted(present), dtype=np.int64)
