@@ -34,7 +34,7 @@ def _reasons(rows: Iterable[OpRow | FamilyRow | MfuRow]) -> list[str]:
 def short_kernel_lines(a: KernelAnalysis, top: int = 10, width: int = 60) -> list[str]:
     """Short kernels ranked by recoverable time, one line each plus its remedy."""
     out = [
-        f"Short kernels (< {a.short_kernel_us:g} us): {a.short_kernel_count} of "
+        f"Short kernels (< {a.short_kernel_us:g} µs): {a.short_kernel_count} of "
         f"{a.kernel_count} kernels, {fmt_ns(a.short_kernel_ns)} GPU time"
     ]
     if not a.short_kernels:
@@ -80,6 +80,8 @@ def op_lines(a: KernelAnalysis, top: int = 10, width: int = 48) -> list[str]:
 
 def family_lines(a: KernelAnalysis) -> list[str]:
     """One line per op family and device."""
+    if not a.families:
+        return []  # nothing with FLOPs: no heading over an empty table
     out = ["Per op family"]
     for r in a.families:
         out.append(
@@ -118,7 +120,6 @@ def kernel_report_lines(a: KernelAnalysis, top: int = 10) -> list[str]:
         "",
         *op_lines(a, top),
         "",
-        *family_lines(a),
-        "",
+        *([*family_lines(a), ""] if a.families else []),
         *mfu_lines(a),
     ]
