@@ -32,11 +32,12 @@ def host_tree(host: pl.DataFrame) -> pl.DataFrame:
     """Host ranges (cpu_op, annotation) and cuda_api calls of the prepared host table (columns
     ``event_id, kind, name, rank, pid, tid, thr, start_ns, end_ns``, sorted by (thr, start,
     -end, event id); ``thr`` numbers the (rank, pid, tid) threads), in that order, with
-    ``parent_id`` (null at top level); kind and name as strings."""
+    ``parent_id`` (null at top level); kind and name keep the event table's enum and
+    categorical types (a tree of 1.4M ranges holds ~85 MB less than with strings)."""
     rows = host.filter(pl.col("kind").is_in([*HOST_RANGE_KINDS, "cuda_api"])).select(
         "event_id",
-        pl.col("kind").cast(pl.String),
-        pl.col("name").cast(pl.String),
+        "kind",
+        "name",
         "rank",
         "pid",
         "tid",
