@@ -110,9 +110,10 @@ def host_classes(
     blocking = host.get_column("event_id").is_in(blocking_calls.implode()).to_numpy()
     c[blocking & (c == CAUSE_INDEX[MEMCPY])] = CAUSE_INDEX[HOST_SYNC]
     frame = host.with_columns(pl.Series("cause", c, dtype=pl.Int8))
-    thr = frame.get_column("thr").to_numpy().astype(np.int64)
-    s = frame.get_column("start_ns").to_numpy().astype(np.int64)
-    e = frame.get_column("end_ns").to_numpy().astype(np.int64)
+    # views of the frame's columns (int64 without nulls: no copy of 3 x 8 bytes per row)
+    thr = np.asarray(frame.get_column("thr").to_numpy(), dtype=np.int64)
+    s = np.asarray(frame.get_column("start_ns").to_numpy(), dtype=np.int64)
+    e = np.asarray(frame.get_column("end_ns").to_numpy(), dtype=np.int64)
     tline = build_timeline(thr, s, e, c, t0_ns=t0_ns, shift=shift)
 
     sync_m = c == CAUSE_INDEX[HOST_SYNC]
