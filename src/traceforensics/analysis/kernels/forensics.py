@@ -159,7 +159,7 @@ def _with_norm_names(kern: pl.DataFrame) -> pl.DataFrame:
     uniq = kern.get_column("kname").unique().to_list()
     mapping = pl.DataFrame(
         {"kname": uniq, "norm_name": [normalize_kernel_name(n or "") for n in uniq]},
-        schema={"kname": pl.String, "norm_name": pl.String},
+        schema={"kname": kern.schema["kname"], "norm_name": pl.String},
     )
     return kern.join(mapping, on="kname", how="left")
 
