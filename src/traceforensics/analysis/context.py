@@ -216,6 +216,17 @@ def as_context(
     return prepare(source, options)
 
 
+#: Event rows above which independent steps of the analysis run one after another: each
+#: holds hundreds of MB of working set at 3M events, and side by side they peak together
+#: (40x ResNet: 1.67 GB side by side, 1.45-1.5 GB one at a time). Below, they share the cores.
+SIDE_BY_SIDE_MAX_ROWS = 1_500_000
+
+
+def side_by_side(rows: int) -> bool:
+    """Whether steps of the analysis of a table of ``rows`` events may run concurrently."""
+    return rows <= SIDE_BY_SIDE_MAX_ROWS
+
+
 def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> AnalysisContext:
     """Build the context of ``session`` for ``options`` (defaults when None)."""
     opts = options or AnalysisOptions()
@@ -229,20 +240,33 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
     trace_span = (t0, int(last or 0))
     host = f["host"]
     shift = pack_shift(trace_span[1] - t0 + 1, max(host.get_column("thr").n_unique(), 1))
-    # the host rows are classified on a second thread while the GPU side is linked; the
-    # blocking-copy rule needs the links, so it runs there once they exist
+    # the host rows are classified on a second thread while the GPU side is linked (on a
+    # big table one after the other, ``side_by_side``); the blocking-copy rule needs the
+    # links, so it runs once they exist
+    together = side_by_side(session.events.height)
     with ThreadPoolExecutor(max_workers=1) as pool:
         rows_f = pool.submit(classify_rows, host, opts.idle.data_patterns, opts.steps.marker_re)
+        if not together:
+            rows_f.result()
         tree = host_tree(host)
         work = _gpu_work(f.pop("work"), f.pop("calls"), f.pop("ext"), tree)  # not needed again
         blocking = work.filter(
             (pl.col("copy_kind") == "d2h") & pl.col("api_id").is_not_null()
         ).get_column("api_id")
-        classes_f = pool.submit(
-            lambda: host_classes(host, rows_f.result(), blocking, t0_ns=t0, shift=shift)
+        classes_f = (
+            pool.submit(
+                lambda: host_classes(host, rows_f.result(), blocking, t0_ns=t0, shift=shift)
+            )
+            if together
+            else None
         )
         gpu = _gpu_side(f, tree, work, opts, t0, trace_span)
-        classes = classes_f.result()
+        f.pop("ranges")  # the step ranges, used by the step detector only
+        if classes_f is None:  # one at a time: the GPU side's working set is gone now
+            release_free_memory()
+            classes = host_classes(host, rows_f.result(), blocking, t0_ns=t0, shift=shift)
+        else:
+            classes = classes_f.result()
     dev = gpu.work.get_column("dev").to_numpy().astype(np.int64)
     n = np.arange(len(gpu.devices))
     # the intermediate frames and arrays are garbage now; glibc keeps their pages (its mmap

@@ -33,7 +33,7 @@ from typing import Any, Final
 
 import polars as pl
 
-from traceforensics.analysis.context import AnalysisContext, prepare
+from traceforensics.analysis.context import AnalysisContext, prepare, side_by_side
 from traceforensics.analysis.devices import DeviceRecord, device_records
 from traceforensics.analysis.findings.build import build_findings
 from traceforensics.analysis.findings.program import Program
@@ -124,7 +124,9 @@ def analyze(
     session = ctx.session  # the part of the trace the options select (``restrict``)
     # the passes only read the context: run them side by side (polars and numpy release the
     # GIL), each result exactly what the pass gives alone
-    with ThreadPoolExecutor(max_workers=len(PASSES) + 1) as pool:
+    # on a big table the passes' working sets would peak together (``side_by_side``)
+    workers = len(PASSES) + 1 if side_by_side(session.events.height) else 1
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {name: pool.submit(run, ctx) for name, run in PASSES.items()}
         moved = pool.submit(device_transfers, ctx)  # the device records' copies, meanwhile
         results = {name: f.result() for name, f in futures.items()}

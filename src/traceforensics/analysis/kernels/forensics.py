@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import polars as pl
 
-from traceforensics.analysis.context import AnalysisContext, as_context
+from traceforensics.analysis.context import AnalysisContext, as_context, side_by_side
 from traceforensics.analysis.kernels.peaks import DevicePeak, resolve_peaks, unknown_peak
 from traceforensics.analysis.kernels.results import KernelAnalysis, UnknownFlops
 from traceforensics.analysis.kernels.rows import family_rows, mfu_rows, op_rows
@@ -54,6 +54,8 @@ def analyze_kernels(
     # kernel rows, which need only the launch links and names
     with ThreadPoolExecutor(max_workers=1) as pool:
         costs_f = pool.submit(op_costs, ctx.cpu_ops, ctx.args, tree)
+        if not side_by_side(ctx.session.events.height):
+            costs_f.result()  # one working set at a time on a big table
         names = tree.select(pl.col("event_id").alias("op_id"), pl.col("name").alias("launching_op"))
         kl = _with_norm_names(
             kernel_links(ctx)
