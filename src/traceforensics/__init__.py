@@ -25,6 +25,10 @@ from typing import TYPE_CHECKING, Any
 # Only when polars is not loaded yet (the setting is read once) and nobody chose otherwise.
 if "polars" not in sys.modules and "TF_KEEP_ALLOCATOR" not in os.environ:
     os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
+    if "MALLOC_ARENA_MAX" not in os.environ:  # likewise glibc's per-thread arenas
+        from traceforensics.model.memory import limit_arenas
+
+        limit_arenas()
 
 from traceforensics.model import TraceSession  # after the allocator setting
 
