@@ -12,6 +12,10 @@ Memory holds one chunk of JSON text and its decoded events, never the whole file
 - at the end, ``{"traceEvents": [`` + the rest is one JSON object: its last events and the keys
   after the list (``baseTimeNanoseconds``, ``traceName``, ...).
 
+Reading and gunzip run on a thread ahead of the decode (zlib releases the interpreter lock).
+With a worker pool (``parallel``), a chunk is cut at the last boundary without a trial decode
+and goes to the worker while it is idle, else is decoded here; results join in file order.
+
 Anything outside this clean case raises ``NotStreamableError`` and the caller reads the file with
 the generic whole-file reader (``reader``), which knows every irregular shape: the Chrome array
 format, NaN literals, cut-off files (salvaged), damaged JSON (refused with the reason), a
