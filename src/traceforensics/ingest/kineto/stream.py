@@ -62,17 +62,20 @@ class NotStreamableError(Exception):
     """The file needs the generic whole-file reader (see the module docstring)."""
 
 
-def _pieces(path: Path) -> Iterator[bytes]:
+def _pieces(path: Path, read: list[int] | None = None) -> Iterator[bytes]:
     """The file's JSON text in pieces of at most ``_READ`` bytes, gunzipped (every member)
-    when it starts with the gzip magic. A cut gzip stream raises ``NotStreamableError``."""
+    when it starts with the gzip magic. A cut gzip stream raises ``NotStreamableError``.
+    ``read``, when given, is kept at ``[bytes of the file read, its size]``."""
+    read = read if read is not None else [0, 0]
     with reading(path) as fh:
         size = max(path.stat().st_size, 1)
+        read[1] = size
         first = fh.read(_READ)
         if not first.startswith(GZIP_MAGIC):
             block = first
             while block:
                 yield block
-                report(f"reading {path.name}: {fh.tell() / 1e6:.0f} of {size / 1e6:.0f} MB")
+                read[0] = fh.tell()
                 block = fh.read(_READ)
             return
         stream = zlib.decompressobj(wbits=31)
@@ -87,7 +90,7 @@ def _pieces(path: Path) -> Iterator[bytes]:
                         stream = zlib.decompressobj(wbits=31) if block else stream
                     if out:
                         yield out
-                report(f"reading {path.name}: {fh.tell() / 1e6:.0f} of {size / 1e6:.0f} MB")
+                read[0] = fh.tell()
                 block = fh.read(_READ)
             while not stream.eof and (out := stream.flush(_READ)):
                 yield out
@@ -250,8 +253,10 @@ def stream_events(
 
     Raises ``NotStreamableError`` for anything but the clean case (see the module docstring),
     and ``InputError`` subclasses for files that cannot be read at all."""
-    pieces = _prefetched(_pieces(path))
+    read = [0, 0]
+    pieces = _prefetched(_pieces(path, read))
     top, pending = _read_header(pieces)
+    report(f"reading {path.name}: {read[0] / 1e6:.0f} of {read[1] / 1e6:.0f} MB")
     ordered = _Ordered(builder, pool) if pool is not None else None
     for piece in pieces:
         pending += piece
@@ -260,7 +265,10 @@ def stream_events(
                 _emit(pending, builder.add)
             else:
                 ordered.split(pending)
-            report(f"reading {path.name}: {builder.c.events_seen:,} events decoded")
+            report(
+                f"reading {path.name}: {read[0] / 1e6:.0f} of {read[1] / 1e6:.0f} MB, "
+                f"{builder.c.events_seen:,} events"
+            )
     if ordered is not None:
         ordered.drain()
     rest, last = _tail(pending)
