@@ -128,13 +128,14 @@ def _kernel_dims(
 ) -> dict[str, tuple[list[int], list[list[int]]]]:
     """``grid``/``block`` -> (kernel row positions, their ``[x, y, z]``), in row order; a
     kernel whose value is not three ints is left out (null in the column)."""
-    dims: dict[str, tuple[list[int], list[list[int]]]] = {"grid": ([], []), "block": ([], [])}
-    for prefix, (positions, values) in dims.items():
-        for i in kernel_idx:
-            xyz = _dim3(args[i].get(prefix))
-            if xyz is not None:
-                positions.append(i)
-                values.append(xyz)
+    dims: dict[str, tuple[list[int], list[list[int]]]] = {}
+    for prefix in ("grid", "block"):
+        found = [(i, v) for i in kernel_idx if (v := args[i].get(prefix)) is not None]
+        if not all(type(v) is list and len(v) == 3 for _, v in found) or not (
+            {type(x) for _, v in found for x in v} <= {int}
+        ):  # a damaged value somewhere: the per-value rule keeps the good ones
+            found = [(i, v) for i, v in found if _dim3(v) is not None]
+        dims[prefix] = ([i for i, _ in found], [v for _, v in found])
     return dims
 
 
