@@ -14,7 +14,7 @@ Rules (details in the submodules):
 - rank from ``distributedInfo.rank``, else the file name, else input order (``meta``).
 
 Rows keep each file's event order (files concatenated in input order); ``event_id`` is the row's
-position counted across files, and the ``args`` side table (``payload.args_table``) is keyed by it.
+position counted across files, and the ``args`` side table (``batches``) is keyed by it.
 Speed and memory: the file is streamed (chunked gunzip) and its event list decoded a chunk at a
 time into typed structs holding only the fields we read (``stream``, ``typed``); each batch is
 reduced to compact columns before the next is decoded (``batches``), so memory holds one chunk
@@ -33,11 +33,12 @@ from typing import Any
 
 import polars as pl
 
+from traceforensics.ingest.detect import GZIP_MAGIC
 from traceforensics.ingest.kineto import meta as kmeta
 from traceforensics.ingest.kineto import parallel
 from traceforensics.ingest.kineto.batches import ColumnBuilder, Columns
 from traceforensics.ingest.kineto.events import Extracted, extract
-from traceforensics.ingest.kineto.reader import GZIP_MAGIC, RawTrace, check_fits, read_trace
+from traceforensics.ingest.kineto.reader import RawTrace, check_fits, read_trace
 from traceforensics.ingest.kineto.stream import NotStreamableError, stream_events
 from traceforensics.ingest.kineto.timeconv import TimeValueError
 from traceforensics.ingest.kineto.typed import from_dicts

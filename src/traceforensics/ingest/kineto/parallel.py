@@ -25,7 +25,7 @@ from multiprocessing import get_context
 from typing import Any
 
 from traceforensics.ingest.kineto.batches import Columns, build_batch
-from traceforensics.ingest.kineto.typed import decode_events, from_dicts
+from traceforensics.ingest.kineto.typed import decode_chunk
 
 
 class _State:
@@ -78,19 +78,8 @@ def release() -> None:
 def decode_batch(text: bytes) -> Columns | None:
     """The columns of one chunk's events (``[`` ... ``]``), or None when the text does not
     decode as a list of events (the caller then reads the file another way)."""
-    import msgspec
-    import orjson
-
-    try:
-        events = decode_events(text)
-    except msgspec.ValidationError:
-        try:
-            events = from_dicts(orjson.loads(text))
-        except orjson.JSONDecodeError:
-            return None
-    except msgspec.DecodeError:
-        return None
-    return build_batch(events)
+    events = decode_chunk(text)
+    return None if events is None else build_batch(events)
 
 
 def submit(pool: Executor | None, text: bytes) -> Future[Columns | None] | Columns | None:

@@ -1,12 +1,11 @@
 """What rows carry beyond the common columns: GPU placement (device/stream), bytes, memcpy
-kinds, kernel grid/block, ``is_comm``, and the args side table.
+kinds, kernel grid/block, ``is_comm``, and the JSON text of parsed arg values.
 
 These loops touch only the rows of the kinds concerned (GPU rows are ~15 % of a typical trace);
 value-dependent rules (names, pids) are evaluated once per distinct value.
 
-Args side table: only ``KEPT_ARG_KEYS`` of ``ARGS_KINDS`` rows (cpu_op, annotation, kernel)
-are kept (shapes, dtypes, concrete inputs, call stacks, autograd links, collective sizes,
-kernel occupancy), as (event_id, key, compact JSON text) rows sorted by (event_id, key).
+Arg values the generic reader parsed into Python objects go to the args side table
+(``batches``) as compact JSON text (``json_texts``; the stream keeps the text as written).
 Encoding 100k values one ``orjson.dumps`` call at a time costs more than parsing the whole
 file, while one call over a list is ~50x cheaper. So all values are encoded in one call,
 interleaved with a sentinel string, and the output is split on the sentinel's encoding. An
@@ -252,25 +251,3 @@ def json_texts(values: list[Any]) -> list[str]:
     if len(pieces) != len(values):  # the sentinel occurs in the data itself
         return [_one(v) for v in values]
     return pieces
-
-
-def args_table(kinds: list[str], args: list[dict[str, Any]], base_id: int) -> pl.DataFrame:
-    """Long table of kept args, sorted by (event_id, key); ``event_id = base_id + row
-    position``."""
-    kept = cats.KEPT_ARG_KEYS
-    wanted = cats.ARGS_KINDS
-    owners = [
-        (base_id + i, a)
-        for i, (k, a) in enumerate(zip(kinds, args, strict=True))
-        if k in wanted and a
-    ]
-    # set intersection runs in C; its order is arbitrary, hence the sort below
-    triples = [(event_id, key, a[key]) for event_id, a in owners for key in kept.intersection(a)]
-    frame = pl.DataFrame(
-        {
-            "event_id": pl.Series([t[0] for t in triples], dtype=pl.Int64),
-            "key": pl.Series([t[1] for t in triples], dtype=pl.String),
-            "value": pl.Series(json_texts([t[2] for t in triples]), dtype=pl.String),
-        }
-    )
-    return frame.sort("event_id", "key").with_columns(pl.col("key").cast(pl.Categorical))

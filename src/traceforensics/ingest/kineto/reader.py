@@ -21,6 +21,7 @@ from typing import Any, BinaryIO, Final
 
 import orjson
 
+from traceforensics.ingest.detect import GZIP_MAGIC
 from traceforensics.ingest.kineto.salvage import (
     Salvaged,
     gunzip_prefix,
@@ -30,7 +31,6 @@ from traceforensics.ingest.kineto.salvage import (
 from traceforensics.ingest.progress import report
 from traceforensics.model.errors import CorruptTraceError, InputError, UnsupportedFormatError
 
-GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
 
 

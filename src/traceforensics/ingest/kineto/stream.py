@@ -37,10 +37,11 @@ from typing import Any, Final
 import msgspec
 import orjson
 
+from traceforensics.ingest.detect import GZIP_MAGIC
 from traceforensics.ingest.kineto import parallel
 from traceforensics.ingest.kineto.batches import ColumnBuilder
-from traceforensics.ingest.kineto.reader import GZIP_MAGIC, reading
-from traceforensics.ingest.kineto.typed import decode_events, decode_top, from_dicts
+from traceforensics.ingest.kineto.reader import reading
+from traceforensics.ingest.kineto.typed import decode_chunk, decode_top
 from traceforensics.ingest.progress import report
 from traceforensics.model.errors import CorruptTraceError
 
@@ -153,47 +154,52 @@ def _header(head: bytes) -> dict[str, Any]:
     return value
 
 
-def _decode(data: bytes | bytearray | memoryview) -> list[Any] | None:
-    """The events of one JSON array text, or None when the text is not one (a wrong cut)."""
-    try:
-        return decode_events(data)
-    except msgspec.ValidationError:
-        # valid JSON with an element that is not an object: the generic parser drops those
-        try:
-            return from_dicts(orjson.loads(data))
-        except orjson.JSONDecodeError:
-            return None
-    except msgspec.DecodeError:
-        return None
-
-
-def _emit(pending: bytearray, sink: Callable[[list[Any]], None]) -> int:
-    """Hand the complete events in ``pending`` (``[`` + events + a partial one) to ``sink``
-    and keep ``[`` + the rest in it; returns how many events went.
-
-    The text decoded is a copy (the raw values of the events point into it, and ``pending``
-    must stay resizable)."""
+def _boundaries(pending: bytearray) -> Iterator[tuple[int, int]]:
+    """``(end, next)`` of the last ``MAX_TRIES`` element boundaries in ``pending``, last first:
+    ``end`` is the offset of a ``}`` followed by ``,`` and ``{``, ``next`` that ``{``'s."""
     pos = pending.rfind(b"}")
     tries = 0
     while pos > 0 and tries < MAX_TRIES:
         m = _BOUNDARY.match(pending, pos)
         if m is not None:
             tries += 1
-            after = pending[pos + 1]  # "," or white space: "}]" closes the array
-            pending[pos + 1] = ord("]")
-            with memoryview(pending) as view:
-                text = bytes(view[: pos + 2])
-            pending[pos + 1] = after
-            events = _decode(text)
-            del text
-            if events is not None:
-                sink(events)
-                del pending[: m.end() - 2]  # keep one byte before the next "{" ...
-                pending[0] = ord("[")  # ... as the new opening bracket
-                return len(events)
+            yield pos, m.end() - 1
         pos = pending.rfind(b"}", 0, pos)
+
+
+def _closed(pending: bytearray, end: int) -> bytes:
+    """A copy of ``pending`` up to ``end`` closed with ``]`` (the raw values of the decoded
+    events point into it, and ``pending`` must stay resizable)."""
+    after = pending[end + 1]  # "," or white space: "}]" closes the array
+    pending[end + 1] = ord("]")
+    with memoryview(pending) as view:
+        text = bytes(view[: end + 2])
+    pending[end + 1] = after
+    return text
+
+
+def _keep_from(pending: bytearray, nxt: int) -> None:
+    """Drop the text before the event starting at ``nxt``; ``pending`` is ``[`` + the rest."""
+    del pending[: nxt - 1]  # keep one byte before the next "{" ...
+    pending[0] = ord("[")  # ... as the new opening bracket
+
+
+def _check_size(pending: bytearray) -> None:
     if len(pending) > 4 * CHUNK_BYTES:
         raise NotStreamableError("no event boundary found")
+
+
+def _emit(pending: bytearray, sink: Callable[[list[Any]], None]) -> int:
+    """Hand the complete events in ``pending`` (``[`` + events + a partial one) to ``sink``
+    and keep ``[`` + the rest in it; returns how many events went. A boundary that does not
+    decode (inside a string or a nested object) gives way to an earlier one."""
+    for end, nxt in _boundaries(pending):
+        events = decode_chunk(_closed(pending, end))
+        if events is not None:
+            sink(events)
+            _keep_from(pending, nxt)
+            return len(events)
+    _check_size(pending)
     return 0
 
 
@@ -206,22 +212,15 @@ class _Ordered:
         self.queue: deque[tuple[Any, bytes]] = deque()
 
     def split(self, pending: bytearray) -> None:
-        """Cut ``pending`` after its last element boundary; decode the part before it here
-        (even chunks) or in the worker (odd ones)."""
-        pos = pending.rfind(b"}")
-        while pos > 0 and (m := _BOUNDARY.match(pending, pos)) is None:
-            pos = pending.rfind(b"}", 0, pos)
-        if pos <= 0 or m is None:
-            if len(pending) > 4 * CHUNK_BYTES:
-                raise NotStreamableError("no event boundary found")
+        """Cut ``pending`` after its last element boundary (no trial decode: a wrong cut
+        makes the chunk's result None, and the file goes to the generic reader); the part
+        before it goes to the worker when it is idle, else is decoded here."""
+        end, nxt = next(_boundaries(pending), (-1, -1))
+        if end < 0:
+            _check_size(pending)
             return
-        after = pending[pos + 1]
-        pending[pos + 1] = ord("]")
-        with memoryview(pending) as view:
-            text = bytes(view[: pos + 2])
-        pending[pos + 1] = after
-        del pending[: m.end() - 2]
-        pending[0] = ord("[")
+        text = _closed(pending, end)
+        _keep_from(pending, nxt)
         # keep the worker fed (one chunk in flight), decode the rest here meanwhile: the
         # worker starts late (a fresh interpreter) and pickles its results
         in_flight = sum(1 for p, _ in self.queue if isinstance(p, Future) and not p.done())
@@ -304,7 +303,7 @@ def _tail(pending: bytearray) -> tuple[dict[str, Any], list[Any]]:
         rest = {k: orjson.loads(bytes(v)) for k, v in tail.items() if k != "traceEvents"}
     except (msgspec.DecodeError, orjson.JSONDecodeError) as exc:
         raise NotStreamableError("the end of the file is not plain JSON") from exc
-    last = _decode(bytes(tail["traceEvents"]))
+    last = decode_chunk(bytes(tail["traceEvents"]))
     if last is None:  # pragma: no cover - decoded above as part of the object
         raise NotStreamableError("the last events do not decode")
     return rest, last

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 import msgspec
+import orjson
 from msgspec import UNSET, field
 
 from traceforensics.ingest.kineto import categories as cats
@@ -92,6 +93,21 @@ def decode_events(data: bytes | bytearray | memoryview) -> list[Any]:
 def decode_top(data: bytes | bytearray | memoryview) -> dict[str, msgspec.Raw]:
     """A JSON object's values as raw slices (nothing below the top level is decoded)."""
     return _TOP_DECODER.decode(data)
+
+
+def decode_chunk(data: bytes) -> list[Any] | None:
+    """The events of one JSON array text, or None when the text is not one (a wrong cut in
+    the stream). Valid JSON with an element that is not an object is read as the generic
+    parser reads it: the object events, others dropped."""
+    try:
+        return decode_events(data)
+    except msgspec.ValidationError:
+        try:
+            return from_dicts(orjson.loads(data))
+        except orjson.JSONDecodeError:
+            return None
+    except msgspec.DecodeError:
+        return None
 
 
 def from_dicts(events: list[Any]) -> list[Any]:
