@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -128,123 +130,130 @@ class ColumnBuilder:
         self._memo: dict[Any, Any] = {}
 
     def add(self, events: list[Any]) -> None:
-        """Take one batch of decoded events (in file order)."""
+        """Take one batch of decoded events (in file order).
+
+        The structs' fields are read once into column tuples (one C-level transpose) and the
+        events sorted by what they are (a row, metadata, a launch-flow endpoint, nothing) from
+        their few distinct (phase, category) pairs; every later step works on columns."""
         c = self.c
         c.events_seen += len(events)
-        self._non_rows(events)
-        rows = [
-            e
-            for e in events
-            if type(e.ph) is str and e.ph in _ROW and not (type(e.cat) is str and e.cat in _SKIP)
-        ]
-        if not rows:
+        if not events:
             return
-        start, dur, rows = self._times(rows)
-        if not rows:
+        cols = list(zip(*map(_FIELDS, events), strict=True))
+        codes = _classes(cols[0], cols[1])
+        present = set(codes)
+        if _META in present:
+            self._meta(*_pick(cols, codes, _META, (2, 3, 7)))
+        if _FLOW in present:
+            self._flows(*_pick(cols, codes, _FLOW, (3, 4, 5, 8)))
+        if _ROWC not in present:
             return
-        self._add_rows(rows, start, dur)
+        ph, cat, name, pid, tid, ts, dur, args = _pick(cols, codes, _ROWC, tuple(range(8)))
+        start, dur_ns, keep = self._times(ph, ts, dur)
+        if keep is not None:
+            ph, cat, name, pid, tid, args = (
+                list(compress(col, keep)) for col in (ph, cat, name, pid, tid, args)
+            )
+        if ph:
+            self._add_rows(ph, cat, name, pid, tid, args, start, dur_ns)
 
-    def _non_rows(self, events: list[Any]) -> None:
-        """Keep metadata events (device labels) and launch-flow endpoints (correlation
-        fallback); both are a small share of a trace."""
-        c = self.c
-        for e in [e for e in events if type(e.ph) is str and e.ph == "M"]:
-            a = e.args
+    def _meta(self, name: list[Any], pid: list[Any], args: list[Any]) -> None:
+        """Keep metadata events (device labels): a small share of a trace."""
+        for n, p, a in zip(name, pid, args, strict=True):
             args = {}
             if type(a) in ARGS_TYPES:
                 args = {k: v for k, v in (("labels", a.labels), ("name", a.name)) if v is not UNSET}
-            c.meta.append({"name": e.name, "pid": e.pid, "args": args})
-        flows = [
-            e
-            for e in events
-            if type(e.ph) is str
-            and e.ph in _FLOW_PHASES
-            and type(e.cat) is str
-            and e.cat in cats.LAUNCH_FLOW_CATS
-            and type(e.ts) in (int, float)
-        ]
-        if not flows:
-            return
+            self.c.meta.append({"name": n, "pid": p, "args": args})
+
+    def _flows(self, pid: list[Any], tid: list[Any], ts: list[Any], ids: list[Any]) -> None:
+        """Keep launch-flow endpoints (the correlation fallback), grouped by thread."""
+        number = [type(v) in (int, float) for v in ts]
+        if not all(number):
+            pid, tid, ts, ids = (list(compress(col, number)) for col in (pid, tid, ts, ids))
+            if not ts:
+                return
         try:
-            ts_ns = us_to_ns([e.ts for e in flows]).tolist()
+            ts_ns = us_to_ns(ts).tolist()
         except TimeValueError:  # a NaN/huge ts: that endpoint is not one
-            ok = usable_us([e.ts for e in flows])
-            flows = [e for e, k in zip(flows, ok, strict=True) if k]
-            ts_ns = us_to_ns([e.ts for e in flows]).tolist()
-        ids = [e.id for e in flows]
+            ok = usable_us(ts)
+            pid, tid, ts, ids = (list(compress(col, ok)) for col in (pid, tid, ts, ids))
+            ts_ns = us_to_ns(ts).tolist()
         if not set(map(type, ids)) <= {int}:
             ids = [gpu.parse_int(v) for v in ids]
-        pairs = [(gpu.key_of(e.pid), gpu.key_of(e.tid)) for e in flows]
+        pairs = list(zip(map(gpu.key_of, pid), map(gpu.key_of, tid), strict=True))
         threads = {p: (thread_key(p[0]), thread_key(p[1])) for p in set(pairs)}
         grouped: dict[Any, tuple[list[int], list[int]]] = {}
-        for pair, ts, flow_id in zip(pairs, ts_ns, ids, strict=True):
+        for pair, t, flow_id in zip(pairs, ts_ns, ids, strict=True):
             if flow_id is not None:
                 key = threads[pair]
                 if key not in grouped:
                     grouped[key] = ([], [])
-                grouped[key][0].append(ts)
+                grouped[key][0].append(t)
                 grouped[key][1].append(flow_id)
         for key, (times, flow_ids) in grouped.items():
-            add_flow_points(c.flows, key, times, flow_ids)
+            add_flow_points(self.c.flows, key, times, flow_ids)
 
     def _times(
-        self, rows: list[Any]
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[Any]]:
-        """``(start_ns without the base, dur_ns, rows kept)``; instants last 0 ns, a negative
-        ``dur`` is clamped to 0, an event whose times do not convert is dropped."""
+        self, ph: list[Any], ts: list[Any], dr: list[Any]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[bool] | None]:
+        """``(start_ns without the base, dur_ns, rows kept or None for all)``; instants last
+        0 ns, a negative ``dur`` is clamped to 0, an event whose times do not convert is
+        dropped."""
         c = self.c
-        ts = [e.ts for e in rows]
-        dr = [e.dur for e in rows]
+        keep: list[bool] | None = None
         try:
             start = us_to_ns(ts)
             dur = us_to_ns(dr, missing=0)
         except TimeValueError as exc:
-            ok = [a and b for a, b in zip(usable_us(ts), usable_us(dr, missing=0), strict=True)]
-            bad = [i for i, k in enumerate(ok) if not k]
+            keep = [a and b for a, b in zip(usable_us(ts), usable_us(dr, missing=0), strict=True)]
+            bad = keep.index(False)
             if c.first_time_error is None:
                 c.first_time_error = exc
-                first = rows[bad[0]]
-                c.bad_example = first.ts if not usable_us([first.ts])[0] else first.dur
-            c.bad_times += len(bad)
-            rows = [r for r, k in zip(rows, ok, strict=True) if k]
-            if not rows:
-                return np.zeros(0, np.int64), np.zeros(0, np.int64), rows
-            return self._times(rows)
+                c.bad_example = ts[bad] if not usable_us([ts[bad]])[0] else dr[bad]
+            c.bad_times += keep.count(False)
+            ph, ts, dr = (list(compress(col, keep)) for col in (ph, ts, dr))
+            start = us_to_ns(ts)
+            dur = us_to_ns(dr, missing=0)
         if not c.float_timestamps:
-            c.float_timestamps = any(type(v) is float for v in ts)
-        instants = np.fromiter((e.ph != "X" for e in rows), dtype=bool, count=len(rows))
-        dur[instants] = 0
+            c.float_timestamps = float in set(map(type, ts))
+        dur[np.fromiter(map("X".__ne__, ph), dtype=bool, count=len(ph))] = 0
         negative = int((dur < 0).sum())
         if negative:
             c.negative_dur += negative
             np.maximum(dur, 0, out=dur)
-        return start, dur, rows
+        return start, dur, keep
 
     def _add_rows(
-        self, rows: list[Any], start: npt.NDArray[np.int64], dur: npt.NDArray[np.int64]
+        self,
+        ph: list[Any],
+        cat_raw: list[Any],
+        names: list[Any],
+        pid: list[Any],
+        tid: list[Any],
+        args: list[Any],
+        start: npt.NDArray[np.int64],
+        dur: npt.NDArray[np.int64],
     ) -> None:
         c, memo = self.c, self._memo
-        base = c.rows
-        cat = _shared([e.cat for e in rows], memo)
-        kind = _kinds([e.ph for e in rows], cat, c.unknown_cats)
-        names = [e.name for e in rows]
+        base, n = c.rows, len(ph)
+        cat = _shared(cat_raw, memo)
+        kind = _kinds(ph, cat, c.unknown_cats)
         if set(map(type, names)) != {str}:
             names = ["" if v is None else str(v) for v in names]
         c.cat.extend(cat)
         c.kind.extend(kind)
         c.name.extend(_shared(names, memo))
-        c.pid_raw.extend(_shared([e.pid for e in rows], memo))
-        c.tid_raw.extend(_shared([e.tid for e in rows], memo))
+        c.pid_raw.extend(_shared(pid, memo))
+        c.tid_raw.extend(_shared(tid, memo))
         c.start_parts.append(start)
         c.dur_parts.append(dur)
-        args = [e.args for e in rows]
         c.external_parts.append(_external_ids(args))
         # one C call turns the args structs of the rows that need them into dicts of the
         # keys present (cheaper than reading 30 attributes per event in Python)
         need = [i for i, k in enumerate(kind) if k in _NEED_KINDS and type(args[i]) in ARGS_TYPES]
         dicts: list[dict[str, Any]] = args_dicts([args[i] for i in need])
-        rule = [_EMPTY] * len(rows)
-        correlation: list[int | None] = [None] * len(rows)
+        rule = [_EMPTY] * n
+        correlation: list[int | None] = [None] * n
         owners: list[tuple[int, dict[str, Any]]] = []
         for i, d in zip(need, dicts, strict=True):
             k = kind[i]
@@ -259,6 +268,44 @@ class ColumnBuilder:
         c.args.extend(rule)
         c.correlation.extend(correlation)
         c.arg_parts.append(_kept_table(owners))
+
+
+#: The struct fields ``add`` reads, in one C-level getter.
+_FIELDS = attrgetter("ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id")
+_DROP, _ROWC, _META, _FLOW = 0, 1, 2, 3
+
+
+def _class_of(ph: Any, cat: Any) -> int:
+    """What an event is: a table row (``X``/``i``/``I`` but not a skipped category), metadata
+    (``M``), a launch-flow endpoint (``s``/``t``/``f`` of a launch-flow category) or nothing."""
+    if type(ph) is not str:
+        return _DROP
+    if ph in _ROW:
+        return _DROP if type(cat) is str and cat in _SKIP else _ROWC
+    if ph == "M":
+        return _META
+    if ph in _FLOW_PHASES and type(cat) is str and cat in cats.LAUNCH_FLOW_CATS:
+        return _FLOW
+    return _DROP
+
+
+def _classes(ph: tuple[Any, ...], cat: tuple[Any, ...]) -> list[int]:
+    """``_class_of`` each event, decided once per distinct (phase, category) pair. Pairs that
+    compare equal across types (``1``/``True``) are never strings, so they share a class."""
+    pairs = list(zip(ph, cat, strict=True))
+    try:
+        table = {p: _class_of(*p) for p in set(pairs)}
+    except TypeError:  # an unhashable (damaged) phase or category
+        return [_class_of(a, b) for a, b in pairs]
+    return list(map(table.__getitem__, pairs))
+
+
+def _pick(
+    cols: list[tuple[Any, ...]], codes: list[int], code: int, fields: tuple[int, ...]
+) -> list[list[Any]]:
+    """Columns ``fields`` (positions in ``_FIELDS``) of the events of class ``code``."""
+    mask = list(map(code.__eq__, codes))
+    return [list(compress(cols[f], mask)) for f in fields]
 
 
 def build_batch(events: list[Any]) -> Columns:
@@ -305,7 +352,9 @@ def _kept_table(owners: list[tuple[int, dict[str, Any]]]) -> pl.DataFrame:
     text) rows sorted by (position, key). A value the stream kept raw is its text as written;
     a parsed one is encoded compactly (``payload.json_texts``)."""
     kept = cats.KEPT_ARG_KEYS
-    triples = [(pos, key, a[key]) for pos, a in owners for key in sorted(kept.intersection(a))]
+    # ``args_dicts`` lists an event's keys in the struct's field order, and the kept fields
+    # are declared sorted by key (``typed.KEPT_FIELDS``): no sort per event
+    triples = [(pos, key, a[key]) for pos, a in owners for key in a if key in kept]
     values = [t[2] for t in triples]
     if set(map(type, values)) <= {bytes}:
         text = pl.Series(values, dtype=pl.Binary).cast(pl.String)

@@ -136,6 +136,16 @@ def floats_us_to_ns(values: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
     return out
 
 
+def _fill_missing(values: list[object], missing: int | None) -> tuple[list[object], set[type]]:
+    """``(values with None replaced by missing, their types)``: instants have no ``dur``, and
+    a column of numbers with a few None then still takes a vectorised path."""
+    types = set(map(type, values))
+    if missing is not None and type(None) in types and types <= {int, float, type(None)}:
+        values = [missing if v is None else v for v in values]
+        types = (types - {type(None)}) | {int}
+    return values, types
+
+
 def us_to_ns(values: list[object], missing: int | None = None) -> npt.NDArray[np.int64]:
     """Convert a column of JSON µs values to int64 ns.
 
@@ -143,7 +153,7 @@ def us_to_ns(values: list[object], missing: int | None = None) -> npt.NDArray[np
     a ``None`` raises ``TimeValueError``. Integers beyond int64 ns raise ``TimeValueError``.
     """
     n = len(values)
-    types = set(map(type, values))
+    values, types = _fill_missing(values, missing)
     if types <= {int}:
         # compared as Python ints first: a value beyond int64 would overflow np.fromiter
         ints: list[int] = values  # type: ignore[assignment]
