@@ -1,0 +1,384 @@
+"""Per-rank timeline model of a data-parallel training step, for ``synth_ranks``.
+
+One ``RankSim`` lays out one rank's host thread, its compute stream and its NCCL stream in a
+``synth.SynthTrace`` (integer ns in the reference clock). A step is simulated in two phases
+because ranks meet only in their collectives:
+
+- ``phase_a``: ProfilerStep opens, dataloader ``__next__`` (GPU idle), forward, loss, backward;
+  after each gradient bucket the host issues ``c10d::allreduce_`` > ``record_param_comms`` >
+  ``cudaEventRecord`` + ``cudaStreamWaitEvent`` (the NCCL stream waits on the compute stream)
+  > ``nccl:all_reduce`` > ``cudaLaunchKernelExC``. The kernel itself is not written yet: its
+  own *arrival* is ``max(launch + LAUNCH_TO_GPU_NS, compute stream free at the event record)``.
+- ``phase_b``: given every collective's kernel start and the common end (the job decides them:
+  start = max(arrival, NCCL stream free), end = max over ranks of start + transfer), the NCCL
+  kernels are written, then ``Optimizer.step#SGD.step`` (the compute stream waits on the NCCL
+  stream), a blocking ``cudaDeviceSynchronize`` and the end of the step.
+
+Causes (only on the straggler): ``data_loading`` adds ``loader_extra_ns`` inside the dataloader
+range; ``host_sync`` puts a blocking ``cudaStreamSynchronize`` on the compute stream after every
+forward/backward op (per-layer timing or NaN checks) and ``sync_host_ns`` of host work after it,
+so the GPU drains and waits for each next launch; ``slow_gpu`` multiplies the compute kernels'
+durations by ``slow_gpu_factor``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from synth import SynthTrace
+from synth_scenarios import (
+    ADD_KERNEL,
+    DATALOADER_RANGE,
+    GEMM_KERNEL,
+    LAUNCH_API_NS,
+    LAUNCH_TO_GPU_NS,
+    REDUCE_KERNEL,
+    RELU_KERNEL,
+)
+
+NCCL_KERNEL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
+COMPUTE_STREAM = 7
+COMM_STREAM = 40  # the NCCL stream id of the real DDP trace (ddp_nccl_a100_rank0)
+CAUSES = ("data_loading", "host_sync", "slow_gpu")
+BWD_RANGE = "autograd::engine::evaluate_function: AddmmBackward0"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """The model's knobs (the defaults give ~15 ms steps on every rank)."""
+
+    dims: tuple[int, ...] = (1024, 4096, 4096, 4096, 1024)
+    batch: int = 4096
+    buckets: int = 2  # all-reduces per step (DDP gradient buckets)
+    gemm_flop_per_ns: int = 150_000
+    loader_ns: int = 2_000_000
+    dispatch_ns: int = 30_000  # host time of an op before its launch
+    jitter: float = 0.02  # +-2 % on kernels, +-5x that on host times
+    loader_extra_ns: int = 30_000_000  # data_loading straggler
+    sync_host_ns: int = 120_000  # host_sync straggler: host work after each sync
+    slow_gpu_factor: float = 1.3  # slow_gpu straggler
+    bus_bytes_per_ns: int = 100  # ring all-reduce bus bandwidth (100 GB/s)
+    nccl_latency_ns: int = 20_000
+
+    def layers(self) -> list[tuple[int, int]]:
+        return list(itertools.pairwise(self.dims))
+
+    def bucket_of_layers(self) -> list[list[int]]:
+        """Backward order (last layer first) split into ``buckets`` consecutive groups."""
+        order = list(range(len(self.layers()) - 1, -1, -1))
+        n = max(1, min(self.buckets, len(order)))
+        size = -(-len(order) // n)
+        return [order[i : i + size] for i in range(0, len(order), size)]
+
+    def bucket_nelems(self) -> list[int]:
+        layers = self.layers()
+        return [
+            sum(layers[i][0] * layers[i][1] + layers[i][1] for i in b)
+            for b in self.bucket_of_layers()
+        ]
+
+    def transfer_ns(self, nelems: int, world: int) -> int:
+        """Ring all-reduce time of ``nelems`` floats: 2(W-1)/W x bytes / bus bandwidth."""
+        moved = 2 * (world - 1) * nelems * 4 // world
+        return self.nccl_latency_ns + moved // self.bus_bytes_per_ns
+
+
+@dataclass
+class Pending:
+    """A collective launched in phase A whose kernel is written in phase B."""
+
+    index: int  # collective index inside the step
+    seq: int
+    launch_ns: int  # host start of cudaLaunchKernelExC
+    arrival_ns: int  # when this rank's kernel could start (NCCL stream free aside)
+    external_id: int | None
+    args: dict[str, Any]
+
+
+@dataclass
+class StepDraws:
+    """One rank-step's jitter factors, drawn up front (the counterfactual reuses them)."""
+
+    kernel: list[float]
+    host: list[float]
+    loader: float
+
+    @classmethod
+    def draw(cls, rng: random.Random, spec: JobSpec, n: int = 64) -> StepDraws:
+        j = spec.jitter
+        return cls(
+            kernel=[rng.uniform(1 - j, 1 + j) for _ in range(n)],
+            host=[rng.uniform(1 - 5 * j, 1 + 5 * j) for _ in range(n)],
+            loader=rng.uniform(1 - 5 * j, 1 + 5 * j),
+        )
+
+
+@dataclass
+class RankSim:
+    """One rank's cursor: host clock ``t``, compute stream free ``s7``, NCCL stream free."""
+
+    tr: SynthTrace
+    rank: int
+    world: int
+    spec: JobSpec
+    cause: str | None = None  # the straggler's cause, None on healthy ranks
+    tid: int = 1
+    device: int = 0
+    t: int = 0
+    s7: int = 0
+    comm_free: int = 0
+    stack: list[int] = field(default_factory=list)
+    nccl_api_spans: list[tuple[int, int]] = field(default_factory=list)
+    _draws: StepDraws | None = None
+    _ki: int = 0
+    _hi: int = 0
+
+    # ------------------------------------------------------------ primitives
+    def open(self, name: str, kind: str = "cpu_op", args: dict[str, Any] | None = None) -> int:
+        idx = self.tr.cpu_range(name, self.t, 0, kind=kind, tid=self.tid, args=args)
+        self.stack.append(idx)
+        return idx
+
+    def close(self, idx: int) -> None:
+        ev = self.tr.events[idx]
+        ev.dur_ns = self.t - ev.start_ns
+        self.stack.remove(idx)
+
+    @contextmanager
+    def range(
+        self, name: str, kind: str = "cpu_op", args: dict[str, Any] | None = None
+    ) -> Iterator[int]:
+        idx = self.open(name, kind, args)
+        yield idx
+        self.close(idx)
+
+    def ext(self) -> int | None:
+        """External id of the innermost open range (what kineto gives a launch inside it)."""
+        return self.tr.events[self.stack[-1]].external_id if self.stack else None
+
+    def kjit(self) -> float:
+        assert self._draws is not None
+        self._ki += 1
+        return self._draws.kernel[(self._ki - 1) % len(self._draws.kernel)]
+
+    def hjit(self, ns: int) -> int:
+        assert self._draws is not None
+        self._hi += 1
+        return int(ns * self._draws.host[(self._hi - 1) % len(self._draws.host)])
+
+    def work(self, ns: int) -> None:
+        self.t += ns
+
+    def kernel(
+        self, name: str, gpu_ns: int, *, grid: tuple[int, int, int] = (1, 1, 1), after_ns: int = 0
+    ) -> None:
+        """Launch a compute kernel now; it starts when the stream is free (and not before
+        ``after_ns``)."""
+        dur = int(gpu_ns * self.kjit())
+        if self.cause == "slow_gpu":
+            dur = int(dur * self.spec.slow_gpu_factor)
+        start = max(self.s7, self.t + LAUNCH_TO_GPU_NS, after_ns)
+        self.tr.launch(
+            name,
+            self.t,
+            LAUNCH_API_NS,
+            start,
+            dur,
+            stream=COMPUTE_STREAM,
+            device=self.device,
+            tid=self.tid,
+            external_id=self.ext(),
+            grid=grid,
+            block=(256, 1, 1),
+        )
+        self.s7 = start + dur
+        self.t += LAUNCH_API_NS
+
+    def op(
+        self,
+        name: str,
+        kernels: list[tuple[str, int]],
+        args: dict[str, Any] | None = None,
+        *,
+        grid: tuple[int, int, int] = (1, 1, 1),
+        after_ns: int = 0,
+    ) -> None:
+        """An aten op: dispatch, its launches, epilogue; then the host_sync straggler's sync."""
+        with self.range(name, args=args):
+            self.work(self.hjit(self.spec.dispatch_ns))
+            for kname, kns in kernels:
+                self.kernel(kname, kns, grid=grid, after_ns=after_ns)
+                self.work(1_000)
+            self.work(2_000)
+        if self.cause == "host_sync":
+            self.stream_sync()
+            self.work(self.spec.sync_host_ns)
+
+    def stream_sync(self) -> None:
+        """``cudaStreamSynchronize`` on the compute stream: returns when it has drained."""
+        end = max(self.t + 3_000, self.s7 + 2_000)
+        corr = self.tr.new_correlation()
+        self.tr.api(
+            "cudaStreamSynchronize",
+            self.t,
+            end - self.t,
+            tid=self.tid,
+            correlation=corr,
+            external_id=self.ext(),
+        )
+        self.tr.gpu_sync(
+            "Stream Sync",
+            self.t,
+            end - self.t,
+            stream=COMPUTE_STREAM,
+            device=self.device,
+            correlation=corr,
+        )
+        self.t = end
+
+    def device_sync(self) -> None:
+        """``cudaDeviceSynchronize``: returns when every stream (NCCL too) has drained."""
+        end = max(self.t + 3_000, self.s7 + 3_000, self.comm_free + 3_000)
+        corr = self.tr.new_correlation()
+        self.tr.api(
+            "cudaDeviceSynchronize",
+            self.t,
+            end - self.t,
+            tid=self.tid,
+            correlation=corr,
+            external_id=self.ext(),
+        )
+        self.tr.gpu_sync(
+            "Context Sync",
+            self.t,
+            end - self.t,
+            stream=COMPUTE_STREAM,
+            device=self.device,
+            correlation=corr,
+        )
+        self.t = end
+
+    def api(self, name: str, dur_ns: int) -> None:
+        self.tr.api(name, self.t, dur_ns, tid=self.tid, external_id=self.ext())
+        self.t += dur_ns
+
+    # ------------------------------------------------------------ the model
+    def gemm_ns(self, fan_in: int, fan_out: int) -> int:
+        return 2 * self.spec.batch * fan_in * fan_out // self.spec.gemm_flop_per_ns
+
+    def comm_args(self, nelems: int) -> dict[str, Any]:
+        """The collective args kineto puts on ``record_param_comms`` and the NCCL kernel."""
+        ranks = "[" + ", ".join(str(r) for r in range(self.world)) + "]"
+        return {
+            "Collective name": "allreduce",
+            "dtype": "Float",
+            "In msg nelems": nelems,
+            "Out msg nelems": nelems,
+            "In split size": "[]",
+            "Out split size": "[]",
+            "Group size": self.world,
+            "Process Group Name": "0",
+            "Process Group Description": "default_pg",
+            "Process Group Ranks": ranks,
+        }
+
+    def collective(self, index: int, seq: int, nelems: int) -> Pending:
+        """``c10d::allreduce_`` on the host; the kernel waits for phase B."""
+        args = self.comm_args(nelems)
+        rpc = {
+            **args,
+            "Global rank start": 0,
+            "Global rank stride": 1,
+            "Rank": self.rank,
+            "Seq": seq,
+        }
+        with self.range("c10d::allreduce_"):
+            self.work(self.hjit(25_000))
+            with self.range("record_param_comms", args=rpc) as rpc_idx:
+                self.work(3_000)
+                ready = self.s7  # cudaEventRecord on the compute stream marks this point
+                self.api("cudaEventRecord", 2_000)
+                self.api("cudaStreamWaitEvent", 1_500)
+                with self.range("nccl:all_reduce", kind="annotation"):
+                    self.work(self.hjit(20_000))
+                    launch = self.t
+                    self.nccl_api_spans.append((launch - 2_000, launch + 12_000))
+                    self.work(10_000)  # cudaLaunchKernelExC, written in phase B
+                    self.work(5_000)
+                self.work(4_000)
+            self.work(3_000)
+        ext = self.tr.events[rpc_idx].external_id
+        arrival = max(launch + LAUNCH_TO_GPU_NS, ready)
+        return Pending(index, seq, launch, arrival, ext, args)
+
+    def phase_a(
+        self, step_name: str, draws: StepDraws, first_seq: int
+    ) -> tuple[int, list[Pending]]:
+        """Host work up to the last all-reduce launch. Returns (ProfilerStep index, pending)."""
+        self._draws, self._ki, self._hi = draws, 0, 0
+        spec = self.spec
+        step_idx = self.open(step_name, kind="annotation")
+        self.work(5_000)
+        with self.range(DATALOADER_RANGE, kind="annotation"):
+            loader = int(spec.loader_ns * draws.loader) - 40_000
+            self.work(loader + (spec.loader_extra_ns if self.cause == "data_loading" else 0))
+            with self.range("aten::stack"):
+                self.work(40_000)
+        layers = spec.layers()
+        with self.range("DistributedDataParallel.forward", kind="annotation"):
+            for fan_in, fan_out in layers:
+                grid = (fan_out // 128, spec.batch // 128, 1)
+                with self.range("aten::linear"):
+                    self.op(
+                        "aten::addmm", [(GEMM_KERNEL, self.gemm_ns(fan_in, fan_out))], grid=grid
+                    )
+                self.op("aten::relu", [(RELU_KERNEL, spec.batch * fan_out // 750)])
+        self.op("aten::mse_loss", [(ADD_KERNEL, 6_000), (REDUCE_KERNEL, 9_000)])
+        pending: list[Pending] = []
+        nelems = spec.bucket_nelems()
+        for b, bucket in enumerate(spec.bucket_of_layers()):
+            for i in bucket:
+                fan_in, fan_out = layers[i]
+                with self.range(BWD_RANGE), self.range("AddmmBackward0"):
+                    self.op("aten::mm", [(GEMM_KERNEL, self.gemm_ns(fan_in, fan_out))])
+                    self.op("aten::mm", [(GEMM_KERNEL, self.gemm_ns(fan_in, fan_out))])
+                    self.op("aten::sum", [(REDUCE_KERNEL, spec.batch * fan_out // 1_500)])
+            pending.append(self.collective(b, first_seq + b, nelems[b]))
+        return step_idx, pending
+
+    def phase_b(
+        self, step_idx: int, pending: list[Pending], starts: list[int], ends: list[int]
+    ) -> None:
+        """Write the NCCL kernels (start, end per collective), then optimizer, sync, step end."""
+        for p, start, end in zip(pending, starts, ends, strict=True):
+            self.tr.launch(
+                NCCL_KERNEL,
+                p.launch_ns,
+                10_000,
+                start,
+                end - start,
+                stream=COMM_STREAM,
+                device=self.device,
+                api="cudaLaunchKernelExC",
+                tid=self.tid,
+                external_id=p.external_id,
+                grid=(8, 1, 1),
+                block=(544, 1, 1),
+                args=p.args,
+            )
+        self.comm_free = max(ends)
+        cause, self.cause = self.cause, None  # the optimizer is the same on every rank
+        with self.range("Optimizer.step#SGD.step", kind="annotation"):
+            self.api("cudaStreamWaitEvent", 1_500)
+            for fan_in, fan_out in self.spec.layers():
+                for n in (fan_in * fan_out, fan_out):
+                    self.op("aten::add_", [(ADD_KERNEL, 3_000 + n // 250)], after_ns=self.comm_free)
+        self.cause = cause
+        self.device_sync()
+        self.work(self.hjit(10_000))
+        self.close(step_idx)
