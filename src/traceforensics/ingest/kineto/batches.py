@@ -132,14 +132,14 @@ class ColumnBuilder:
     def add(self, events: list[Any]) -> None:
         """Take one batch of decoded events (in file order).
 
-        The structs' fields are read once into column tuples (one C-level transpose) and the
+        The structs' fields are read once into column lists (C-level getters) and the
         events sorted by what they are (a row, metadata, a launch-flow endpoint, nothing) from
         their few distinct (phase, category) pairs; every later step works on columns."""
         c = self.c
         c.events_seen += len(events)
         if not events:
             return
-        cols = list(zip(*map(_FIELDS, events), strict=True))
+        cols = [list(map(get, events)) for get in _FIELDS]
         codes = _classes(cols[0], cols[1])
         present = set(codes)
         if _META in present:
@@ -160,10 +160,10 @@ class ColumnBuilder:
     def _meta(self, name: list[Any], pid: list[Any], args: list[Any]) -> None:
         """Keep metadata events (device labels): a small share of a trace."""
         for n, p, a in zip(name, pid, args, strict=True):
-            args = {}
+            kept: dict[str, Any] = {}
             if type(a) in ARGS_TYPES:
-                args = {k: v for k, v in (("labels", a.labels), ("name", a.name)) if v is not UNSET}
-            self.c.meta.append({"name": n, "pid": p, "args": args})
+                kept = {k: v for k, v in (("labels", a.labels), ("name", a.name)) if v is not UNSET}
+            self.c.meta.append({"name": n, "pid": p, "args": kept})
 
     def _flows(self, pid: list[Any], tid: list[Any], ts: list[Any], ids: list[Any]) -> None:
         """Keep launch-flow endpoints (the correlation fallback), grouped by thread."""
@@ -270,8 +270,11 @@ class ColumnBuilder:
         c.arg_parts.append(_kept_table(owners))
 
 
-#: The struct fields ``add`` reads, in one C-level getter.
-_FIELDS = attrgetter("ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id")
+#: The struct fields ``add`` reads, one C-level getter each (one pass per field is faster
+#: than transposing per-event tuples).
+_FIELDS = tuple(
+    attrgetter(f) for f in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id")
+)
 _DROP, _ROWC, _META, _FLOW = 0, 1, 2, 3
 
 
@@ -289,7 +292,7 @@ def _class_of(ph: Any, cat: Any) -> int:
     return _DROP
 
 
-def _classes(ph: tuple[Any, ...], cat: tuple[Any, ...]) -> list[int]:
+def _classes(ph: list[Any], cat: list[Any]) -> list[int]:
     """``_class_of`` each event, decided once per distinct (phase, category) pair. Pairs that
     compare equal across types (``1``/``True``) are never strings, so they share a class."""
     pairs = list(zip(ph, cat, strict=True))
@@ -301,7 +304,7 @@ def _classes(ph: tuple[Any, ...], cat: tuple[Any, ...]) -> list[int]:
 
 
 def _pick(
-    cols: list[tuple[Any, ...]], codes: list[int], code: int, fields: tuple[int, ...]
+    cols: list[list[Any]], codes: list[int], code: int, fields: tuple[int, ...]
 ) -> list[list[Any]]:
     """Columns ``fields`` (positions in ``_FIELDS``) of the events of class ``code``."""
     mask = list(map(code.__eq__, codes))
