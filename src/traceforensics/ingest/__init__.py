@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from traceforensics.ingest.detect import check_input, rank_files, sniff_file
+from traceforensics.ingest.detect import check_input, sniff_file
+from traceforensics.ingest.ranksets import directory_set, load_nsys_ranks
 from traceforensics.ingest.suspects import graph_launch_notes
 from traceforensics.model.session import TraceSession
 
@@ -26,9 +27,15 @@ def load_path(path: str | Path, *, use_cache: bool = False) -> TraceSession:
 
 def _load_uncached(p: Path) -> TraceSession:
     if p.is_dir():
-        from traceforensics.ingest.kineto import load_kineto
+        fmt, files, notes = directory_set(p)
+        if fmt == "nsys":
+            from traceforensics.ingest.nsys import load_nsys
 
-        session = load_kineto(rank_files(p))
+            session = load_nsys_ranks(files, load_nsys, notes)
+        else:
+            from traceforensics.ingest.kineto import load_kineto
+
+            session = load_kineto(files, skip_non_traces=True)
     else:
         fmt = sniff_file(p)
         if fmt == "kineto":

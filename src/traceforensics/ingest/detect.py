@@ -1,8 +1,7 @@
 """Input format detection by content (magic bytes), not by file name alone.
 
 Rules, in order:
-- a directory: every ``*.json``/``*.json.gz`` in it is a Kineto rank file (nsys files alone are
-  accepted too, one at a time);
+- a directory: a rank set (``ranksets``): its Nsight Systems exports, else its Kineto files;
 - gzip magic ``1f 8b``: a gzipped Kineto JSON;
 - SQLite magic ``SQLite format 3\\0``: an Nsight Systems export;
 - a ``.nsys-rep``/``.qdrep`` name: an Nsight Systems report (needs ``nsys`` to export);
@@ -74,16 +73,3 @@ def sniff_file(path: Path) -> Format:
         f"{path}: not a recognised trace (neither JSON, gzip, SQLite nor .nsys-rep); pass a "
         "PyTorch Profiler trace (.json/.json.gz) or an Nsight Systems export (.sqlite/.nsys-rep)"
     )
-
-
-def rank_files(directory: Path) -> list[Path]:
-    """Kineto trace files inside a directory (not recursive), sorted by name."""
-    files = sorted(
-        p for p in directory.iterdir() if p.is_file() and p.name.endswith(KINETO_SUFFIXES)
-    )
-    if not files:
-        raise InputError(
-            f"{directory}: the directory holds no .json or .json.gz trace files; pass a trace "
-            "file or a directory of per-rank PyTorch Profiler traces"
-        )
-    return files

@@ -43,7 +43,7 @@ from traceforensics.ingest.kineto.stream import NotStreamableError, stream_event
 from traceforensics.ingest.kineto.timeconv import TimeValueError
 from traceforensics.ingest.kineto.typed import from_dicts
 from traceforensics.ingest.progress import report
-from traceforensics.model.errors import CorruptTraceError, InputError
+from traceforensics.model.errors import CorruptTraceError, InputError, UnsupportedFormatError
 from traceforensics.model.memory import release_free_memory
 from traceforensics.model.schema import empty_args, empty_events
 from traceforensics.model.session import InputInfo, TraceMeta, TraceSession
@@ -79,10 +79,13 @@ def read_columns(path: Path) -> tuple[RawTrace, Columns]:
     return RawTrace(path=path, top=top, events=[]), builder.c
 
 
-def load_kineto(paths: Sequence[Path]) -> TraceSession:
+def load_kineto(paths: Sequence[Path], *, skip_non_traces: bool = False) -> TraceSession:
     """Load one Kineto trace, or several rank files of one job, into a validated session.
 
-    Raises ``InputError`` subclasses (one line naming the file) for unusable input.
+    Raises ``InputError`` subclasses (one line naming the file) for unusable input. With
+    ``skip_non_traces`` (the files of a directory) a file that is not a trace at all (JSON notes
+    beside the traces) is left out with a warning, as long as another file is one; a damaged
+    trace is still refused.
     """
     if not paths:
         raise InputError("no Kineto trace files given; pass a trace file or a folder of them")
@@ -91,7 +94,7 @@ def load_kineto(paths: Sequence[Path]) -> TraceSession:
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _load(paths)
+        return _load(paths, skip_non_traces)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -99,11 +102,33 @@ def load_kineto(paths: Sequence[Path]) -> TraceSession:
         release_free_memory()  # the decoded events and batch columns are gone now
 
 
-def _load(paths: Sequence[Path]) -> TraceSession:
-    read = [_read(Path(p)) for p in paths]
+def _read_all(
+    paths: Sequence[Path], skip_non_traces: bool
+) -> tuple[list[tuple[RawTrace, Columns]], list[str]]:
+    """Every file's top-level keys and columns, plus a warning naming the files left out."""
+    read: list[tuple[RawTrace, Columns]] = []
+    skipped: list[UnsupportedFormatError] = []
+    for p in paths:
+        try:
+            read.append(_read(Path(p)))
+        except UnsupportedFormatError as exc:
+            if not skip_non_traces:
+                raise
+            skipped.append(exc)
+    if not read:
+        raise skipped[0]
+    if not skipped:
+        return read, []
+    # the file and what it is, without the advice: the directory's traces were read
+    reasons = "; ".join(str(exc).split("; pass ")[0] for exc in skipped)
+    return read, [f"left out {len(skipped)} file(s) that are not traces: {reasons}"]
+
+
+def _load(paths: Sequence[Path], skip_non_traces: bool = False) -> TraceSession:
+    read, warnings = _read_all(paths, skip_non_traces)
     raws = [r for r, _ in read]
     ranks, rank_warning = kmeta.assign_ranks([r.path for r in raws], [r.top for r in raws])
-    warnings = [rank_warning] if rank_warning else []
+    warnings += [rank_warning] if rank_warning else []
     frames: list[pl.DataFrame] = []
     arg_frames: list[pl.DataFrame] = []
     inputs: list[InputInfo] = []

@@ -9,18 +9,14 @@ If two files end up with the same rank, every file falls back to its position (w
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from traceforensics.ingest.kineto.gpu import parse_index, parse_int
+from traceforensics.ingest.ranksets import rank_from_name
 from traceforensics.model.session import UNKNOWN_DEVICE, DeviceInfo
 
-_RANK_NAME_RES = (
-    re.compile(r"rank[-_]?(\d+)", re.IGNORECASE),
-    re.compile(r"_(\d+)\."),
-)
 #: Top-level keys that only ROCm (roctracer) builds write.
 _ROCM_KEYS = ("roctracer_version", "hip_runtime_version", "hip_driver_version")
 _AMD_NAME_HINTS = ("amd", "radeon", "instinct", "mi300", "mi250", "mi210")
@@ -31,17 +27,6 @@ def rank_from_top(top: dict[str, Any]) -> int | None:
     info = top.get("distributedInfo")
     if isinstance(info, dict):
         return parse_index(info.get("rank"))
-    return None
-
-
-def rank_from_name(path: Path, *, explicit_only: bool = False) -> int | None:
-    """Rank number from a file name like ``rank-3.json.gz`` or ``trace_3.json``. With
-    ``explicit_only`` only the ``rank`` spelling counts (a lone file named ``host_12345.json``
-    carries a pid, not a rank)."""
-    for pattern in _RANK_NAME_RES[:1] if explicit_only else _RANK_NAME_RES:
-        match = pattern.search(path.name)
-        if match:
-            return int(match.group(1))
     return None
 
 

@@ -1,0 +1,205 @@
+"""Rank sets: a directory of per-rank (or per-node) traces read as one multi-rank session.
+
+Which files a directory holds, first rule that applies:
+
+- Nsight Systems exports (``.sqlite`` files with the SQLite magic, ``.nsys-rep``/``.qdrep``
+  reports): an nsys rank set. A report whose export sits beside it (``r0.nsys-rep`` and
+  ``r0.sqlite``) is the same capture and is read once, from the export. Other files (JSON
+  notes, logs) are left out with a warning naming them.
+- else every ``*.json``/``*.json.gz``: a Kineto rank set (``ingest.kineto``).
+
+Rank of an nsys file: a number in its name (``rank-3``, ``rank_3``, ``rank3``; ``..._3.`` as
+well when several files are loaded), else its position in name order; colliding numbers fall
+back to positions with a warning. The output says which rule gave the ranks
+(``meta.distributed["rank_source"]``).
+
+Clock: an export's times are ns since its own session start, and the start is recorded in
+wall-clock ns (``TARGET_INFO_SESSION_START_TIME``). Ranks are put on one clock by shifting each
+by its session start minus the earliest one::
+
+    rank 0 export   |0 ---- t ---->            session start S0 (wall ns)
+    rank 1 export        |0 ---- t ---->       session start S1 = S0 + d
+    merged          |0 ---- t ---->
+                         |d + t ---->          rank 1 shifted by d = S1 - S0
+
+which is exact on one host (one clock) and as good as the hosts' clock sync across hosts; the
+shifts are reported (``meta.distributed["clock_shift_ns"]``). An export without a session
+start is not shifted (with a warning).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TypeVar
+
+import polars as pl
+
+from traceforensics.ingest.detect import KINETO_SUFFIXES, NSYS_REP_SUFFIXES, SQLITE_MAGIC
+from traceforensics.model.errors import InputError
+from traceforensics.model.session import DeviceInfo, InputInfo, TraceMeta, TraceSession
+
+_Ranked = TypeVar("_Ranked", DeviceInfo, InputInfo)
+
+_RANK_NAME_RES = (
+    re.compile(r"rank[-_]?(\d+)", re.IGNORECASE),
+    re.compile(r"_(\d+)\."),
+)
+
+
+def rank_from_name(path: Path, *, explicit_only: bool = False) -> int | None:
+    """Rank number from a file name like ``rank-3.json.gz`` or ``trace_3.json``. With
+    ``explicit_only`` only the ``rank`` spelling counts (a lone file named ``host_12345.json``
+    carries a pid, not a rank)."""
+    for pattern in _RANK_NAME_RES[:1] if explicit_only else _RANK_NAME_RES:
+        match = pattern.search(path.name)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def nsys_files(directory: Path) -> tuple[list[Path], list[Path]]:
+    """``(nsys exports and reports, other files)`` of a directory (not recursive), sorted by
+    name; a report whose ``.sqlite`` export sits beside it is left out (the same capture)."""
+    files = sorted(p for p in directory.iterdir() if p.is_file())
+    exports = [p for p in files if _is_sqlite(p)]
+    exported = {p.with_suffix("").name if p.suffix == ".sqlite" else p.name for p in exports}
+    reports = [
+        p
+        for p in files
+        if p.name.endswith(NSYS_REP_SUFFIXES) and _stem(p) not in exported and p not in exports
+    ]
+    chosen = sorted(exports + reports)
+    return chosen, [p for p in files if p not in chosen and not _is_companion(p, exported)]
+
+
+def _stem(path: Path) -> str:
+    for suffix in NSYS_REP_SUFFIXES:
+        if path.name.endswith(suffix):
+            return path.name[: -len(suffix)]
+    return path.name
+
+
+def _is_companion(path: Path, exported: set[str]) -> bool:
+    """A report whose export is read instead: not worth a warning."""
+    return path.name.endswith(NSYS_REP_SUFFIXES) and _stem(path) in exported
+
+
+def assign_ranks(paths: Sequence[Path]) -> tuple[list[int], str, str]:
+    """``(rank per file, how they were found, warning or '')`` for files without rank
+    metadata of their own (nsys exports): file-name numbers, else positions."""
+    found = [rank_from_name(p, explicit_only=len(paths) == 1) for p in paths]
+    if all(r is not None for r in found):
+        ranks = [int(r) for r in found if r is not None]
+        if len(set(ranks)) == len(ranks):
+            return ranks, "file name", ""
+        return (
+            list(range(len(paths))),
+            "file order",
+            (
+                f"rank numbers {ranks} in the file names collide; ranks were assigned in file "
+                "name order instead"
+            ),
+        )
+    return list(range(len(paths))), "file order", ""
+
+
+def load_nsys_ranks(
+    paths: Sequence[Path], load_one: Callable[[Path], TraceSession], notes: Sequence[str] = ()
+) -> TraceSession:
+    """Load each export with ``load_one`` and merge them into one session (module docstring):
+    ``rank`` from ``assign_ranks``, times shifted onto the earliest session start, event ids
+    renumbered in rank order."""
+    ranks, source, warning = assign_ranks(paths)
+    order = sorted(range(len(paths)), key=lambda i: ranks[i])
+    sessions = [(ranks[i], load_one(paths[i])) for i in order]
+    warnings = list(notes) + ([warning] if warning else [])
+    return merge_sessions(sessions, source, warnings)
+
+
+def merge_sessions(
+    sessions: Sequence[tuple[int, TraceSession]], rank_source: str, warnings: list[str]
+) -> TraceSession:
+    """One session of several single-rank ones (``(rank, session)`` in rank order)."""
+    bases = [s.meta.clock_base_ns for _, s in sessions]
+    known = [b for b in bases if b is not None]
+    origin = min(known) if known else None
+    shifts = [0 if b is None or origin is None else b - origin for b in bases]
+    if known and len(known) < len(bases):
+        missing = [str(s.meta.inputs[0].path) for (_, s), b in zip(sessions, bases, strict=True)]
+        warnings.append(
+            f"{', '.join(m for m, b in zip(missing, bases, strict=True) if b is None)}: no "
+            "session start time, so these ranks could not be put on the others' clock"
+        )
+    frames, arg_frames, devices, inputs = [], [], [], []
+    offset = 0
+    for (rank, session), shift in zip(sessions, shifts, strict=True):
+        ev = session.events
+        frames.append(
+            ev.with_columns(
+                (pl.col("event_id") + offset).alias("event_id"),
+                (pl.col("start_ns") + shift).alias("start_ns"),
+                pl.lit(rank, dtype=pl.Int32()).alias("rank"),
+            )
+        )
+        arg_frames.append(session.args.with_columns(pl.col("event_id") + offset))
+        if ev.height:  # ids stay unique: the next rank starts after this one's largest id
+            offset += int(ev.select(pl.col("event_id").max()).item()) + 1
+        devices += [_with_rank(d, rank) for d in session.meta.devices]
+        inputs += [_with_rank(i, rank) for i in session.meta.inputs]
+        warnings.extend(session.meta.warnings)
+    first = sessions[0][1].meta
+    meta = TraceMeta(
+        source_format=first.source_format,
+        format_version=first.format_version,
+        inputs=inputs,
+        devices=devices,
+        distributed={
+            "world_size": len(sessions),
+            "rank_source": rank_source,
+            "clock_shift_ns": {str(r): s for (r, _), s in zip(sessions, shifts, strict=True)},
+        },
+        clock_base_ns=origin,
+        clock_is_wall=False,
+        warnings=warnings,
+        extra={"ranks": [{"rank": r, **s.meta.extra} for r, s in sessions]},
+    )
+    events = pl.concat(frames, how="vertical_relaxed")
+    return TraceSession.from_frames(events, meta, pl.concat(arg_frames))
+
+
+def _with_rank(item: _Ranked, rank: int) -> _Ranked:
+    return replace(item, rank=rank)
+
+
+def directory_set(directory: Path) -> tuple[str, list[Path], list[str]]:
+    """``(format, files, notes)`` of a directory of rank files (module docstring)."""
+    exports, others = nsys_files(directory)
+    if exports:
+        notes = []
+        if others:
+            names = ", ".join(p.name for p in others[:5]) + (" ..." if len(others) > 5 else "")
+            notes.append(
+                f"{directory}: {len(others)} file(s) that are not Nsight Systems exports were "
+                f"left out ({names})"
+            )
+        return "nsys", exports, notes
+    files = [p for p in sorted(directory.iterdir()) if p.is_file()]
+    kineto = [p for p in files if p.name.endswith(KINETO_SUFFIXES)]
+    if not kineto:
+        raise InputError(
+            f"{directory}: the directory holds no trace files (.json/.json.gz PyTorch Profiler "
+            "traces or .sqlite/.nsys-rep Nsight Systems exports); pass a trace file or a "
+            "directory of per-rank traces"
+        )
+    return "kineto", kineto, []
