@@ -62,7 +62,9 @@ The parts tile ``[s, e)``, so the attributed ns of a gap sum exactly to its leng
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -106,6 +108,27 @@ class Parts:
     qcause: I64
     wait_end: I64
     waits: GapWaits
+
+    def take(self, rows: I64) -> Parts:
+        """These parts for gaps ``rows`` only (row j of the result is gap ``rows[j]``)."""
+        return Parts(**{f.name: _take(getattr(self, f.name), rows) for f in fields(self)})
+
+    @staticmethod
+    def concat(chunks: Sequence[Parts]) -> Parts:
+        """The parts of consecutive chunks of gaps as one (at least one chunk)."""
+        return Parts(
+            **{f.name: _concat([getattr(p, f.name) for p in chunks]) for f in fields(Parts)}
+        )
+
+
+def _take(v: Any, rows: I64) -> Any:
+    """Rows ``rows`` of one field of ``Parts`` (an array, or the ``GapWaits``)."""
+    return v.take(rows) if isinstance(v, GapWaits) else v[rows]
+
+
+def _concat(vs: list[Any]) -> Any:
+    """One field of ``Parts`` over consecutive chunks (arrays, or ``GapWaits``)."""
+    return GapWaits.concat(vs) if isinstance(vs[0], GapWaits) else np.concatenate(vs)
 
 
 def gap_thread(op: I64, prev_op: I64, ops: OpTable) -> I64:

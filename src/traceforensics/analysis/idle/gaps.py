@@ -22,7 +22,6 @@ import numpy as np
 
 from traceforensics.analysis.busy import COMMUNICATION, KERNEL
 from traceforensics.analysis.context import AnalysisContext, as_context
-from traceforensics.analysis.idle.causes import CAUSES
 from traceforensics.analysis.idle.comm import comm_in_window
 from traceforensics.analysis.idle.evidence import gap_evidence
 from traceforensics.analysis.idle.results import (
@@ -72,13 +71,11 @@ def analyze_idle(
     record's ``idle_ns``). Called on a session it prepares the context itself (same result as
     ``analyze``'s idle part for the same options)."""
     ctx = as_context(source, options)
-    n_dev = len(ctx.devices)
+    n_dev, n_top = len(ctx.devices), ctx.options.idle.top_gaps
     devs = np.arange(n_dev, dtype=np.int64)
-    wg = window_gaps(ctx, devs, ctx.window_lo, ctx.window_hi)
+    wg = window_gaps(ctx, devs, ctx.window_lo, ctx.window_hi, keep=max(n_top, 0))
     devices: list[DeviceIdle] = []
     for g, (rank, device) in enumerate(ctx.devices):
-        m = wg.win == g
-        row = wg.matrix[m].sum(axis=0) if m.any() else np.zeros(len(CAUSES), np.int64)
         comm_ns, exposed = comm_in_window(
             *ctx.busy.kind(g, COMMUNICATION),
             *ctx.busy.kind(g, KERNEL),
@@ -89,35 +86,31 @@ def analyze_idle(
             DeviceIdle(
                 rank=rank,
                 device=device,
-                idle_by_cause=full_causes(row),
+                idle_by_cause=full_causes(wg.by_window[g]),
                 comm_ns=comm_ns,
                 exposed_comm_ns=exposed,
-                n_gaps=int(m.sum()),
+                n_gaps=int(wg.n_gaps[g]),
             )
         )
-    gaps = top_gaps(ctx, wg, ctx.options.idle.top_gaps)
+    gaps = top_gaps(ctx, wg, n_top)
+    del wg  # the step and stream views build their own: never two sets of gaps at once
     steps, summary = step_breakdown(ctx)
     return IdleAnalysis(devices, gaps, steps, summary, stream_idle(ctx))
 
 
 def top_gaps(ctx: AnalysisContext, wg: WindowGaps, n: int) -> list[Gap]:
-    """The ``n`` longest gaps (ties: earliest first) with causes and evidence."""
-    dur = wg.end - wg.start
-    order = np.lexsort((wg.start, -dur))[: max(n, 0)]
+    """The ``n`` longest gaps (ties: earliest first) with causes and evidence, out of the gaps
+    ``wg`` kept (``window_gaps(..., keep=n)`` keeps exactly those)."""
     out: list[Gap] = []
-    for i in order:
+    for j in range(min(max(n, 0), wg.kept.size)):
+        i = int(wg.kept[j])
         rank, device = ctx.devices[int(wg.dev[i])]
-        causes = causes_dict(wg.matrix[i])
+        causes = causes_dict(wg.matrix[j])
+        s, e = int(wg.start[i]), int(wg.end[i])
         ev: list[Evidence] = gap_evidence(
-            ctx,
-            int(i),
-            s=int(wg.start[i]),
-            e=int(wg.end[i]),
-            op=int(wg.op[i]),
-            parts=wg.parts,
-            causes=causes,
+            ctx, j, s=s, e=e, op=int(wg.op[j]), parts=wg.parts, causes=causes
         )
-        out.append(Gap(rank, device, int(wg.start[i]), int(dur[i]), causes, ev))
+        out.append(Gap(rank, device, s, e - s, causes, ev))
     return out
 
 

@@ -23,7 +23,7 @@ from traceforensics.analysis.idle.causes import (
 )
 from traceforensics.analysis.idle.comm import comm_in_window
 from traceforensics.analysis.idle.results import StepOutlier, StepStats, StepSummary
-from traceforensics.analysis.idle.windows import full_causes, window_gaps
+from traceforensics.analysis.idle.windows import full_causes, in_window, window_gaps
 from traceforensics.analysis.intervals import clip, total
 
 
@@ -37,22 +37,18 @@ def step_breakdown(ctx: AnalysisContext) -> tuple[list[StepStats], list[StepSumm
     dev = spans.get_column("dev").to_numpy().astype(np.int64)
     lo = spans.get_column("start_ns").to_numpy().astype(np.int64)
     hi = spans.get_column("end_ns").to_numpy().astype(np.int64)
-    wg = window_gaps(ctx, dev, lo, hi)
+    wg = window_gaps(ctx, dev, lo, hi, keep=0)
+    by_step, idle_ns = wg.by_window, wg.idle
+    del wg  # per-step sums are all the steps need
     steps: list[StepStats] = []
     names = spans.get_column("name").to_list()
     for k in range(dev.size):
-        m = wg.win == k
-        row = wg.matrix[m].sum(axis=0) if m.any() else np.zeros(len(CAUSES), np.int64)
-        idle = int((wg.end[m] - wg.start[m]).sum())
-        us, ue = clip(*ctx.dev_union(int(dev[k])), int(lo[k]), int(hi[k]))
-        busy = total(us, ue)
+        g, a, b = int(dev[k]), int(lo[k]), int(hi[k])
+        busy = total(*clip(*in_window(*ctx.dev_union(g), a, b), a, b))
         comm_ns, exposed = comm_in_window(
-            *ctx.busy.kind(int(dev[k]), COMMUNICATION),
-            *ctx.busy.kind(int(dev[k]), KERNEL),
-            lo=int(lo[k]),
-            hi=int(hi[k]),
+            *ctx.busy.kind(g, COMMUNICATION), *ctx.busy.kind(g, KERNEL), lo=a, hi=b
         )
-        rank, device = ctx.devices[int(dev[k])]
+        rank, device = ctx.devices[g]
         steps.append(
             StepStats(
                 rank,
@@ -61,8 +57,8 @@ def step_breakdown(ctx: AnalysisContext) -> tuple[list[StepStats], list[StepSumm
                 int(lo[k]),
                 int(hi[k] - lo[k]),
                 busy,
-                idle,
-                full_causes(row),
+                int(idle_ns[k]),
+                full_causes(by_step[k]),
                 exposed,
                 comm_ns,
             )

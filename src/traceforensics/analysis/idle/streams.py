@@ -25,7 +25,8 @@ def stream_idle(ctx: AnalysisContext) -> list[StreamIdle]:
     dev = np.repeat(np.arange(len(ctx.devices), dtype=np.int64), ctx.dev_hi - ctx.dev_lo)
     pair = dev * (1 << 32) + (o.stream & 0xFFFFFFFF)
     keys, group = np.unique(pair, return_inverse=True)
-    group = group.astype(np.int64)
+    del dev, pair  # one int64 per op each: gone before the union's own temporaries
+    group = group.astype(np.int64, copy=False)
     # (stream, time) keys that cannot fit int64 mean mixed clocks: an error, never a silent []
     shift = pack_shift(ctx.trace_span[1] - ctx.t0_ns + 1, int(keys.size))
     ug, us, ue = grouped_union(group, o.start, o.end, ctx.t0_ns, shift)

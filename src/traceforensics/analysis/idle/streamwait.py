@@ -31,7 +31,8 @@ is recorded but what it waited for is not, and it covers the whole queued part. 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -98,6 +99,20 @@ class GapWaits:
         m1 = np.full(n, -1, dtype=np.int64)
         no = np.zeros(n, bool)
         return cls(m1, m1.copy(), m1.copy(), no, no.copy(), np.full(n, _NONE, np.int64))
+
+    def take(self, rows: I64) -> GapWaits:
+        """These waits for gaps ``rows`` only (row j of the result is gap ``rows[j]``)."""
+        return GapWaits(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})
+
+    @staticmethod
+    def concat(chunks: Sequence[GapWaits]) -> GapWaits:
+        """The waits of consecutive chunks of gaps as one (at least one chunk)."""
+        return GapWaits(
+            **{
+                f.name: np.concatenate([getattr(w, f.name) for w in chunks])
+                for f in fields(GapWaits)
+            }
+        )
 
 
 def _latest(keys: I64, thr: I64, q: I64, shift: int, *, strict: bool) -> I64:

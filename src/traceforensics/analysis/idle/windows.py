@@ -9,6 +9,15 @@ really began)::
     window:                [lo ................ hi)
     clipped:               [s ................. e)                 attributed as part of
                     s0 (gap_begin: where the device gap began)     [s0, op start)
+
+Gaps are attributed ``CHUNK_GAPS`` at a time. Each gap is attributed on its own, so the chunk
+size never changes a result; it bounds memory (the gap x cause matrix of 2M gaps is 180 MB and
+the rule's temporaries several times that). What is kept of the attribution: per window, the
+ns per cause summed over its gaps; per *kept* gap (the ``keep`` longest, chosen by duration
+before any attribution), its matrix row, ending op and ``Parts`` (the evidence reads them)::
+
+    gaps:    [chunk 0: CHUNK_GAPS gaps][chunk 1 ...][...][last chunk]
+    each:    attribute -> add rows into by_window[win] -> keep rows of kept gaps -> drop
 """
 
 from __future__ import annotations
@@ -19,21 +28,37 @@ import numpy as np
 
 from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.idle.attribution import Parts, attribute_gaps
-from traceforensics.analysis.idle.causes import CAUSES
+from traceforensics.analysis.idle.causes import CAUSES, N_CAUSES
 from traceforensics.analysis.idle.late import dispatch_cuts
 from traceforensics.analysis.idle.streamwait import LaunchIndex, gap_waits
 from traceforensics.analysis.intervals import holes, sorted_unique
 from traceforensics.model.units import I64
 
+#: Gaps attributed per ``attribute_gaps`` call: 131 072 gaps x 12 causes x 8 bytes = 12.6 MB
+#: per gap x cause matrix (the rule holds a few at a time). Any size gives the same results.
+CHUNK_GAPS = 1 << 17
+
 
 @dataclass
 class WindowGaps:
-    """Gaps of several windows, attributed: row i of ``matrix`` is gap i (ns per cause)."""
+    """Gaps of several windows, attributed (``window_gaps``); all times ns.
+
+    Every gap i (window order, then time): window ``win``, device ``dev``, ``[start, end)``.
+    Every window k: ``by_window[k, c]``, ns of cause c summed over its gaps (the row sums to
+    ``idle[k]``, the window's idle); ``n_gaps[k]``.
+    Kept gaps: ``kept[j]`` is a gap index (longest first; ties: earliest start, then window
+    order); row j of ``op`` (the op ending the gap, -1: none), ``matrix`` (ns per cause, sums to
+    the gap's length) and ``parts`` belongs to gap ``kept[j]``.
+    """
 
     win: I64
     dev: I64
     start: I64
     end: I64
+    by_window: I64
+    idle: I64
+    n_gaps: I64
+    kept: I64
     op: I64
     matrix: I64
     parts: Parts
@@ -49,26 +74,76 @@ def full_causes(row: I64) -> dict[str, int]:
     return {c: int(v) for c, v in zip(CAUSES, row, strict=True)}
 
 
-def window_gaps(ctx: AnalysisContext, dev: I64, lo: I64, hi: I64) -> WindowGaps:
-    """Find and attribute the idle gaps of device ``dev[k]`` inside ``[lo[k], hi[k])`` (ns)."""
+def in_window(starts: I64, ends: I64, lo: int, hi: int) -> tuple[I64, I64]:
+    """The intervals of disjoint sorted ``[starts, ends)`` that can overlap ``[lo, hi)`` (ns),
+    as views (two ``searchsorted``): clipping them to the window gives the same result as
+    clipping all of them."""
+    a = int(np.searchsorted(ends, lo, side="right"))
+    b = int(np.searchsorted(starts, hi, side="left"))
+    return starts[a:b], ends[a:b]
+
+
+def window_gaps(
+    ctx: AnalysisContext, dev: I64, lo: I64, hi: I64, *, keep: int | None = None
+) -> WindowGaps:
+    """Find and attribute the idle gaps of device ``dev[k]`` inside ``[lo[k], hi[k])`` (ns), in
+    chunks of ``CHUNK_GAPS`` gaps; keep the rows of the ``keep`` longest gaps (all: None)."""
     parts_s: list[I64] = []
     parts_e: list[I64] = []
     parts_w: list[I64] = []
     for k in range(dev.size):
-        us, ue = ctx.dev_union(int(dev[k]))
-        a, b = np.searchsorted(ue, lo[k], side="right"), np.searchsorted(us, hi[k], side="left")
-        gs, ge = holes(us[a:b], ue[a:b], int(lo[k]), int(hi[k]))
+        w_lo, w_hi = int(lo[k]), int(hi[k])
+        gs, ge = holes(*in_window(*ctx.dev_union(int(dev[k])), w_lo, w_hi), w_lo, w_hi)
         parts_s.append(gs)
         parts_e.append(ge)
         parts_w.append(np.full(gs.size, k, dtype=np.int64))
     s = np.concatenate(parts_s) if parts_s else np.zeros(0, np.int64)
     e = np.concatenate(parts_e) if parts_e else np.zeros(0, np.int64)
     w = np.concatenate(parts_w) if parts_w else np.zeros(0, np.int64)
+    del parts_s, parts_e, parts_w
     g = dev[w] if w.size else np.zeros(0, np.int64)
+    n_win, n = dev.size, s.size
+    kept = longest(s, e, keep)
+    kept_sorted = np.sort(kept)
+    launches = LaunchIndex.of(ctx)
+    cuts = dispatch_cuts(ctx.host, launches)
+    by_window = np.zeros((n_win, N_CAUSES), dtype=np.int64)
+    ops: list[I64] = []
+    rows: list[I64] = []
+    parts: list[Parts] = []
+    for a in range(0, max(n, 1), CHUNK_GAPS):  # one (empty) chunk when there is no gap
+        b = min(a + CHUNK_GAPS, n)
+        op, mat, pt = _attribute(ctx, g[a:b], s[a:b], e[a:b], launches, cuts)
+        by_window += window_sums(w[a:b], mat, n_win)
+        j = kept_sorted[np.searchsorted(kept_sorted, a) : np.searchsorted(kept_sorted, b)] - a
+        ops.append(op[j])
+        rows.append(mat[j])
+        parts.append(pt.take(j))
+        del op, mat, pt  # this chunk's matrix and parts go before the next chunk's
+    pos = np.searchsorted(kept_sorted, kept)  # kept_sorted[pos] == kept: back to kept order
+    return WindowGaps(
+        w,
+        g,
+        s,
+        e,
+        by_window,
+        window_sums(w, e - s, n_win),
+        np.bincount(w, minlength=n_win).astype(np.int64),
+        kept,
+        np.concatenate(ops)[pos],
+        np.concatenate(rows)[pos],
+        Parts.concat(parts).take(pos),
+    )
+
+
+def _attribute(
+    ctx: AnalysisContext, g: I64, s: I64, e: I64, launches: LaunchIndex, cuts: I64
+) -> tuple[I64, I64, Parts]:
+    """``attribute_gaps`` on gaps ``[s, e)`` of devices ``g`` (ns): ``(op ending each gap,
+    matrix, parts)``."""
     op = ending_ops(ctx, g, e)
     prev = ending_ops(ctx, g, s, before=True)
     s0 = gap_begin(ctx, g, s)
-    launches = LaunchIndex.of(ctx)
     mat, parts = attribute_gaps(
         s,
         e,
@@ -77,11 +152,37 @@ def window_gaps(ctx: AnalysisContext, dev: I64, lo: I64, hi: I64) -> WindowGaps:
         prev_comm=ctx.busy.prev_comm(g, s0),
         ops=ctx.ops,
         host=ctx.host,
-        cuts=dispatch_cuts(ctx.host, launches),
+        cuts=cuts,
         waits=gap_waits(ctx, op, launches),
         s0=s0,
     )
-    return WindowGaps(w, g, s, e, op, mat, parts)
+    return op, mat, parts
+
+
+def longest(s: I64, e: I64, n: int | None) -> I64:
+    """Indices of the ``n`` longest gaps ``[s, e)`` (all of them: None; none: ``n <= 0``),
+    longest first; ties: earliest start, then lowest index (what a stable
+    ``np.lexsort((s, -(e - s)))`` of all gaps gives, computed on the candidates only)."""
+    dur = e - s
+    if n is not None and n <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if n is None or n >= dur.size:
+        cand = np.arange(dur.size, dtype=np.int64)
+    else:
+        cut = np.partition(dur, dur.size - n)[dur.size - n]  # the n-th longest duration
+        cand = np.flatnonzero(dur >= cut)
+    out: I64 = cand[np.lexsort((s[cand], -dur[cand]))][: dur.size if n is None else n]
+    return out
+
+
+def window_sums(win: I64, values: I64, n: int) -> I64:
+    """Exact int64 sums of the rows of ``values`` per window, shape ``(n, ...)``; ``win``: the
+    window of each row, ascending (so each window is one run: ``np.add.reduceat``)."""
+    out = np.zeros((n, *values.shape[1:]), dtype=np.int64)
+    if win.size:
+        first = np.flatnonzero(np.concatenate(([True], win[1:] != win[:-1])))
+        out[win[first]] = np.add.reduceat(values, first, axis=0)
+    return out
 
 
 def gap_begin(ctx: AnalysisContext, dev: I64, s: I64) -> I64:
