@@ -46,6 +46,7 @@ def test_frames_are_polars_tables_that_agree_with_the_records() -> None:
     frames = result.frames()
     assert set(frames) == {
         "findings", "transfers", "devices", "gaps", "gap_causes", "steps", "short_kernels", "ops",
+        "ranks",
     }  # fmt: skip
     fnd = frames["findings"]
     assert fnd.height == len(result.findings) > 0
@@ -71,6 +72,11 @@ def test_frames_are_polars_tables_that_agree_with_the_records() -> None:
     assert frames["steps"].height == len(result.idle.steps) > 0
     assert frames["short_kernels"].height == len(result.kernels.short_kernels)
     assert frames["ops"].height == len(result.kernels.ops)
+    # one row per device; wait + transfer = collective time on each
+    assert result.ranks is not None
+    ranks = frames["ranks"]
+    assert ranks.height == len(result.devices)
+    assert (ranks["comm_wait_ns"] + ranks["comm_transfer_ns"] == ranks["comm_ns"]).all()
 
 
 def test_busy_by_kind_is_each_kinds_own_union() -> None:

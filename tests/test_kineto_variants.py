@@ -287,7 +287,8 @@ def test_device_properties_and_missing_metadata(tmp_path: Path) -> None:
         "nvidia",
     )
     assert (d2.device, d2.name) == (2, "unknown")
-    assert session.meta.distributed == {}
+    # no distributedInfo: only where the rank came from (a lone file: its position)
+    assert session.meta.distributed == {"rank_source": "file order"}
     assert session.ranks == [0]
 
 

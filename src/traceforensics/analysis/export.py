@@ -84,6 +84,8 @@ def analysis_json(analysis: Analysis) -> dict[str, Any]:
         "stream_gaps": [s.to_json() for s in idle.stream_gaps],
     }
     out.update(analysis.kernels.to_json())
+    if analysis.ranks is not None:
+        out["ranks"] = analysis.ranks.to_json()
     out["warnings"] = list(analysis.warnings)
     if analysis.monitor is not None:
         out["monitor"] = analysis.monitor.to_json()

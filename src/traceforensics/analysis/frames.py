@@ -4,7 +4,8 @@ or ``.to_pandas()``. Column names carry units (``*_ns``); cause columns are ``id
 Tables: ``findings`` (the ranked findings, largest ``recoverable_ns`` first), ``transfers``
 (copies by device and direction), ``devices`` (one row per device), ``gaps`` (the largest gaps
 kept), ``gap_causes`` (one row per gap and cause with time), ``steps`` (one row per step
-window), ``short_kernels`` and ``ops`` (the kernel tables). Schemas are fixed, so an empty
+window), ``short_kernels`` and ``ops`` (the kernel tables), ``ranks`` (one row per rank and
+device: step time, collective wait and transfer, ``analysis.ranks``). Schemas are fixed, so an empty
 table still has its columns.
 """
 
@@ -18,6 +19,7 @@ import polars as pl
 from traceforensics.analysis.busy import BUSY_CLASSES
 from traceforensics.analysis.idle.causes import CAUSES, ranked_causes
 from traceforensics.analysis.kernels.results import OpRow, ShortKernelRow
+from traceforensics.analysis.ranks.results import rank_frame
 
 if TYPE_CHECKING:
     from traceforensics.analysis.pipeline import Analysis
@@ -165,4 +167,5 @@ def analysis_frames(analysis: Analysis) -> dict[str, pl.DataFrame]:
             [asdict(r) for r in kern.short_kernels], schema=_schema_of(ShortKernelRow)
         ),
         "ops": pl.DataFrame([asdict(r) for r in kern.ops], schema=_schema_of(OpRow)),
+        "ranks": rank_frame(analysis.ranks.per_rank if analysis.ranks is not None else []),
     }

@@ -38,12 +38,14 @@ from traceforensics.analysis.devices import DeviceRecord, device_records
 from traceforensics.analysis.findings.build import build_findings
 from traceforensics.analysis.findings.program import Program
 from traceforensics.analysis.findings.results import Finding
+from traceforensics.analysis.findings.stragglers import straggler_findings
 from traceforensics.analysis.idle.gaps import IdleAnalysis, analyze_idle
 from traceforensics.analysis.kernels.forensics import analyze_kernels
 from traceforensics.analysis.kernels.results import KernelAnalysis
 from traceforensics.analysis.monitoring.align import aligned_monitor
 from traceforensics.analysis.monitoring.monitor import MonitorReport
 from traceforensics.analysis.options import AnalysisOptions
+from traceforensics.analysis.ranks import RankAnalysis, analyze_ranks
 from traceforensics.analysis.transfers import device_transfers
 from traceforensics.analysis.utilization.timeline import DevicePattern, analyze_utilization
 from traceforensics.model.monitor import MonitorLog
@@ -71,6 +73,7 @@ class Analysis:
     findings: list[Finding] = field(default_factory=list)
     monitor: MonitorReport | None = None
     warnings: list[str] = field(default_factory=list)
+    ranks: RankAnalysis | None = None
 
     def findings_of(self, rank: int, device: int) -> list[Finding]:
         """The findings of one device, largest ``recoverable_ns`` first."""
@@ -140,6 +143,8 @@ def analyze(
             warnings.append(note)
     records = device_records(ctx, idle, kernels, patterns, moved.result())
     program = ctx.program
+    ranks = analyze_ranks(ctx, done=(records, idle))
+    findings = build_findings(ctx, records, idle, kernels, program)
     return Analysis(
         session=session,
         options=ctx.options,
@@ -148,7 +153,8 @@ def analyze(
         kernels=kernels,
         patterns=patterns,
         program=program,
-        findings=build_findings(ctx, records, idle, kernels, program),
+        findings=straggler_findings(findings, ranks, records, program),
         monitor=monitor,
         warnings=warnings,
+        ranks=ranks,
     )

@@ -70,11 +70,18 @@ def step_lines(res: IdleAnalysis) -> list[str]:
     """Step table (span, busy, idle, top idle causes, exposed comm) and step statistics."""
     if not res.steps:
         return ["no steps detected (ProfilerStep#N, step/iteration ranges or --step-pattern)"]
-    out = [f"{'step':<24} {'span':>10} {'busy':>10} {'idle':>10} {'exp.comm':>10}  top idle causes"]
+    # several devices: each row says whose step it is (the same step number on every rank)
+    many = len({(s.rank, s.device) for s in res.steps}) > 1
+    who = f"{'rank':>4} {'GPU':>3} " if many else ""
+    out = [
+        f"{who}{'step':<24} {'span':>10} {'busy':>10} {'idle':>10} {'exp.comm':>10}"
+        "  top idle causes"
+    ]
     for s in res.steps:
         causes = ", ".join(f"{c} {fmt_ns(v)}" for c, v in ranked_causes(s.idle_by_cause)[:2])
+        mine = f"{s.rank:>4} {s.device:>3} " if many else ""
         out.append(
-            f"{truncate(s.name, 24):<24} {fmt_ns(s.dur_ns):>10} {fmt_ns(s.busy_ns):>10}"
+            f"{mine}{truncate(s.name, 24):<24} {fmt_ns(s.dur_ns):>10} {fmt_ns(s.busy_ns):>10}"
             f" {fmt_ns(s.idle_ns):>10} {fmt_ns(s.exposed_comm_ns):>10}  {causes}"
         )
     for m in res.step_summary:

@@ -20,6 +20,7 @@ from traceforensics.report.format import fmt_bytes, fmt_ns, fmt_pct, fmt_rate, t
 from traceforensics.report.gaps_text import gap_lines, idle_lines, step_lines
 from traceforensics.report.kernels_text import kernel_report_lines
 from traceforensics.report.monitor_text import pattern_lines, render_monitor_lines, verdict_lines
+from traceforensics.report.ranks_text import rank_lines
 from traceforensics.report.tables import evidence_name
 from traceforensics.report.verdict import device_verdict, verdict_text
 
@@ -118,7 +119,8 @@ def _busy_lines(dev: DeviceRecord) -> list[str]:
 
 #: Section ids of the terminal report, in order (``--sections``); the verdict always comes first.
 SECTIONS: Final[tuple[str, ...]] = (
-    "verdict", "findings", "devices", "idle", "gaps", "steps", "pattern", "kernels", "monitor",
+    "verdict", "findings", "ranks", "devices", "idle", "gaps", "steps", "pattern", "kernels",
+    "monitor",
 )  # fmt: skip
 #: Findings shown in the terminal: with the verdict they fit on one screen; JSON has them all.
 TERMINAL_FINDINGS: Final = 3
@@ -150,6 +152,7 @@ def render_text(analysis: Analysis, width: int = 100, sections: tuple[str, ...] 
             "Findings (largest time to give back first)",
             lambda: findings_lines(analysis, width, TERMINAL_FINDINGS),
         ),
+        "ranks": ("Ranks", lambda: rank_lines(analysis.ranks)),
         "devices": ("Devices", lambda: summary_lines(analysis, width)),
         "idle": ("Idle time by cause", lambda: idle_lines(analysis.devices)),
         "gaps": ("Largest idle gaps", lambda: gap_lines(analysis, analysis.options.idle.top_gaps)),
@@ -169,7 +172,7 @@ def render_text(analysis: Analysis, width: int = 100, sections: tuple[str, ...] 
             continue
         title, build = builders[sid]
         body = build()
-        if sid == "monitor" and not body:
+        if sid in ("monitor", "ranks") and not body:
             continue
         lines += ["", f"== {title} ==", *body]
     return "\n".join(lines) + "\n"

@@ -91,4 +91,9 @@ GLOSSARY: Final[dict[str, Entry]] = {
         "the device's idle minus the idle inside its detected steps (ProfilerStep#N or "
         "step-like ranges)",
     ),
+    "straggler_wait": Entry(
+        "a rank waited inside collectives for the job's straggler (the rank that arrives last)",
+        "collectives matched across ranks; each rank's wait = the last rank's start minus its "
+        "own (clock offsets removed), at most the kernel's duration",
+    ),
 }

@@ -71,6 +71,8 @@ GENERIC: Final[dict[str, str]] = {
     "matrix units, fuse memory-bound kernels, check them with {kprof}",
     "one_off": "start-up cost before the first step (module loading, autotuning, compilation): "
     "warm up before profiling and profile the steady state",
+    "straggler_wait": "nothing on this rank shortens the wait: fix the straggler rank's cause "
+    "first (its own findings say how), then balance work and data across the ranks",
 }
 
 REMEDIES: Final[dict[tuple[str, str], str]] = {

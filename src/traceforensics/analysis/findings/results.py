@@ -1,7 +1,8 @@
 """The typed result of the findings step: one ``Finding`` per way a device loses time.
 
 ``category`` is a contract (docs/findings.md, docs/json-output.md): the 12 idle cause ids of
-docs/causes.md, plus ``exposed_communication``, ``transfer_bound`` and ``kernel_efficiency``.
+docs/causes.md, plus ``exposed_communication``, ``transfer_bound``, ``kernel_efficiency``,
+``one_off`` and ``straggler_wait``.
 ``recoverable_ns`` is an estimate of the time the change would give back (integer ns; the rule
 per category is in docs/findings.md); findings are sorted by it, largest first.
 """
@@ -19,6 +20,8 @@ TRANSFER_BOUND: Final = "transfer_bound"
 KERNEL_EFFICIENCY: Final = "kernel_efficiency"
 #: Start-up time before the first complete step (reserved: remedies exist, no finding yet).
 ONE_OFF: Final = "one_off"
+#: A rank's collective wait for the job's straggler (``findings.stragglers``).
+STRAGGLER_WAIT: Final = "straggler_wait"
 #: Every category id, in tie-break order (idle causes first, as in docs/causes.md).
 CATEGORIES: Final[tuple[str, ...]] = (
     *CAUSES,
@@ -26,6 +29,7 @@ CATEGORIES: Final[tuple[str, ...]] = (
     TRANSFER_BOUND,
     KERNEL_EFFICIENCY,
     ONE_OFF,
+    STRAGGLER_WAIT,
 )
 #: Below this share of the window a finding is minor: the verdict says nothing large was lost.
 MINOR_SHARE: Final = 0.02

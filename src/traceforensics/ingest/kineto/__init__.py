@@ -127,7 +127,9 @@ def _read_all(
 def _load(paths: Sequence[Path], skip_non_traces: bool = False) -> TraceSession:
     read, warnings = _read_all(paths, skip_non_traces)
     raws = [r for r, _ in read]
-    ranks, rank_warning = kmeta.assign_ranks([r.path for r in raws], [r.top for r in raws])
+    ranks, rank_warning, rank_source = kmeta.assign_ranks(
+        [r.path for r in raws], [r.top for r in raws]
+    )
     warnings += [rank_warning] if rank_warning else []
     frames: list[pl.DataFrame] = []
     arg_frames: list[pl.DataFrame] = []
@@ -174,7 +176,7 @@ def _load(paths: Sequence[Path], skip_non_traces: bool = False) -> TraceSession:
         format_version=versions[0] if len(set(versions)) == 1 else "; ".join(versions),
         inputs=inputs,
         devices=devices,
-        distributed=distributed,
+        distributed={**distributed, "rank_source": rank_source},
         clock_base_ns=0 if is_wall else None,
         clock_is_wall=is_wall,
         warnings=warnings,

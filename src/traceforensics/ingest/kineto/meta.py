@@ -30,20 +30,32 @@ def rank_from_top(top: dict[str, Any]) -> int | None:
     return None
 
 
-def assign_ranks(paths: Sequence[Path], tops: Sequence[dict[str, Any]]) -> tuple[list[int], str]:
-    """One rank per file (rules in the module docstring) and a warning ('' when none)."""
+def assign_ranks(
+    paths: Sequence[Path], tops: Sequence[dict[str, Any]]
+) -> tuple[list[int], str, str]:
+    """One rank per file (rules in the module docstring), a warning ('' when none) and which
+    rules gave the ranks (``distributedInfo``, ``file name``, ``file order``; several joined
+    by ``+`` when files differ)."""
     ranks: list[int] = []
+    sources: list[str] = []
     for index, (path, top) in enumerate(zip(paths, tops, strict=True)):
-        rank = rank_from_top(top)
+        rank, source = rank_from_top(top), "distributedInfo"
         if rank is None:
-            rank = rank_from_name(path, explicit_only=len(paths) == 1)
-        ranks.append(index if rank is None else rank)
+            rank, source = rank_from_name(path, explicit_only=len(paths) == 1), "file name"
+        if rank is None:
+            rank, source = index, "file order"
+        ranks.append(rank)
+        sources.append(source)
     if len(set(ranks)) != len(ranks):
-        return list(range(len(paths))), (
-            f"rank numbers {ranks} of the input files collide; ranks were assigned in file "
-            "order instead"
+        return (
+            list(range(len(paths))),
+            (
+                f"rank numbers {ranks} of the input files collide; ranks were assigned in file "
+                "order instead"
+            ),
+            "file order",
         )
-    return ranks, ""
+    return ranks, "", "+".join(dict.fromkeys(sources))
 
 
 def detect_vendor(top: dict[str, Any], runtime_names: Iterable[str]) -> str:

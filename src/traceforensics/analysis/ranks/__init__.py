@@ -1,0 +1,88 @@
+"""The job across its ranks: collectives matched across ranks and split into waiting and
+transfer (``collectives``), the per-rank table, the slowest rank of each step and the straggler
+with its cause (``straggler``). With one rank, the split is estimated and said to be.
+
+``analyze_ranks(ctx, records)`` takes the prepared context and the device records of the other
+passes (``analyze`` passes them); called alone on a session it runs those passes first, so it
+gives the same answer.
+"""
+
+from __future__ import annotations
+
+from traceforensics.analysis.context import AnalysisContext, as_context
+from traceforensics.analysis.devices import DeviceRecord, device_records
+from traceforensics.analysis.idle.gaps import IdleAnalysis
+from traceforensics.analysis.options import AnalysisOptions
+from traceforensics.analysis.ranks.collectives import collective_kernels, match_collectives
+from traceforensics.analysis.ranks.results import RankAnalysis, RankRow, StepRow, Straggler
+from traceforensics.analysis.ranks.straggler import (
+    blame,
+    find_straggler,
+    rank_rows,
+    step_medians,
+    step_rows,
+)
+from traceforensics.model.session import TraceSession
+
+
+def analyze_ranks(
+    source: AnalysisContext | TraceSession,
+    options: AnalysisOptions | None = None,
+    done: tuple[list[DeviceRecord], IdleAnalysis] | None = None,
+) -> RankAnalysis:
+    """The multi-rank view of one session (module docstring); ``done``: the device records and
+    idle result ``analyze`` already has."""
+    ctx = as_context(source, options)
+    records, idle = done if done is not None else _records(ctx)
+    coll = match_collectives(collective_kernels(ctx.work, ctx.session.args))
+    devs = ctx.devices
+    rows = rank_rows(records, coll, ctx.steps, devs)
+    charged = blame(coll)
+    straggler = find_straggler(rows, charged, devs, step_medians(idle))
+    if straggler is not None:
+        rows = [r if r.rank == straggler.rank else _waiting(r, straggler.rank) for r in rows]
+    dist = ctx.session.meta.distributed
+    loaded = len({r.rank for r in rows})
+    return RankAnalysis(
+        world_size=_world_size(dist.get("world_size"), loaded),
+        rank_source=str(dist.get("rank_source", "trace")),
+        matching=coll.method,
+        matched_collectives=coll.matched,
+        per_rank=rows,
+        steps=step_rows(charged, ctx.steps),
+        straggler=straggler,
+        collectives=coll.rows,
+        notes=coll.notes,
+    )
+
+
+def _waiting(row: RankRow, rank: int) -> RankRow:
+    from dataclasses import replace
+
+    return replace(row, waiting_for=rank)
+
+
+def _world_size(value: object, loaded: int) -> int:
+    """The job's world size as the trace states it (it may hold only some ranks), else the
+    number of ranks loaded."""
+    try:
+        size = int(str(value))
+    except ValueError:
+        return loaded
+    return max(size, loaded)
+
+
+def _records(ctx: AnalysisContext) -> tuple[list[DeviceRecord], IdleAnalysis]:
+    from traceforensics.analysis.idle.gaps import analyze_idle
+    from traceforensics.analysis.kernels.forensics import analyze_kernels
+    from traceforensics.analysis.transfers import device_transfers
+    from traceforensics.analysis.utilization.timeline import analyze_utilization
+
+    idle = analyze_idle(ctx)
+    records = device_records(
+        ctx, idle, analyze_kernels(ctx), analyze_utilization(ctx), device_transfers(ctx)
+    )
+    return records, idle
+
+
+__all__ = ["RankAnalysis", "RankRow", "StepRow", "Straggler", "analyze_ranks"]
