@@ -9,6 +9,11 @@ gives the same answer.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+import polars as pl
+
 from traceforensics.analysis.context import AnalysisContext, as_context
 from traceforensics.analysis.devices import DeviceRecord, device_records
 from traceforensics.analysis.idle.gaps import IdleAnalysis
@@ -34,22 +39,43 @@ def analyze_ranks(
     idle result ``analyze`` already has."""
     ctx = as_context(source, options)
     records, idle = done if done is not None else _records(ctx)
-    coll = match_collectives(collective_kernels(ctx.work, ctx.session.args))
-    devs = ctx.devices
-    rows = rank_rows(records, coll, ctx.steps, devs)
+    return rank_analysis(
+        collective_kernels(ctx.work, ctx.session.args),
+        ctx.steps,
+        ctx.devices,
+        records,
+        idle,
+        ctx.session.meta.distributed,
+    )
+
+
+def rank_analysis(
+    kernels: pl.DataFrame,
+    steps: pl.DataFrame,
+    devs: list[tuple[int, int]],
+    records: list[DeviceRecord],
+    idle: IdleAnalysis,
+    distributed: Mapping[str, Any],
+) -> RankAnalysis:
+    """The multi-rank view from its parts: the collective kernels (``collective_kernels``, with
+    ``dev`` = index into ``devs``), the step table (``AnalysisContext.steps``, same ``dev``),
+    the (rank, device) of each ``dev``, the device records and idle result of every device, and
+    the session's ``meta.distributed``. Parts analysed apart (one rank each) give the same
+    answer once their ``dev`` numbers are made global."""
+    coll = match_collectives(kernels)
+    rows = rank_rows(records, coll, steps, devs)
     charged = blame(coll)
     straggler = find_straggler(rows, charged, devs, step_medians(idle))
     if straggler is not None:
         rows = [r if r.rank == straggler.rank else _waiting(r, straggler.rank) for r in rows]
-    dist = ctx.session.meta.distributed
     loaded = len({r.rank for r in rows})
     return RankAnalysis(
-        world_size=_world_size(dist.get("world_size"), loaded),
-        rank_source=str(dist.get("rank_source", "trace")),
+        world_size=_world_size(distributed.get("world_size"), loaded),
+        rank_source=str(distributed.get("rank_source", "trace")),
         matching=coll.method,
         matched_collectives=coll.matched,
         per_rank=rows,
-        steps=step_rows(charged, ctx.steps),
+        steps=step_rows(charged, steps),
         straggler=straggler,
         collectives=coll.rows,
         notes=coll.notes,
@@ -85,4 +111,4 @@ def _records(ctx: AnalysisContext) -> tuple[list[DeviceRecord], IdleAnalysis]:
     return records, idle
 
 
-__all__ = ["RankAnalysis", "RankRow", "StepRow", "Straggler", "analyze_ranks"]
+__all__ = ["RankAnalysis", "RankRow", "StepRow", "Straggler", "analyze_ranks", "rank_analysis"]
