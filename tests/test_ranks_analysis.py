@@ -122,3 +122,20 @@ def test_job128_pair_has_ranks_everywhere(capsys: pytest.CaptureFixture[str]) ->
     assert "== Ranks ==" in text and "world size 128" in text
     steps = text.split("== Steps ==")[1].splitlines()
     assert steps[1].split()[:2] == ["rank", "GPU"]
+
+
+def test_reports_carry_the_rank_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder, _ = _job(tmp_path, "nsys", 4, "data_loading")
+    md, html = tmp_path / "r.md", tmp_path / "r.html"
+    code, text, err = run_cli(["analyze", str(folder), "--markdown", str(md)], capsys)
+    assert code == 0, err
+    assert "== Ranks ==" in text and "straggler: rank 2" in text
+    doc = md.read_text()
+    table = doc.split("## Ranks")[1].split("## Devices")[0]
+    rows = [line for line in table.splitlines() if line[:3] in ("| 0", "| 1", "| 2", "| 3")]
+    assert [r.split("|")[1].strip() for r in rows] == [f"{r}:{r}" for r in range(4)]
+    assert "waits for rank 2" in rows[0] and "straggler" in rows[2]
+    code, _, err = run_cli(["analyze", str(folder), "--report", str(html)], capsys)
+    assert code == 0, err
+    page = html.read_text()
+    assert "<h2>Ranks</h2>" in page and "waits for rank 2" in page

@@ -122,7 +122,7 @@ def test_each_terminal_section_alone(
         heads = [line for line in out.splitlines() if line.startswith("== ")]
         if _is_cpu_only(name):
             assert out == full  # nothing to choose from: the same one-line answer
-        elif sid == "monitor":  # no --monitor log: the verdict only
+        elif sid in ("monitor", "ranks"):  # no --monitor log / one rank: the verdict only
             assert heads == ["== Verdict =="]
         else:
             assert heads[0] == "== Verdict ==" and len(heads) == 2

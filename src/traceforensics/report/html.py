@@ -19,10 +19,13 @@ from traceforensics.analysis.pipeline import Analysis
 from traceforensics.report.palette import swatch_html
 from traceforensics.report.tables import (
     EMPTY,
+    RANK_HEADER,
     cause_rows,
     device_rows,
     finding_rows,
     gap_rows,
+    rank_cells,
+    rank_table,
     short_kernel_rows,
 )
 from traceforensics.report.verdict import device_verdict, verdict_text
@@ -132,7 +135,12 @@ def _figure(analysis: Analysis) -> list[str]:
 
 def _evidence_tables(analysis: Analysis, top: int) -> list[str]:
     devices = device_rows(analysis)
-    out = ["<h2>Devices</h2>"]
+    out = []
+    text, rank_rows = rank_table(analysis)
+    if rank_rows:
+        out.append("<h2>Ranks</h2>" + "".join(f"<p>{_e(t)}</p>" for t in text))
+        out.append(_table(RANK_HEADER, [rank_cells(r) for r in rank_rows]))
+    out.append("<h2>Devices</h2>")
     out.append(
         _table(
             ["rank/GPU", "name", "window", "busy", "idle", "busy by kind", "exposed comm"],

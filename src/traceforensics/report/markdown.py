@@ -10,10 +10,13 @@ from traceforensics.analysis.pipeline import Analysis
 from traceforensics.report.format import fmt_ns, fmt_pct, truncate
 from traceforensics.report.tables import (
     EMPTY,
+    RANK_HEADER,
     cause_rows,
     device_rows,
     finding_rows,
     gap_rows,
+    rank_cells,
+    rank_table,
     short_kernel_rows,
 )
 from traceforensics.report.verdict import device_verdict, verdict_text
@@ -68,6 +71,11 @@ def render_markdown(
         lines += ["", "## Figures"]
         for caption, path in figures:
             lines += ["", f"![{_alt(caption)}]({_link(path)})"]
+    text, rank_rows = rank_table(analysis)
+    if rank_rows:
+        header = [h.replace("rank/GPU", "rank:GPU") for h in RANK_HEADER]
+        cells = [[_cell(str(c)) for c in rank_cells(r, ":")] for r in rank_rows]
+        lines += ["", "## Ranks", "", *(f"- {_cell(t)}" for t in text), "", *_table(header, cells)]
     lines += ["", "## Devices", "", *_device_table(analysis)]
     lines += ["", "### Busy time by kind and copies by direction", "", *_busy_table(analysis)]
     lines += ["", "## Idle time by cause", "", *_cause_table(analysis)]

@@ -228,3 +228,78 @@ def short_kernel_rows(analysis: Analysis, top: int) -> list[ShortKernelRow]:
         )
         for r in analysis.kernels.short_kernels[:top]
     ]
+
+
+@dataclass(frozen=True)
+class RankTableRow(Row):
+    step: str  # median step time
+    busy: str
+    idle: str
+    top_cause: str
+    comm: str
+    wait: str
+    transfer: str
+    last: int  # matched collectives it arrived last at
+    note: str  # "straggler", "waits for rank N", "estimated split"
+
+
+def rank_table(analysis: Analysis) -> tuple[list[str], list[RankTableRow]]:
+    """``(sentences, rows)`` of the multi-rank table: how the ranks were matched and the
+    straggler with its evidence, then one row per rank and device. Both empty for a trace of
+    one rank (the reports then leave the section out)."""
+    ranks = analysis.ranks
+    if ranks is None or len({r.rank for r in ranks.per_rank}) < 2:
+        return [], []
+    loaded = len({r.rank for r in ranks.per_rank})
+    size = f" of world size {ranks.world_size}" if ranks.world_size > loaded else ""
+    how = (
+        f"{ranks.matched_collectives} collectives matched across ranks by {ranks.matching}"
+        if ranks.matched_collectives
+        else "collectives not matched across ranks: waits are estimated per rank"
+    )
+    text = [f"{loaded} ranks{size} (ranks from {ranks.rank_source}); {how}."]
+    lead = ranks.straggler
+    if lead is None:
+        text.append("No straggler: the ranks arrive at the collectives together.")
+    else:
+        text.append(f"Straggler: rank {lead.rank} GPU {lead.device}, cause {lead.cause}.")
+        text += [f"{e}." for e in lead.evidence]
+    text += [f"Note: {n}." for n in ranks.notes]
+    rows = []
+    for r in ranks.per_rank:
+        note = "estimated split" if r.comm_estimated and r.comm_ns else ""
+        if r.waiting_for is not None:
+            note = f"waits for rank {r.waiting_for}"
+        elif lead is not None and (r.rank, r.device) == (lead.rank, lead.device):
+            note = "straggler"
+        step = fmt_ns(r.step_time_ns_median) if r.step_time_ns_median is not None else "-"
+        rows.append(
+            RankTableRow(
+                r.rank,
+                r.device,
+                step,
+                fmt_ns(r.busy_ns),
+                fmt_ns(r.idle_ns),
+                r.top_cause or "-",
+                fmt_ns(r.comm_ns),
+                fmt_ns(r.comm_wait_ns),
+                fmt_ns(r.comm_transfer_ns),
+                r.last_arrivals,
+                note,
+            )
+        )
+    return text, rows
+
+
+#: Column heads of the rank table, shared by both reports.
+RANK_HEADER = [
+    "rank/GPU", "step p50", "busy", "idle", "top cause", "collectives", "waiting",
+    "transfer", "last", "note",
+]  # fmt: skip
+
+
+def rank_cells(row: RankTableRow, sep: str = "/") -> list[str | int]:
+    return [
+        row.where(sep), row.step, row.busy, row.idle, row.top_cause, row.comm, row.wait,
+        row.transfer, row.last, row.note,
+    ]  # fmt: skip

@@ -52,6 +52,8 @@ def straggler_findings(
             rest = max(f.recoverable_ns - waits[key], 0)
             f = replace(
                 f,
+                title=f"{f.title}; {fmt_ns(waits[key])} of it is waiting for rank "
+                f"{lead.rank} (straggler_wait)",
                 recoverable_ns=rest,
                 share_of_window=window_share(rest, by_key[key]),
                 figures={**f.figures, "straggler_wait_ns": waits[key]},
