@@ -16,6 +16,7 @@ they can sum to more than the total. Sync records are waits, not work. Times are
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Final
 
 import numpy as np
@@ -83,6 +84,13 @@ class DeviceBusy:
         """Busy ns of each class on device ``g`` (``BUSY_CLASSES`` keys)."""
         return {c: int(v) for c, v in zip(BUSY_CLASSES, self.by_kind_ns[g], strict=True)}
 
+    @cached_property
+    def _comm_cum(self) -> I64:
+        """Running count of communication ops in ``end_keys`` order (0 first): built once,
+        the idle pass asks once per chunk of gaps."""
+        out: I64 = np.concatenate(([0], np.cumsum(self.end_is_comm))).astype(np.int64)
+        return out
+
     def prev_comm(self, dev: I64, s: I64) -> Mask:
         """Whether some op of device ``dev[i]`` ends exactly at ``s[i]`` and is communication."""
         if self.end_keys.size == 0:
@@ -90,7 +98,7 @@ class DeviceBusy:
         q = (dev << self.shift) | (s - self.t0_ns)
         i = np.searchsorted(self.end_keys, q, side="left")
         j = np.searchsorted(self.end_keys, q, side="right")
-        cum = np.concatenate(([0], np.cumsum(self.end_is_comm)))
+        cum = self._comm_cum
         out: Mask = (j > i) & ((cum[j] - cum[i]) > 0)  # several ops may end at s: any counts
         return out
 
