@@ -224,7 +224,13 @@ TORCH_WORDS = ("torch", "dataloader", "pin_memory", ".item()")
 
 def test_categories() -> None:
     assert CATEGORIES[: len(CAUSES)] == CAUSES
-    extra = ("exposed_communication", "transfer_bound", "kernel_efficiency", "one_off")
+    extra = (
+        "exposed_communication",
+        "transfer_bound",
+        "kernel_efficiency",
+        "one_off",
+        "straggler_wait",
+    )
     assert CATEGORIES[len(CAUSES) :] == extra
     assert set(GENERIC) == set(CATEGORIES)
     assert {c for c, _ in REMEDIES} <= set(CATEGORIES)

@@ -134,11 +134,16 @@ _AMD_DEVICE_RE: Final = re.compile(r"amd|radeon|instinct|\bmi\d{3}", re.IGNORECA
 
 
 def _name_counts(session: TraceSession) -> pl.DataFrame:
-    """Rows per distinct ``(kind, name)``, names as text: the only table the rules read."""
+    """Rows per distinct ``(kind, name)``, names as text: the only table the rules read.
+    Counted by the streaming engine over the two key columns (integer counts: the order rows
+    are met in does not matter); an eager group_by of the whole event table held ~490 MB at
+    4M events, ~1 MB this way."""
     return (
-        session.events.group_by("kind", "name")
+        session.events.lazy()
+        .group_by("kind", "name")
         .len()
         .with_columns(pl.col("kind").cast(pl.String), pl.col("name").cast(pl.String))
+        .collect(engine="streaming")
     )
 
 

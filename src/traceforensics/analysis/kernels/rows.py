@@ -1,13 +1,15 @@
 """Report rows from attributed kernels: per op, per op family, MFU per device and per step.
 
-Input is the kernel frame built by ``kernels.analyze_kernels`` (``throughput.attribute`` +
-``throughput.ideal_ns``): one row per kernel with ``flops_op_id``, op columns, ``kflops``,
-``kbytes`` and ``ideal_ns``. See ``throughput`` for the attribution and MFU rules.
+Inputs are built by ``kernels.analyze_kernels``: the charged kernels and their ops
+(``throughput.charge_flops`` + ``math_dtype`` + ``ideal_ns``: one row per kernel charged to an
+op with FLOPs, ``flops_op_id``, ``kflops``, ``peak_dtype``, ``ideal_ns``; op columns in the op
+table) for the op and family rows, and every kernel with its ``kflops`` and ``ideal_ns`` (null
+when unknown) for MFU. See ``throughput`` for the attribution and MFU rules.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import polars as pl
 
@@ -15,32 +17,30 @@ from traceforensics.analysis.kernels.peaks import DevicePeak
 from traceforensics.analysis.kernels.results import FamilyRow, MfuRow, OpRow
 from traceforensics.analysis.kernels.throughput import roofline
 
+#: One integer per (rank, device) (both Int32, so it is one-to-one): an as-of join by one
+#: integer column holds a fraction of the memory two take (~60 MB less at 2M kernels).
+DEVICE_KEY: Final = (pl.col("rank").cast(pl.Int64) * 2**32 + pl.col("device")).alias("_dev")
 
-def _instances(kern: pl.DataFrame) -> pl.DataFrame:
-    """One row per charged op instance (its FLOPs once, its kernels' time summed)."""
-    return (
-        kern.filter(pl.col("flops_op_id").is_not_null())
-        .group_by("flops_op_id")
-        .agg(
-            pl.col("op").first(),
-            pl.col("shapes").first(),
-            pl.col("dtype").first(),
-            pl.col("peak_dtype").first(),
-            pl.col("family").first(),
-            pl.col("flops").first(),
-            pl.col("bytes").first(),
-            pl.col("rank").first(),
-            # the device that ran most of the op's kernel time
-            pl.col("device").sort_by("dur_ns", descending=True).first(),
-            pl.col("dur_ns").sum().alias("kernel_ns"),
-            pl.len().alias("kernel_count"),
-        )
+
+def instances(charged: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """One row per charged op instance (its FLOPs once, its kernels' time summed), from the
+    charged kernels and their ops (``throughput.charge_flops``, ``math_dtype``): the op's
+    columns are joined after the grouping, not carried per kernel."""
+    inst = charged.group_by("flops_op_id").agg(
+        pl.col("peak_dtype").first().cast(pl.String),
+        pl.col("rank").first(),
+        # the device that ran most of the op's kernel time
+        pl.col("device").sort_by("dur_ns", descending=True).first(),
+        pl.col("dur_ns").sum().alias("kernel_ns"),
+        pl.len().alias("kernel_count"),
     )
+    cols = ops.select("flops_op_id", "op", "shapes", "dtype", "family", "flops", "bytes")
+    return inst.join(cols, on="flops_op_id", how="left", maintain_order="left")
 
 
-def op_rows(kern: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]) -> list[OpRow]:
-    """(op, shapes, dtype, rank, device) groups, largest kernel time first."""
-    inst = _instances(kern)
+def op_rows(inst: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]) -> list[OpRow]:
+    """(op, shapes, dtype, rank, device) groups of the op ``instances``, largest kernel time
+    first."""
     groups = (
         inst.group_by(
             ["op", "shapes", "dtype", "peak_dtype", "family", "rank", "device"],
@@ -90,9 +90,9 @@ def op_rows(kern: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]) -> lis
     return out
 
 
-def family_rows(kern: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]) -> list[FamilyRow]:
-    """One row per (family, rank, device); the dtype peak is that of the family's main dtype."""
-    inst = _instances(kern)
+def family_rows(inst: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]) -> list[FamilyRow]:
+    """One row per (family, rank, device) of the op ``instances``; the dtype peak is that of
+    the family's main dtype."""
     groups = (
         inst.group_by(["family", "rank", "device"])
         .agg(
@@ -137,52 +137,85 @@ def mfu_rows(
         GPU:   |== step 1 ==|.. idle ..|=k=|=k=|== step 2 ==|
         step 2 window:      [s0 ................................ s1)
         MFU(step 2) = ideal time of step 2's kernels at peak / (s1 - s0)
+
+    ``kern``: every kernel in kernel order, ``rank, device, start_ns, dur_ns, kflops,
+    ideal_ns`` (the float sums follow that order, so the figures do not move between runs).
     """
-    if "step" not in windows.columns:
-        keys = ["rank", "device"]
-        k, win = kern.with_columns(pl.lit(None, dtype=pl.Int64).alias("step")), windows
-    elif windows.height == 0:
-        return []
-    else:
-        keys = ["rank", "device", "step"]
-        k, win = _in_step_windows(kern, windows)
-    agg = k.group_by(keys).agg(
+    # keys (rank, device[, step]) and this list stay as they are: polars sums the floats along
+    # another path (other rounding) when either changes, e.g. one integer key
+    sums = (
         pl.col("kflops").sum().alias("flops"),
         pl.col("ideal_ns").sum().alias("ideal"),
         pl.col("kflops").is_not_null().sum().alias("_nflops"),
         pl.col("dur_ns").sum().alias("kernel_ns"),
         pl.col("dur_ns").filter(pl.col("kflops").is_not_null()).sum().alias("known_ns"),
     )
-    rows = agg.join(win, on=keys, how="left").sort(keys)
+    if "step" not in windows.columns:
+        keys = ["rank", "device"]
+        agg = kern.select(*keys, "dur_ns", "kflops", "ideal_ns").group_by(keys).agg(*sums)
+        rows = agg.join(windows, on=keys, how="left")
+    elif windows.height == 0:
+        return []
+    else:
+        keys = ["rank", "device", "step"]
+        win = windows.sort("s0").with_row_index("_w")
+        # the window is the whole step, idle included: idle inside it (data loading, syncs)
+        # must lower the step's MFU
+        rows = (
+            _in_step_windows(kern, win)
+            .group_by(keys)
+            .agg(*sums, pl.col("_w").first())
+            .join(win.select("_w", pl.col("s0").alias("w0"), pl.col("s1").alias("w1")), on="_w")
+        )
     per_step = "step" in keys
     return [
-        _mfu_row(g, peaks[(g["rank"], g["device"])], per_step) for g in rows.iter_rows(named=True)
+        _mfu_row(g, peaks[(g["rank"], g["device"])], per_step)
+        for g in rows.sort(keys).iter_rows(named=True)
     ]
 
 
-def _in_step_windows(
-    kern: pl.DataFrame, windows: pl.DataFrame
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Kernels with the step window they started in (``step, s0, s1``; kernels outside every
-    window dropped), and each (rank, device, step)'s window ``w0, w1``."""
-    k = (
-        kern.sort("start_ns")
+def _in_step_windows(kern: pl.DataFrame, win: pl.DataFrame) -> pl.DataFrame:
+    """The kernels that started inside a step window (``[s0, s1)`` of the latest window of
+    their device starting at or before them), in start order: ``rank, device, dur_ns,
+    kflops, ideal_ns``, the window's ``step`` and its row ``_w`` in ``win`` (the step
+    windows sorted by ``s0``, with that row index). The start order and the windows are
+    found on the start times alone; the kernel columns are then gathered once, for the
+    kernels kept."""
+    s1, step = pl.lit(win.get_column("s1")), pl.lit(win.get_column("step"))
+    inside = (
+        kern.select(DEVICE_KEY, "start_ns")
+        .with_row_index("_row")
+        .sort("start_ns")
         .join_asof(
-            windows.sort("s0"),
+            win.select(DEVICE_KEY, "s0", "_w"),
             left_on="start_ns",
             right_on="s0",
-            by=["rank", "device"],
+            by="_dev",
             strategy="backward",
             check_sortedness=False,
         )
-        .filter(pl.col("step").is_not_null() & (pl.col("start_ns") < pl.col("s1")))
+        .filter(
+            pl.col("_w").is_not_null()
+            & step.gather(pl.col("_w")).is_not_null()
+            & (pl.col("start_ns") < s1.gather(pl.col("_w")))
+        )
+        .select("_row", "_w")
     )
-    # the window is the whole step, idle included: idle inside it (data loading, syncs)
-    # must lower the step's MFU
-    win = k.group_by("rank", "device", "step").agg(
-        pl.col("s0").first().alias("w0"), pl.col("s1").first().alias("w1")
-    )
-    return k, win
+    rows = inside.get_column("_row")
+    return pl.DataFrame(
+        [
+            _gather(kern.get_column(c), rows)
+            for c in ("rank", "device", "dur_ns", "kflops", "ideal_ns")
+        ]
+    ).with_columns(inside.get_column("_w"), step.gather(inside.get_column("_w")).alias("step"))
+
+
+def _gather(column: pl.Series, rows: pl.Series) -> pl.Series:
+    """``column`` at ``rows``; a column without values (no kernel with FLOPs) stays a null
+    column, which holds no memory."""
+    if column.null_count() == column.len():
+        return pl.Series(column.name, dtype=column.dtype).extend_constant(None, rows.len())
+    return column.gather(rows)
 
 
 def _mfu_row(g: dict[str, Any], peak: DevicePeak, per_step: bool) -> MfuRow:

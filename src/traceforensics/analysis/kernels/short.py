@@ -30,15 +30,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.findings.program import Program
 from traceforensics.analysis.findings.remedies import short_kernel_remedy
+from traceforensics.analysis.kernels.frame import LINK_COLUMNS, link_sources, outermost_flagged
 from traceforensics.analysis.kernels.results import ShortKernelRow
 from traceforensics.analysis.names import matching
-from traceforensics.analysis.optree import ancestors_pick
-from traceforensics.model.units import NS_PER_US
+from traceforensics.model.units import I64, NS_PER_US, Mask
 
 OPTIMIZER_RE = r"^Optimizer\.(step|zero_grad)#|^Optimizer\.|optimizer"
 # "cutlass" alone is not enough: many non-GEMM kernels carry cutlass types in template args
@@ -46,32 +47,62 @@ GEMM_KERNEL_RE = r"(?i)gemm|nvjet|xmma|Cijk_|cublas"
 FOREACH_RE = r"_foreach_|multi_tensor_apply"
 
 
-def idle_before(ctx: AnalysisContext) -> pl.DataFrame:
-    """``kernel_id, gap_ns, prev_end_ns`` for every kernel: device idle right before it.
+def idle_before(ctx: AnalysisContext) -> tuple[I64, Mask]:
+    """Per GPU op of ``ctx.work`` (its row order): ``prev_end_ns``, the latest end of the GPU
+    ops of its device sorted before it by (start, event id), and whether it has one (a
+    device's first op has none). Among ops starting together the earlier-recorded one takes
+    the gap, so one gap is never counted twice. Columnar per device (``ctx.work`` holds each
+    device's ops as one slice, ``dev_lo``/``dev_hi``)."""
+    start, end = ctx.ops.start, ctx.ops.end
+    ids = ctx.work.get_column("event_id").to_numpy()
+    prev = np.zeros(start.size, dtype=np.int64)
+    has = np.zeros(start.size, dtype=bool)
+    for lo, hi in zip(ctx.dev_lo.tolist(), ctx.dev_hi.tolist(), strict=True):
+        order = lo + np.lexsort((ids[lo:hi], start[lo:hi]))
+        prev[order[1:]] = np.maximum.accumulate(end[order])[:-1]
+        has[order[1:]] = True
+    return prev, has
 
-    ``prev_end_ns`` = latest end of the GPU ops of the device sorted before it by (start,
-    event id): among ops starting together the earlier-recorded one takes the gap, so one gap
-    is never counted twice."""
-    busy = (
-        ctx.work.select("event_id", "kind", "rank", "device", "start_ns", "end_ns")
-        .sort(["rank", "device", "start_ns", "event_id"])
-        .with_columns(
-            pl.col("end_ns").cum_max().shift(1).over(["rank", "device"]).alias("prev_end_ns")
+
+def short_kernel_rows(ctx: AnalysisContext, kern: pl.DataFrame, pos: I64) -> list[ShortKernelRow]:
+    """Short-kernel groups of the kernel frame (``rank, device, op_id, start_ns, dur_ns,
+    norm_name, launching_op``; ``pos``: the kernels' rows in ``ctx.work``), most recoverable
+    first (all rows; the caller keeps the top ones).
+
+    The per-kernel figures are integers summed per group, so they are computed and summed by
+    the streaming engine, a batch of kernels at a time (in any order: integer sums do not
+    depend on it); only the context, the first one in kernel order, is taken in order."""
+    keys = ["rank", "device", "norm_name", "launching_op"]
+    optimizer = optimizer_ops(ctx)
+    k = _kernels(ctx, kern, pos, optimizer)
+    short = pl.col("dur_ns") < round(ctx.options.kernels.short_kernel_us * NS_PER_US)
+    sums = (
+        k.filter(short)
+        .with_columns(_host_ns(ctx, k))
+        .join(_overheads(k).lazy(), on=["rank", "device"], how="left")
+        .with_columns(_recoverable_ns())
+        .group_by(keys)
+        .agg(
+            pl.len().alias("count"),
+            pl.col("dur_ns").sum().alias("total_ns"),
+            pl.col("recoverable_ns").sum().alias("recoverable_ns"),
+            pl.col("host_ns").sum().alias("host_launch_ns"),
+            pl.col("gap_ns").sum().alias("idle_between_ns"),
+            pl.col("launch_bound").sum().alias("launch_bound_count"),
         )
+        .collect(engine="streaming")
     )
-    return busy.filter(pl.col("kind") == "kernel").select(
-        pl.col("event_id").alias("kernel_id"),
-        "prev_end_ns",
-        (pl.col("start_ns") - pl.col("prev_end_ns")).clip(0).fill_null(0).alias("gap_ns"),
+    names = optimizer.select(pl.col("event_id").alias("_ctx"), pl.col("name").alias("context"))
+    contexts = (
+        k.filter(short & pl.col("_ctx").is_not_null())
+        .group_by(keys)
+        .agg(pl.col("_ctx").first())
+        # names after the grouping: a few rows, not one per kernel
+        .join(names.lazy(), on="_ctx", how="left")
+        .drop("_ctx")
+        .collect(engine="in-memory")
     )
-
-
-def short_kernel_rows(ctx: AnalysisContext, kern: pl.DataFrame) -> list[ShortKernelRow]:
-    """Short-kernel groups of the linked kernel frame (``kernel_id, rank, device, op_id,
-    dur_ns, api_start_ns, api_dur_ns, norm_name, launching_op``), most recoverable first (all
-    rows; the caller keeps the top ones)."""
-    threshold_ns = round(ctx.options.kernels.short_kernel_us * NS_PER_US)
-    busy_union = pl.LazyFrame(
+    busy_union = pl.DataFrame(
         {
             "rank": [r for r, _ in ctx.devices],
             "device": [d for _, d in ctx.devices],
@@ -80,73 +111,124 @@ def short_kernel_rows(ctx: AnalysisContext, kern: pl.DataFrame) -> list[ShortKer
         schema={"rank": pl.Int32, "device": pl.Int32, "busy_ns": pl.Int64},
     )
     groups = (
-        _recoverable(ctx, kern)
-        .filter(pl.col("dur_ns") < threshold_ns)
-        .group_by(["rank", "device", "norm_name", "launching_op"])
-        .agg(
-            pl.len().alias("count"),
-            pl.col("dur_ns").sum().alias("total_ns"),
-            pl.col("recoverable_ns").sum().alias("recoverable_ns"),
-            pl.col("host_ns").sum().alias("host_launch_ns"),
-            pl.col("gap_ns").sum().alias("idle_between_ns"),
-            pl.col("launch_bound").sum().alias("launch_bound_count"),
-            pl.col("context").drop_nulls().first().alias("context"),
-        )
+        sums.join(contexts, on=keys, how="left")
         .join(busy_union, on=["rank", "device"], how="left")
+        .with_columns(pl.col("norm_name", "launching_op").cast(pl.String))
         # full key: group_by order is arbitrary, ties must not reorder rows between runs
         .sort(
-            ["recoverable_ns", "total_ns", "rank", "device", "norm_name", "launching_op"],
+            ["recoverable_ns", "total_ns", *keys],
             descending=[True, True, False, False, False, False],
         )
-        .collect(engine="in-memory")
     )
     return [_row(g, ctx.program) for g in groups.iter_rows(named=True)]
 
 
-def _recoverable(ctx: AnalysisContext, kern: pl.DataFrame) -> pl.LazyFrame:
-    """Per kernel: ``gap_ns`` (idle before it), ``host_ns`` (its launch cost), ``launch_bound``,
-    ``recoverable_ns`` and the optimizer ``context`` it ran under (see module docstring)."""
+def optimizer_ops(ctx: AnalysisContext) -> pl.DataFrame:
+    """``event_id, name`` of the host ops whose name says optimizer (``OPTIMIZER_RE``): the
+    contexts kernels can run under."""
+    tree = ctx.tree
+    return (
+        tree.lazy()
+        .filter(matching(tree, OPTIMIZER_RE))
+        .select("event_id", "name")
+        .collect(engine="in-memory")
+    )
+
+
+def _kernels(
+    ctx: AnalysisContext, kern: pl.DataFrame, pos: I64, optimizer: pl.DataFrame
+) -> pl.LazyFrame:
+    """Every kernel with ``gap_ns`` (idle before it), ``launch_bound`` (its launch call ended
+    after the device's previous work), ``api_dur_ns`` and ``_ctx``, the optimizer op it ran
+    under. Only the inputs are held per kernel; the figures are computed where they are used."""
+    prev_end, has_prev = idle_before(ctx)
+    optim_ids = optimizer.get_column("event_id")
+    api_start, api_dur = LINK_COLUMNS["api_start_ns"], LINK_COLUMNS["api_dur_ns"]
+    prev = pl.col("_prev_end_ns")
+    frame = kern.select(
+        "rank", "device", "op_id", "start_ns", "dur_ns", "norm_name", "launching_op"
+    ).hstack(
+        [
+            *link_sources(ctx, pos, ("api_start_ns", "api_dur_ns")).get_columns(),
+            pl.Series("_prev_end_ns", prev_end[pos]),
+            pl.Series("_has_prev", has_prev[pos]),
+            outermost_flagged(ctx, kern.get_column("op_id"), optim_ids, "_ctx"),
+        ]
+    )
+    return frame.lazy().select(
+        "rank",
+        "device",
+        "op_id",
+        "dur_ns",
+        "norm_name",
+        "launching_op",
+        "_has_prev",
+        "_ctx",
+        api_dur.alias("api_dur_ns"),
+        (pl.col("_has_prev") & (api_start + api_dur > prev).fill_null(False)).alias("launch_bound"),
+        pl.when(pl.col("_has_prev"))
+        .then((pl.col("start_ns") - prev).clip(0))
+        .otherwise(0)
+        .alias("gap_ns"),
+    )
+
+
+def _overheads(k: pl.LazyFrame) -> pl.DataFrame:
+    """``rank, device, overhead_ns``: each device's median gap before kernels that were
+    already queued (not launch-bound, not the device's first)."""
+    return (
+        k.filter(~pl.col("launch_bound") & pl.col("_has_prev"))
+        .group_by(["rank", "device"])
+        .agg(pl.col("gap_ns").median().fill_null(0).cast(pl.Int64).alias("overhead_ns"))
+        .collect(engine="streaming")
+    )
+
+
+def _host_ns(ctx: AnalysisContext, k: pl.LazyFrame) -> pl.Expr:
+    """A kernel's launch cost: its framework op's host time / the kernels that op launched
+    (all kernels, short or not), at least the API time; the API time alone otherwise."""
     tree = ctx.tree
     # dispatch share only for framework ops (``ns::op``): an annotation or a user NVTX range (a
     # whole step, a region) encloses far more than the launch; there the cost is the API alone
-    op_dur = tree.filter((pl.col("kind") == "cpu_op") & matching(tree, "::", literal=True)).select(
-        pl.col("event_id").alias("op_id"), (pl.col("end_ns") - pl.col("start_ns")).alias("op_dur")
-    )
-    optim_ids = tree.filter(matching(tree, OPTIMIZER_RE)).get_column("event_id")
-    ctx_id = ancestors_pick(ctx.tree_index, kern.get_column("op_id"), optim_ids)
-    ctx_names = tree.select(pl.col("event_id").alias("_ctx"), pl.col("name").alias("context"))
-    k = (
-        kern.lazy()
-        .with_columns(pl.Series("_ctx", ctx_id).replace(-1, None).cast(pl.Int64))
-        .join(idle_before(ctx).lazy(), on="kernel_id", how="left")
-        .join(op_dur.lazy(), on="op_id", how="left")
-        .with_columns(pl.len().over("op_id").alias("_n_in_op"))
-        .with_columns(
-            pl.when(pl.col("op_dur").is_not_null())
-            .then(pl.max_horizontal(pl.col("op_dur") // pl.col("_n_in_op"), pl.col("api_dur_ns")))
-            .otherwise(pl.col("api_dur_ns"))
-            .fill_null(0)
-            .alias("host_ns"),
-            ((pl.col("api_start_ns") + pl.col("api_dur_ns")) > pl.col("prev_end_ns"))
-            .fill_null(False)
-            .alias("launch_bound"),
+    framework = (
+        tree.lazy()
+        .filter((pl.col("kind") == "cpu_op") & matching(tree, "::", literal=True))
+        .select(
+            pl.col("event_id").alias("op_id"),
+            (pl.col("end_ns") - pl.col("start_ns")).alias("_op_dur"),
         )
+        .collect(engine="streaming")
     )
-    overhead = (
-        k.filter(~pl.col("launch_bound") & pl.col("prev_end_ns").is_not_null())
-        .group_by(["rank", "device"])
-        .agg(pl.col("gap_ns").median().fill_null(0).cast(pl.Int64).alias("overhead_ns"))
+    share = (
+        k.select("op_id")
+        .filter(pl.col("op_id").is_in(framework.get_column("op_id").implode()))
+        .group_by("op_id")
+        .agg(pl.len().alias("_n"))
+        .join(framework.lazy(), on="op_id")
+        .select("op_id", (pl.col("_op_dur") // pl.col("_n")).alias("_share"))
+        .collect(engine="streaming")
+    )
+    per_op = pl.col("op_id").replace_strict(
+        share.get_column("op_id"), share.get_column("_share"), default=None
     )
     return (
-        k.join(overhead, on=["rank", "device"], how="left")
-        .with_columns(pl.col("overhead_ns").fill_null(0))
-        .with_columns(
-            pl.when(pl.col("launch_bound"))
-            .then(pl.min_horizontal("gap_ns", pl.col("host_ns") + pl.col("overhead_ns")))
-            .otherwise(pl.min_horizontal("gap_ns", "overhead_ns"))
-            .alias("recoverable_ns")
-        )
-        .join(ctx_names.lazy(), on="_ctx", how="left")
+        pl.when(per_op.is_not_null())
+        .then(pl.max_horizontal(per_op, pl.col("api_dur_ns")))
+        .otherwise(pl.col("api_dur_ns"))
+        .fill_null(0)
+        .alias("host_ns")
+    )
+
+
+def _recoverable_ns() -> pl.Expr:
+    """min(gap, host + overhead) for a launch-bound kernel, min(gap, overhead) otherwise (no
+    overhead measured on the device: 0)."""
+    overhead = pl.col("overhead_ns").fill_null(0)
+    return (
+        pl.when(pl.col("launch_bound"))
+        .then(pl.min_horizontal("gap_ns", pl.col("host_ns") + overhead))
+        .otherwise(pl.min_horizontal("gap_ns", overhead))
+        .alias("recoverable_ns")
     )
 
 

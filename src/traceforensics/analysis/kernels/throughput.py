@@ -106,45 +106,72 @@ def _tensor_shapes(dims_json: str | None) -> str:
 
 
 def charge_flops(
-    launches: pl.DataFrame, charged_op: pl.Series, costs: pl.DataFrame
-) -> pl.DataFrame:
-    """Kernels with the op they are charged to and their share of its FLOPs/bytes.
+    kern: pl.DataFrame, flops_op_id: pl.Series, costs: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The kernels charged to an op with FLOPs, and those ops.
 
-    Adds ``flops_op_id`` (null = unknown FLOPs), op columns, ``op_kernel_ns`` and float
-    ``kflops``/``kbytes`` (the kernel's pro-rata share). An op whose dtype the trace does not
-    record (nsys ``emit_nvtx`` text carries shapes, not types) takes the dtype its kernels'
-    names spell (``kernel_dtype``), the first one found among them."""
-    k = launches.with_columns(
-        pl.Series("flops_op_id", charged_op).replace(-1, None).cast(pl.Int64)
-    ).join(costs.rename({"op_id": "flops_op_id"}), on="flops_op_id", how="left")
-    if costs.filter(pl.col("flops").is_not_null() & pl.col("dtype").is_null()).height:
-        # the name rule runs once per distinct kernel name, not per kernel
-        names = k.select(pl.col("kname").unique())
-        names = names.with_columns(kernel_dtype(pl.col("kname")).alias("_kdtype"))
-        k = (
-            k.join(names, on="kname", how="left")
-            .with_columns(
-                pl.when(pl.col("flops").is_not_null())
-                .then(
-                    pl.coalesce(
-                        pl.col("dtype"), pl.col("_kdtype").drop_nulls().first().over("flops_op_id")
-                    )
-                )
-                .otherwise(pl.col("dtype"))
-                .alias("dtype")
-            )
-            .drop("_kdtype")
+    ``kern``: the kernel frame (``rank, device, dur_ns, kname``, kernel order);
+    ``flops_op_id``: per kernel the op it is charged to (null = unknown FLOPs); ``costs``:
+    ``op_costs``. Returns ``(charged, ops)``:
+
+    - ``ops``: one row per op some kernel is charged to (its FLOPs are known),
+      ``flops_op_id, op, family, shapes, dtype, flops, bytes``. An op whose dtype the trace
+      does not record (nsys ``emit_nvtx`` text carries shapes, not types) takes the dtype its
+      kernels' names spell (``kernel_dtype``), the first one found among them in kernel
+      order.
+    - ``charged``: the charged kernels only, in kernel order: ``row`` (position in ``kern``),
+      ``flops_op_id, rank, device, dur_ns``, ``op_kernel_ns`` (the op's kernel time) and
+      float ``kflops`` (the kernel's pro-rata share of the op's FLOPs). Op columns are not
+      repeated per kernel: join ``ops`` after grouping.
+    """
+    charged = (
+        kern.lazy()
+        .select(
+            pl.int_range(pl.len(), dtype=pl.UInt32).alias("row"),
+            flops_op_id.alias("flops_op_id"),
+            "rank",
+            "device",
+            "dur_ns",
+            "kname",
         )
-    k = k.with_columns(pl.col("dur_ns").sum().over("flops_op_id").alias("op_kernel_ns"))
+        .filter(pl.col("flops_op_id").is_not_null())
+        .collect(engine="in-memory")
+    )
+    ops = (
+        costs.lazy()
+        .rename({"op_id": "flops_op_id"})
+        .filter(pl.col("flops_op_id").is_in(charged.get_column("flops_op_id").unique().implode()))
+        .collect(engine="in-memory")
+    )
+    if ops.filter(pl.col("dtype").is_null()).height:
+        # the name rule runs once per distinct kernel name, not per kernel
+        names = charged.select(pl.col("kname").unique())
+        names = names.with_columns(kernel_dtype(pl.col("kname")).cast(pl.Categorical).alias("_kd"))
+        by_name = (
+            charged.select("flops_op_id", "kname")
+            .join(names, on="kname", how="left", maintain_order="left")
+            .group_by("flops_op_id")
+            .agg(pl.col("_kd").drop_nulls().first().cast(pl.String))
+        )
+        ops = (
+            ops.join(by_name, on="flops_op_id", how="left", maintain_order="left")
+            .with_columns(pl.coalesce("dtype", "_kd").alias("dtype"))
+            .drop("_kd")
+        )
     share = (
         pl.when(pl.col("op_kernel_ns") > 0)
         .then(pl.col("dur_ns") / pl.col("op_kernel_ns"))
         .otherwise(None)
     )
-    return k.with_columns(
-        (pl.col("flops").cast(pl.Float64) * share).alias("kflops"),
-        (pl.col("bytes").cast(pl.Float64) * share).alias("kbytes"),
+    flops = charged.select("flops_op_id").join(
+        ops.select("flops_op_id", "flops"), on="flops_op_id", how="left", maintain_order="left"
     )
+    charged = (
+        charged.drop("kname")
+        .with_columns(pl.col("dur_ns").sum().over("flops_op_id").alias("op_kernel_ns"))
+        .with_columns((flops.get_column("flops").cast(pl.Float64) * share).alias("kflops"))
+    )
+    return charged, ops
 
 
 def kernel_dtype(name: pl.Expr) -> pl.Expr:
@@ -192,8 +219,11 @@ def roofline(
     }
 
 
-def math_dtype(kern: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]) -> pl.DataFrame:
-    """Adds ``peak_dtype``: the dtype whose peak an op is measured against.
+def math_dtype(
+    charged: pl.DataFrame, ops: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]
+) -> pl.DataFrame:
+    """Adds ``peak_dtype`` (categorical) to the charged kernels: the dtype whose peak their
+    op is measured against.
 
     It is the op dtype, except for ``float`` (fp32) GEMMs and convolutions on GPUs with TF32
     tensor cores, which PyTorch may run as TF32:
@@ -206,12 +236,10 @@ def math_dtype(kern: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]) -> 
         (r, d) for (r, d), p in peaks.items() if p.how != "override" and p.tflops.get("tf32")
     ]
     fp32_peak = {(r, d): p.peak_tflops("fp32") for (r, d), p in peaks.items()}
+    fp32 = ops.filter(pl.col("dtype") == "fp32")
+    gemm = fp32.filter(pl.col("family") == "gemm").select("flops_op_id", "flops")
     inst = (
-        kern.filter(
-            (pl.col("dtype") == "fp32")
-            & (pl.col("family") == "gemm")
-            & pl.col("flops").is_not_null()
-        )
+        charged.join(gemm, on="flops_op_id", how="inner", maintain_order="left")
         .group_by("flops_op_id")
         .agg(
             pl.col("rank").first(),
@@ -227,25 +255,36 @@ def math_dtype(kern: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]) -> 
     }
 
     def on(keys: list[tuple[int, int]]) -> pl.Expr:
-        if not keys:
-            return pl.lit(False)
         expr = pl.lit(False)
         for r, d in keys:
             expr = expr | ((pl.col("rank") == r) & (pl.col("device") == d))
         return expr
 
-    tf32 = (pl.col("dtype") == "fp32") & (
-        ((pl.col("family") == "conv") & on(has_tf32))
-        | ((pl.col("family") == "gemm") & on(sorted(proven)))
+    conv_ids = fp32.filter(pl.col("family") == "conv").get_column("flops_op_id")
+    tf32 = (pl.col("flops_op_id").is_in(conv_ids.implode()) & on(has_tf32)) | (
+        pl.col("flops_op_id").is_in(gemm.get_column("flops_op_id").implode()) & on(sorted(proven))
     )
-    return kern.with_columns(
-        pl.when(tf32).then(pl.lit("tf32")).otherwise(pl.col("dtype")).alias("peak_dtype")
+    dtype = (
+        charged.select("flops_op_id")
+        .join(
+            ops.select("flops_op_id", pl.col("dtype").cast(pl.Categorical)),
+            on="flops_op_id",
+            how="left",
+            maintain_order="left",
+        )
+        .get_column("dtype")
+    )
+    return charged.with_columns(
+        pl.when(tf32)
+        .then(pl.lit("tf32", dtype=pl.Categorical))
+        .otherwise(dtype)
+        .alias("peak_dtype")
     )
 
 
-def ideal_ns(kern: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]) -> pl.DataFrame:
-    """Adds ``ideal_ns``: the time the kernel's FLOPs need at the peak of its ``peak_dtype``
-    (null when that peak is unknown)."""
+def ideal_ns(charged: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]) -> pl.DataFrame:
+    """Adds ``ideal_ns`` to the charged kernels: the time the kernel's FLOPs need at the peak
+    of its ``peak_dtype`` (null when that peak is unknown)."""
     recs = [
         {"rank": r, "device": d, "peak_dtype": dt, "_peak": p.peak_tflops(dt)}
         for (r, d), p in peaks.items()
@@ -256,11 +295,19 @@ def ideal_ns(kern: pl.DataFrame, peaks: dict[tuple[int, int], DevicePeak]) -> pl
         schema={
             "rank": pl.Int32,
             "device": pl.Int32,
-            "peak_dtype": pl.String,
+            "peak_dtype": pl.Categorical,
             "_peak": pl.Float64,
         },
     )
-    out = kern.join(table, on=["rank", "device", "peak_dtype"], how="left", nulls_equal=True)
-    return out.with_columns((pl.col("kflops") / (pl.col("_peak") * 1e3)).alias("ideal_ns")).drop(
-        "_peak"
+    peak = (
+        charged.select("rank", "device", "peak_dtype")
+        .join(
+            table,
+            on=["rank", "device", "peak_dtype"],
+            how="left",
+            nulls_equal=True,
+            maintain_order="left",
+        )
+        .get_column("_peak")
     )
+    return charged.with_columns((pl.col("kflops") / (peak * 1e3)).alias("ideal_ns"))
