@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 EXAMPLE ?= examples/synthetic_training.pt.trace.json.gz
 
-.PHONY: demo install dev test lint typecheck pytest fuzz-long bench bench-hta bench-scale fixtures clean
+.PHONY: demo install dev test lint typecheck pytest fuzz-long bench bench-hta bench-scale bench-ranks fixtures clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,10 @@ bench-hta: dev
 ## bench-scale: tf vs HTA on the ResNet-50 trace tiled 1x/10x/40x, whole process (issue 12)
 bench-scale: dev
 	$(BIN)/python bench/bench_scale.py --copies 1,10,40
+
+## bench-ranks: 64 rank files of the ResNet-50 trace, tf analyze DIR --jobs 1 vs 2 (issue 14)
+bench-ranks: dev
+	$(BIN)/python bench/bench_ranks.py --ranks 64
 
 ## fixtures: rebuild the project's own generated fixtures and the bundled example
 fixtures: dev

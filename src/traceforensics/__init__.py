@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 # load builds and drops whole columns, and that retained memory was ~15 % of the peak of a
 # 3M-event analysis. Returned at once instead (time cost within noise; docs/benchmarks.md).
 # Only when polars is not loaded yet (the setting is read once) and nobody chose otherwise.
+# (Rank workers of ``fanout`` keep pages 1 s instead: they reuse them rank after rank.)
 if "polars" not in sys.modules and "TF_KEEP_ALLOCATOR" not in os.environ:
     os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
     if "MALLOC_ARENA_MAX" not in os.environ:  # likewise glibc's per-thread arenas
@@ -64,6 +65,8 @@ def analyze(
     *,
     monitor: str | os.PathLike[str] | MonitorLog | None = None,
     use_cache: bool = False,
+    jobs: int | None = None,
+    dask: str | None = None,
     **options: Any,
 ) -> Analysis:
     """Analyse a trace path (file or rank directory) or a loaded session.
@@ -71,13 +74,27 @@ def analyze(
     ``options`` take the flat names of ``AnalysisOptions.of`` (``window``, ``step_pattern``,
     ``step_window``, ``data_patterns``, ``top_gaps``, ``short_kernel_us``, ``peak_tflops``,
     ``top``, ``bin_ms``); ``monitor`` is a log path (read as UTC) or a ``load_monitor_log``
-    result, aligned with the trace by wall clock."""
+    result, aligned with the trace by wall clock.
+
+    ``jobs`` or ``dask`` given with a rank directory: the ranks are loaded and analysed apart
+    (``traceforensics.fanout``: ``jobs`` processes, or ``dask="local"``/a scheduler address)
+    and only their summaries joined; the result's ``session`` then holds no events (figures
+    need the default joint analysis). Worker processes need the script's entry guarded by
+    ``if __name__ == "__main__":``."""
     from traceforensics.analysis.options import AnalysisOptions
     from traceforensics.analysis.pipeline import analyze as run
 
     opts = AnalysisOptions.of(**options)
-    session = source if isinstance(source, TraceSession) else load(source, use_cache=use_cache)
     log = load_monitor_log(monitor) if isinstance(monitor, (str, os.PathLike)) else monitor
+    asked = jobs is not None or dask is not None
+    if asked and not isinstance(source, TraceSession) and os.path.isdir(source):
+        from traceforensics.fanout import analyze_apart, needs_joint
+
+        if not needs_joint(opts):
+            return analyze_apart(
+                os.fspath(source), opts, jobs=jobs, dask=dask, use_cache=use_cache, monitor_log=log
+            )
+    session = source if isinstance(source, TraceSession) else load(source, use_cache=use_cache)
     return run(session, opts, log)
 
 

@@ -74,6 +74,9 @@ class Analysis:
     monitor: MonitorReport | None = None
     warnings: list[str] = field(default_factory=list)
     ranks: RankAnalysis | None = None
+    #: rows of the event table analysed, when ``session`` does not hold them: ranks analysed
+    #: apart (``traceforensics.fanout``) send back summaries, never their events
+    event_total: int | None = None
 
     def findings_of(self, rank: int, device: int) -> list[Finding]:
         """The findings of one device, largest ``recoverable_ns`` first."""
@@ -81,7 +84,7 @@ class Analysis:
 
     @property
     def event_count(self) -> int:
-        return self.session.events.height
+        return self.session.events.height if self.event_total is None else self.event_total
 
     def device(self, rank: int, device: int) -> DeviceRecord | None:
         return next((d for d in self.devices if (d.rank, d.device) == (rank, device)), None)
@@ -123,7 +126,16 @@ def analyze(
 ) -> Analysis:
     """Prepare the context once, run every pass in ``PASSES`` over it, fold the results into
     device records and align the optional monitoring log."""
-    ctx = prepare(session, options)
+    return analyze_context(prepare(session, options), monitor_log)
+
+
+def analyze_context(
+    ctx: AnalysisContext, monitor_log: MonitorLog | None = None, *, job: bool = True
+) -> Analysis:
+    """``analyze`` of a prepared context. ``job=False``: the context holds one rank of a job
+    analysed apart (``traceforensics.fanout``): the multi-rank view and the straggler findings
+    are left to the merge of every rank (``ranks`` None, findings as ``build_findings`` ranks
+    them)."""
     session = ctx.session  # the part of the trace the options select (``restrict``)
     # the passes only read the context: run them side by side (polars and numpy release the
     # GIL), each result exactly what the pass gives alone
@@ -143,8 +155,10 @@ def analyze(
             warnings.append(note)
     records = device_records(ctx, idle, kernels, patterns, moved.result())
     program = ctx.program
-    ranks = analyze_ranks(ctx, done=(records, idle))
+    ranks = analyze_ranks(ctx, done=(records, idle)) if job else None
     findings = build_findings(ctx, records, idle, kernels, program)
+    if ranks is not None:
+        findings = straggler_findings(findings, ranks, records, program)
     return Analysis(
         session=session,
         options=ctx.options,
@@ -153,7 +167,7 @@ def analyze(
         kernels=kernels,
         patterns=patterns,
         program=program,
-        findings=straggler_findings(findings, ranks, records, program),
+        findings=findings,
         monitor=monitor,
         warnings=warnings,
         ranks=ranks,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +22,17 @@ from traceforensics.cli.options import (
     duration_ns,
     non_negative_int,
     positive_float,
+    positive_int,
     regex,
     sections_list,
 )
-from traceforensics.cli.result_cache import cached_analyze
+from traceforensics.cli.result_cache import cached_analyze, cached_apart
+from traceforensics.fanout import analyze_apart, needs_joint
 from traceforensics.ingest import load_path
+from traceforensics.ingest.detect import check_input
 from traceforensics.ingest.progress import report
 from traceforensics.model.errors import InputError, OptionError
 from traceforensics.model.monitor import MonitorLog
-from traceforensics.model.session import TraceSession
 from traceforensics.report.format import one_line
 from traceforensics.report.json_out import build_json, dumps
 from traceforensics.report.progress import progress_line
@@ -43,6 +46,8 @@ from traceforensics.report.terminal import SECTIONS, render_text
     "  tf analyze trace.pt.trace.json.gz\n"
     "  tf analyze report.nsys-rep --json > analysis.json\n"
     "  tf analyze runs/ --steps 3: --report ticket.html\n"
+    "  tf analyze runs/ --jobs 8 --json > job.json\n"
+    "  tf analyze /shared/runs/ --dask tcp://scheduler:8786\n"
     "  tf analyze trace.json.gz --sections findings,gaps --plot gaps.png\n"
     "  tf analyze trace.json.gz --monitor smi.csv --columns util=GPU%\n\n" + EXIT_CODES_HELP,
 )
@@ -185,10 +190,28 @@ from traceforensics.report.terminal import SECTIONS, render_text
     "device; FILE's stem + .timeline, .steps, .kernels, .tflops beside it get the gap "
     "timeline, the per-step breakdown, the short-kernel Pareto chart and TFLOPS against peak.",
 )
+@click.option(
+    "--jobs",
+    type=int,
+    default=None,
+    metavar="N",
+    callback=positive_int,
+    help="Rank files of a directory loaded and analysed side by side in N processes "
+    "(default: one per CPU; 1: one rank at a time in this process).",
+)
+@click.option(
+    "--dask",
+    default=None,
+    metavar="ADDRESS",
+    help="Analyse a directory's rank files on a Dask cluster: the scheduler's address, or "
+    "'local' for a local cluster of --jobs workers (needs traceforensics[dask]).",
+)
 def analyze_command(
     path: str,
     as_json: bool,
     no_cache: bool,
+    jobs: int | None,
+    dask: str | None,
     monitor_path: str | None,
     columns: str | None,
     log_utc_offset: str,
@@ -213,18 +236,25 @@ def analyze_command(
     md_figures = report_path is not None and report_path == markdown_path
     # the analysis options' flat names are the flags' parameter names (``analysis.options``)
     options = DEFAULTS.with_(**flat)
+    figures = plot_path is not None or report_path is not None
     with progress_line(enabled=not as_json):
-        session = load_path(path, use_cache=not no_cache)
-        monitor_log = None
-        if monitor_path is not None:
-            monitor_log = load_monitor_log(monitor_path, columns=columns, utc_offset=log_utc_offset)
-        report("analysing")
-        if no_cache or monitor_log is not None or options.range != DEFAULTS.range:
-            result = _analyze(path, session, options, monitor_log)
-        else:  # a repeat run reads the finished analysis (``cli.result_cache``)
-            result = cached_analyze(
-                Path(path), session, options, lambda: _analyze(path, session, options, None)
-            )
+        if _apart(path, options, figures, dask):
+            log = _monitor(monitor_path, columns, log_utc_offset)
+            report("analysing the rank files")
+            result = _analyze_apart(path, options, jobs, dask, not no_cache, log)
+        else:
+            session = load_path(path, use_cache=not no_cache)
+            log = _monitor(monitor_path, columns, log_utc_offset)
+            report("analysing")
+            if no_cache or log is not None or options.range != DEFAULTS.range:
+                result = _analyze(path, lambda: analyze(session, options, log))
+            else:  # a repeat run reads the finished analysis (``cli.result_cache``)
+                result = cached_analyze(
+                    Path(path),
+                    session,
+                    options,
+                    lambda: _analyze(path, lambda: analyze(session, options)),
+                )
     if as_json:  # a script reads the JSON; the person running it sees the warnings
         for w in result.warnings:
             click.echo(f"tf: warning: {one_line(w)}", err=True)
@@ -265,11 +295,53 @@ def _command_line() -> str:
     return " ".join(shlex.quote(a) for a in ["tf", *argv])
 
 
-def _analyze(
-    path: str, session: TraceSession, options: AnalysisOptions, log: MonitorLog | None
+def _monitor(path: str | None, columns: str | None, utc_offset: str) -> MonitorLog | None:
+    return None if path is None else load_monitor_log(path, columns=columns, utc_offset=utc_offset)
+
+
+def _apart(path: str, options: AnalysisOptions, figures: bool, dask: str | None) -> bool:
+    """Whether ``path`` is a directory whose rank files are analysed apart
+    (``traceforensics.fanout``): always, unless the figures or a ``--from``/``--to`` cut
+    need every rank's events in one table (the joint path)."""
+    if not os.path.isdir(path):  # (False for any error: the joint load names it)
+        return False
+    joint = figures or needs_joint(options)
+    if joint and dask is not None:
+        raise InputError(
+            "--dask: figures (--plot, --report) and --from/--to read every rank's events in "
+            "one process; drop --dask or those options"
+        )
+    return not joint
+
+
+def _analyze_apart(
+    path: str,
+    options: AnalysisOptions,
+    jobs: int | None,
+    dask: str | None,
+    use_cache: bool,
+    log: MonitorLog | None,
 ) -> Analysis:
+    """The rank files of directory ``path`` analysed apart and joined; a repeat run reads
+    the joined analysis from the analysis cache (``result_cache.cached_apart``)."""
+
+    def run() -> Analysis:
+        return _analyze(
+            path,
+            lambda: analyze_apart(
+                path, options, jobs=jobs, dask=dask, use_cache=use_cache, monitor_log=log
+            ),
+        )
+
+    check_input(Path(path))  # before the cache key reads the directory
+    if not use_cache or log is not None or options.range != DEFAULTS.range:
+        return run()
+    return cached_apart(path, options, run)
+
+
+def _analyze(path: str, run: Callable[[], Analysis]) -> Analysis:
     try:
-        return analyze(session, options, log)
+        return run()
     except OptionError as exc:  # still name the file; main() adds the flag
         raise OptionError(f"{path}: {exc}", exc.option) from exc
     except InputError as exc:  # found while analysing: still name the file

@@ -82,6 +82,13 @@ def non_negative_int(ctx: click.Context, param: click.Parameter, value: int) -> 
     return value
 
 
+def positive_int(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """A click callback accepting integers >= 1, or None."""
+    if value is not None and value < 1:
+        raise InputError(f"{_flag(param)} {value}: must be 1 or more; pass 1 or more")
+    return value
+
+
 def regex(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """A click callback accepting a regular expression that compiles."""
     if value is None:

@@ -69,10 +69,27 @@ def cached_analyze(
     return result
 
 
-def _save(entry: Path, result: Analysis) -> None:
-    """Write ``result`` without its session (the session has its own cache); an unwritable
-    cache never fails the analysis."""
-    bare = dataclasses.replace(result, session=cast(TraceSession, None))
+def cached_apart(path: str, options: AnalysisOptions, run: Callable[[], Analysis]) -> Analysis:
+    """``run()``'s joined analysis of the rank files of directory ``path`` analysed apart
+    (``traceforensics.fanout``), from the cache when it was made before by the same rules.
+    Stored whole: its session holds no events, only the job's metadata (which quotes the path
+    as typed, so the path as typed is part of the key)."""
+    key = hashlib.sha256(f"{result_key(Path(path), options)}|apart|{path}".encode()).hexdigest()
+    entry = results_root() / f"{key[:32]}.pkl"
+    with contextlib.suppress(Exception):
+        with entry.open("rb") as fh:
+            stored = pickle.load(fh)
+        if isinstance(stored, Analysis) and stored.options == options:
+            return stored
+    result = run()
+    _save(entry, result, keep_session=True)
+    return result
+
+
+def _save(entry: Path, result: Analysis, keep_session: bool = False) -> None:
+    """Write ``result`` without its session (the session has its own cache) unless
+    ``keep_session``; an unwritable cache never fails the analysis."""
+    bare = result if keep_session else dataclasses.replace(result, session=cast(TraceSession, None))
     tmp: str | None = None
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)

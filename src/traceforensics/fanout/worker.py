@@ -1,0 +1,141 @@
+"""The work of one rank, run in a worker process (or in the parent with ``jobs=1``).
+
+``analyse_rank(task)``: load the rank file as ``tf analyze FILE`` would (``ingest.load_path``,
+the session cache when asked), put it on the job's rank and clock, cut it to the selected
+steps, prepare it and run every pass (``analysis.pipeline.analyze_context(job=False)``), then
+send back the part (``parts.RankPart``) and let the event table go. The rules of the joint
+loader are kept:
+
+- nsys: ``rank`` from the task; times shifted by ``shift_ns`` onto the earliest session start
+  of the job (``ingest.ranksets``), so gaps, steps and windows carry the same absolute ns;
+- Kineto: the file's own rank (``distributedInfo``, else an explicit ``rank3`` file name,
+  else 0) and its ``distributedInfo`` go back; the parent applies the rank rules of the whole
+  set (collisions, positions) and relabels (``parts.relabel``). A file that is not a trace is
+  sent back as ``skipped`` (a directory leaves it out);
+- ``--steps``: cut per rank (``analysis.restrict``): a rank without the selected steps sends
+  back no results (``dropped``), as the joint cut drops its events.
+
+``session_start(path)``: an nsys export's session start (wall ns), read before fanning out
+(a ``.nsys-rep`` is exported first; the export is cached beside it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import polars as pl
+
+from traceforensics.analysis.context import prepare
+from traceforensics.analysis.findings.busy_losses import attention_scores
+from traceforensics.analysis.options import RangeOptions
+from traceforensics.analysis.pipeline import analyze_context
+from traceforensics.analysis.ranks.collectives import collective_kernels
+from traceforensics.analysis.restrict import restrict
+from traceforensics.fanout.parts import Failure, RankPart, RankResults, RankTask
+from traceforensics.ingest import load_path
+from traceforensics.ingest.detect import SQLITE_MAGIC
+from traceforensics.ingest.suspects import graph_launch_notes
+from traceforensics.model.errors import InputError, OptionError, UnsupportedFormatError
+from traceforensics.model.memory import release_free_memory
+from traceforensics.model.session import TraceSession
+
+
+def analyse_rank(task: RankTask) -> RankPart:
+    """One rank's part (module docstring); an ``InputError`` comes back as ``failure``."""
+    try:
+        return _analyse(task)
+    except InputError as exc:
+        return RankPart(task.index, task.path, failure=Failure.of(exc))
+    finally:
+        release_free_memory()  # the event table and the context are garbage now
+
+
+def in_worker(task: RankTask) -> RankPart:
+    """``analyse_rank`` in a worker process: the rank workers already use the cores, so the
+    Kineto decode helper process (``ingest.kineto.parallel``) stays off."""
+    from traceforensics.ingest.kineto import parallel
+
+    parallel.set_workers(0)
+    return analyse_rank(task)
+
+
+def _analyse(task: RankTask) -> RankPart:
+    try:
+        session = load_path(Path(task.path), use_cache=task.use_cache)
+    except UnsupportedFormatError as exc:
+        if task.fmt != "kineto":
+            raise
+        return RankPart(task.index, task.path, skipped=str(exc))
+    # the joint loader says this once for the whole job: it is sent apart, per rank
+    graph = graph_launch_notes(session.events)
+    session.meta.warnings = [w for w in session.meta.warnings if w not in graph]
+    info = None
+    if task.fmt == "nsys" and task.rank is not None:
+        session = _on_job_clock(session, task.rank, task.shift_ns)
+    elif task.fmt == "kineto":
+        info = {k: v for k, v in session.meta.distributed.items() if k != "rank_source"} or None
+    rank = session.meta.inputs[0].rank if session.meta.inputs else 0
+    part = RankPart(task.index, task.path, rank, session.meta, info, graph)
+    opts = task.options
+    try:
+        session = restrict(session, opts.range.steps, None, None, opts.steps.pattern)
+    except OptionError as exc:  # no selected step on this rank: the joint cut drops it
+        part.dropped = Failure.of(exc)
+        return part
+    ctx = prepare(session, replace(opts, range=RangeOptions()))
+    del session
+    result = analyze_context(ctx, job=False)
+    # findings quote the evidence of their device's kept gaps: which gap each item is from
+    from_gap = {id(e): j for j, g in enumerate(result.idle.gaps) for e in g.evidence}
+    part.results = RankResults(
+        event_count=ctx.session.events.height,
+        trace_span=ctx.trace_span,
+        devices=list(ctx.devices),
+        records=result.devices,
+        idle=result.idle,
+        kernels=result.kernels,
+        patterns=result.patterns,
+        program=result.program,
+        findings=result.findings,
+        collectives=collective_kernels(ctx.work, ctx.session.args),
+        steps=ctx.steps,
+        evidence_gaps=[[from_gap.get(id(e)) for e in f.evidence] for f in result.findings],
+        attention=attention_scores(ctx).get(rank),
+    )
+    return part
+
+
+def _on_job_clock(session: TraceSession, rank: int, shift: int) -> TraceSession:
+    """One nsys export as rank ``rank`` of the job, shifted by ``shift`` ns onto the job's
+    clock (the earliest session start), as ``ingest.ranksets.merge_sessions`` does for the
+    joint session. Its metadata keeps its own session start: the parent's merge of the
+    metadata (``plan``) derives the same shifts from it."""
+    events = session.events.with_columns(
+        (pl.col("start_ns") + shift).alias("start_ns"),
+        pl.lit(rank, dtype=pl.Int32()).alias("rank"),
+    )
+    meta = replace(
+        session.meta,
+        inputs=[replace(i, rank=rank) for i in session.meta.inputs],
+        devices=[replace(d, rank=rank) for d in session.meta.devices],
+    )
+    return TraceSession(events, meta, session.args)
+
+
+def session_start(path: str) -> int | Failure | None:
+    """Wall-clock ns of an nsys export's session start (None when it records none)."""
+    from traceforensics.ingest.nsys.db import ExportDb
+    from traceforensics.ingest.nsys.export import ensure_sqlite
+    from traceforensics.ingest.nsys.meta import session_start_ns
+
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            is_export = fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+        with ExportDb(p if is_export else ensure_sqlite(p)) as db:
+            return session_start_ns(db)
+    except OSError as exc:
+        return Failure("InputError", f"{path}: cannot read ({exc.strerror}); check the file")
+    except InputError as exc:
+        return Failure.of(exc)
