@@ -129,7 +129,7 @@ def test_reports_carry_the_rank_table(tmp_path: Path, capsys: pytest.CaptureFixt
     md, html = tmp_path / "r.md", tmp_path / "r.html"
     code, text, err = run_cli(["analyze", str(folder), "--markdown", str(md)], capsys)
     assert code == 0, err
-    assert "== Ranks ==" in text and "straggler: rank 2" in text
+    assert "== Ranks ==" in text and "Straggler: rank 2" in text
     doc = md.read_text()
     table = doc.split("## Ranks")[1].split("## Devices")[0]
     rows = [line for line in table.splitlines() if line[:3] in ("| 0", "| 1", "| 2", "| 3")]
@@ -139,3 +139,28 @@ def test_reports_carry_the_rank_table(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 0, err
     page = html.read_text()
     assert "<h2>Ranks</h2>" in page and "waits for rank 2" in page
+
+
+def test_monitoring_log_says_whether_the_slow_gpu_throttled(tmp_path: Path) -> None:
+    """The generated monitoring log's throttle scenario has GPU 0 thermally throttled and GPU 1
+    not: a slow_gpu straggler on GPU 0 gets the episode as evidence, one on GPU 1 is told its
+    GPU ran at full clocks."""
+    import make_monitor_logs
+    from traceforensics.analysis.monitoring.monitor import analyze_monitor
+    from traceforensics.analysis.ranks.throttle import with_monitor
+    from traceforensics.ingest.monitor import load_monitor_log
+
+    manifest = make_monitor_logs.generate(tmp_path / "logs", seed=0, n=300)
+    entry = next(e for e in manifest if e["scenario"] == "throttle" and e["format"] == "smi_csv")
+    report = analyze_monitor(load_monitor_log(str(tmp_path / "logs" / entry["file"])))
+    for straggler, expected in ((0, "throttled (thermal)"), (1, "was not throttled")):
+        out = tmp_path / f"job{straggler}"
+        synth_ranks.generate_job(
+            out, ranks=2, steps=3, fmt="nsys", straggler_rank=straggler, cause="slow_gpu"
+        )
+        got = with_monitor(analyze_ranks(load_path(out)), report)
+        assert got.straggler is not None and got.straggler.device == straggler
+        assert expected in got.straggler.evidence[-1], got.straggler.evidence
+    # no log, or a log without the GPU: evidence unchanged
+    plain = analyze_ranks(load_path(tmp_path / "job0"))
+    assert with_monitor(plain, None) is plain

@@ -46,6 +46,7 @@ from traceforensics.analysis.monitoring.align import aligned_monitor
 from traceforensics.analysis.monitoring.monitor import MonitorReport
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.ranks import RankAnalysis, analyze_ranks
+from traceforensics.analysis.ranks.throttle import with_monitor
 from traceforensics.analysis.transfers import device_transfers
 from traceforensics.analysis.utilization.timeline import DevicePattern, analyze_utilization
 from traceforensics.model.monitor import MonitorLog
@@ -155,7 +156,7 @@ def analyze_context(
             warnings.append(note)
     records = device_records(ctx, idle, kernels, patterns, moved.result())
     program = ctx.program
-    ranks = analyze_ranks(ctx, done=(records, idle)) if job else None
+    ranks = with_monitor(analyze_ranks(ctx, done=(records, idle)), monitor) if job else None
     findings = build_findings(ctx, records, idle, kernels, program)
     if ranks is not None:
         findings = straggler_findings(findings, ranks, records, program)

@@ -46,6 +46,7 @@ from traceforensics.analysis.monitoring.align import aligned_monitor
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.analysis.ranks import rank_analysis
+from traceforensics.analysis.ranks.throttle import with_monitor
 from traceforensics.fanout.parts import RankPart, RankResults
 from traceforensics.model.monitor import MonitorLog
 from traceforensics.model.schema import empty_args, empty_events
@@ -103,6 +104,7 @@ def merge_parts(
         monitor, note = aligned_monitor(meta, span, events > 0, monitor_log)
         if note:
             warnings.append(note)
+    ranks = with_monitor(ranks, monitor)
     return Analysis(
         session=TraceSession(empty_events(), meta, empty_args()),
         options=options,

@@ -136,7 +136,7 @@ def _figure(analysis: Analysis) -> list[str]:
 def _evidence_tables(analysis: Analysis, top: int) -> list[str]:
     devices = device_rows(analysis)
     out = []
-    text, rank_rows = rank_table(analysis)
+    text, rank_rows = rank_table(analysis.ranks)
     if rank_rows:
         out.append("<h2>Ranks</h2>" + "".join(f"<p>{_e(t)}</p>" for t in text))
         out.append(_table(RANK_HEADER, [rank_cells(r) for r in rank_rows]))

@@ -71,7 +71,7 @@ def render_markdown(
         lines += ["", "## Figures"]
         for caption, path in figures:
             lines += ["", f"![{_alt(caption)}]({_link(path)})"]
-    text, rank_rows = rank_table(analysis)
+    text, rank_rows = rank_table(analysis.ranks)
     if rank_rows:
         header = [h.replace("rank/GPU", "rank:GPU") for h in RANK_HEADER]
         cells = [[_cell(str(c)) for c in rank_cells(r, ":")] for r in rank_rows]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from traceforensics.analysis.idle.causes import ranked_causes
 from traceforensics.analysis.idle.results import Evidence
 from traceforensics.analysis.pipeline import Analysis
+from traceforensics.analysis.ranks.results import RankAnalysis
 from traceforensics.report.format import fmt_bytes, fmt_ns, fmt_pct, fmt_rate, truncate
 
 #: What a report writes instead of a table with no rows (a single-kernel trace has no idle time,
@@ -243,11 +244,10 @@ class RankTableRow(Row):
     note: str  # "straggler", "waits for rank N", "estimated split"
 
 
-def rank_table(analysis: Analysis) -> tuple[list[str], list[RankTableRow]]:
-    """``(sentences, rows)`` of the multi-rank table: how the ranks were matched and the
-    straggler with its evidence, then one row per rank and device. Both empty for a trace of
-    one rank (the reports then leave the section out)."""
-    ranks = analysis.ranks
+def rank_table(ranks: RankAnalysis | None) -> tuple[list[str], list[RankTableRow]]:
+    """``(sentences, rows)`` of the multi-rank table (``Analysis.ranks``): how the ranks were
+    matched and the straggler with its evidence, then one row per rank and device. Both empty
+    for a trace of one rank (the reports then leave the section out)."""
     if ranks is None or len({r.rank for r in ranks.per_rank}) < 2:
         return [], []
     loaded = len({r.rank for r in ranks.per_rank})
@@ -272,6 +272,9 @@ def rank_table(analysis: Analysis) -> tuple[list[str], list[RankTableRow]]:
             note = f"waits for rank {r.waiting_for}"
         elif lead is not None and (r.rank, r.device) == (lead.rank, lead.device):
             note = "straggler"
+        if r.clock_offset_ns:  # another host's clock, found from the collectives' ends
+            sign = "+" if r.clock_offset_ns > 0 else "-"
+            note += f" (clock {sign}{fmt_ns(abs(r.clock_offset_ns))})"
         step = fmt_ns(r.step_time_ns_median) if r.step_time_ns_median is not None else "-"
         rows.append(
             RankTableRow(
