@@ -136,6 +136,11 @@ def main() -> None:
                     runs["hta"].append(measure([str(hta), "-c", HTA_SCRIPT, str(hta_dir)]))
         if copies == 1:
             base_busy = busy
+        elif base_busy is None:  # 1x not among --copies: its busy time, untimed, once
+            with tempfile.TemporaryDirectory() as tmp:
+                one = Path(tmp) / "one.json"
+                measure([*tf, str(tiled(1)), "--json", "--no-cache"], one)
+                base_busy = busy_ns(one)
         row = {
             "copies": copies,
             "json_mb": round(_json_size(trace) / 1e6),

@@ -15,9 +15,9 @@ Here each rank file is a task::
 Workers are this process (``jobs=1``: one rank at a time, memory of one rank), a pool of
 ``jobs`` processes, or a Dask cluster (``dask``: ``"local"`` or a scheduler address; the
 optional extra ``traceforensics[dask]``) — ``runners``. The merged ``Analysis`` has the JSON
-of the joint analysis (tested), except ``program.evidence`` (the first rank's evidence: the
-joint one counts names over all ranks) and the graph-launch warning (one per rank, prefixed
-with it). Its ``session`` holds the job's metadata and no events (``Analysis.event_count``
+of the joint analysis (tested), except the graph-launch warning (one per rank, prefixed with
+it) and, when ranks run different kernels, the top 10 kernels without a FLOPs model. Its
+``session`` holds the job's metadata and no events (``Analysis.event_count``
 is the ranks' sum), so what needs the events (figures, the HTML report's timeline, cutting by
 ``--from``/``--to`` measured from the job's first event) takes the joint path.
 """

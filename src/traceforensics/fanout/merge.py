@@ -13,6 +13,7 @@ Rules (every list as the joint analysis orders it):
 - counts and sums are added (short kernels, kernels, kernels without a FLOPs model, whose
   top 10 is summed per (launching op, name) over the ranks' own top 10s);
 - peaks: the described devices in input order, then the others by (rank, device);
+- the program: detected from every rank's name counts summed (``findings.program``);
 - findings quote the evidence of the gaps the job keeps (a rank kept more of its own), the
   kernel-efficiency ones are made again from the ops the job keeps, and all are re-ranked
   (``findings.results.ranked``); then the multi-rank view
@@ -23,14 +24,13 @@ Rules (every list as the joint analysis orders it):
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
 import polars as pl
 
 from traceforensics.analysis.findings.busy_losses import efficiency_finding
-from traceforensics.analysis.findings.program import FRAMEWORKS, Program
+from traceforensics.analysis.findings.program import Program, program_from
 from traceforensics.analysis.findings.results import KERNEL_EFFICIENCY, Finding, ranked
 from traceforensics.analysis.findings.stragglers import straggler_findings
 from traceforensics.analysis.idle.gaps import IdleAnalysis
@@ -81,7 +81,9 @@ def merge_parts(
         step_summary=[s for r in res for s in r.idle.step_summary],
         stream_gaps=[s for r in res for s in r.idle.stream_gaps],
     )
-    program = job_program([(p.rank, p.results.program) for p in live if p.results])
+    # the job's program from every rank's name counts summed: what one table of all gives
+    names = pl.concat([r.names for r in res]).group_by("kind", "name").agg(pl.col("len").sum())
+    program = program_from(names, meta)
     kernels = merge_kernels(res, options, job_peaks(parts, options))
     ranks = rank_analysis(
         _global_dev([r.collectives for r in res], res),
@@ -258,28 +260,3 @@ def job_peaks(parts: list[RankPart], options: AnalysisOptions) -> list[dict[str,
         for p in peaks:
             (described if (p["rank"], p["device"]) in keys else others).append(p)
     return described + sorted(others, key=lambda p: (p["rank"], p["device"]))
-
-
-def job_program(programs: Iterable[tuple[int, Program]]) -> Program:
-    """The program of the job from its ranks' (rank order). The vendor is the joint
-    detection's (any rank's AMD evidence makes the job AMD, else any NVIDIA evidence); so is
-    the framework when the ranks agree (each rank's deciding sign is then one of it), else a
-    framework some rank names beats the plain ``cuda``/``hip`` fallback, in ``FRAMEWORKS``
-    order. The evidence is the first such rank's, said to be: the joint detection counts
-    names over all ranks at once, which needs ``findings.program`` to decide from name counts
-    (a follow-up)."""
-    items = list(programs)
-    if len(items) == 1:  # one rank: its detection is the job's
-        return items[0][1]
-    vendors = {p.vendor for _, p in items}
-    vendor = next((v for v in ("amd", "nvidia") if v in vendors), "unknown")
-    named = {p.framework for _, p in items} - {"cuda", "hip"}
-    fallback = "hip" if vendor == "amd" else "cuda"
-    framework = next((f for f in FRAMEWORKS if f in named), fallback)
-    rank, first = next(((r, p) for r, p in items if p.framework == framework), items[0])
-    votes = Counter(p.framework for _, p in items)
-    if len(votes) == 1:
-        agree = f"; the same on all {len(items)} ranks"
-    else:
-        agree = "; ranks disagree: " + ", ".join(f"{f} on {n}" for f, n in votes.most_common())
-    return Program(framework, vendor, f"{first.evidence} on rank {rank}{agree}")

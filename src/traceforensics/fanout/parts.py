@@ -93,6 +93,7 @@ class RankResults:
     findings: list[Finding]
     collectives: pl.DataFrame
     steps: pl.DataFrame
+    names: pl.DataFrame  # ``findings.program.name_counts``: the job's program from all ranks
     evidence_gaps: list[list[int | None]] = field(default_factory=list)
     attention: tuple[int, Evidence] | None = None
 

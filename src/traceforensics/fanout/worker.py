@@ -28,6 +28,7 @@ import polars as pl
 
 from traceforensics.analysis.context import prepare
 from traceforensics.analysis.findings.busy_losses import attention_scores
+from traceforensics.analysis.findings.program import name_counts
 from traceforensics.analysis.options import RangeOptions
 from traceforensics.analysis.pipeline import analyze_context
 from traceforensics.analysis.ranks.collectives import collective_kernels
@@ -100,6 +101,7 @@ def _analyse(task: RankTask) -> RankPart:
         findings=result.findings,
         collectives=collective_kernels(ctx.work, ctx.session.args),
         steps=ctx.steps,
+        names=name_counts(ctx.session),
         evidence_gaps=[[from_gap.get(id(e)) for e in f.evidence] for f in result.findings],
         attention=attention_scores(ctx).get(rank),
     )

@@ -41,7 +41,7 @@ from typing import Final, NamedTuple
 
 import polars as pl
 
-from traceforensics.model.session import TraceSession
+from traceforensics.model.session import TraceMeta, TraceSession
 
 FRAMEWORKS: Final[tuple[str, ...]] = (
     "pytorch",
@@ -133,8 +133,9 @@ _NVIDIA_API: Final = r"^(cuda|cu[A-Z])"
 _AMD_DEVICE_RE: Final = re.compile(r"amd|radeon|instinct|\bmi\d{3}", re.IGNORECASE)
 
 
-def _name_counts(session: TraceSession) -> pl.DataFrame:
-    """Rows per distinct ``(kind, name)``, names as text: the only table the rules read.
+def name_counts(session: TraceSession) -> pl.DataFrame:
+    """Rows per distinct ``(kind, name)`` (``kind``, ``name``, ``len``), names as text: the only
+    table the rules read; the counts of several sessions (ranks analysed apart) add up.
     Counted by the streaming engine over the two key columns (integer counts: the order rows
     are met in does not matter); an eager group_by of the whole event table held ~490 MB at
     4M events, ~1 MB this way."""
@@ -160,9 +161,9 @@ def _count(rows: int, distinct: int, label: str) -> str:
     return f"{rows:,} {label} ({distinct:,} distinct)"
 
 
-def _vendor(session: TraceSession, amd_api: int, nvidia_api: int) -> tuple[str, str]:
+def _vendor(meta: TraceMeta, amd_api: int, nvidia_api: int) -> tuple[str, str]:
     """Vendor and the reason, by the rule in the module docstring."""
-    devices = session.meta.devices
+    devices = meta.devices
     named = [d.name for d in devices if _AMD_DEVICE_RE.search(d.name)]
     vendors = " ".join((d.vendor or "").lower() for d in devices)
     # AMD evidence goes first: the Kineto ingester calls a device it cannot name "nvidia"
@@ -171,7 +172,7 @@ def _vendor(session: TraceSession, amd_api: int, nvidia_api: int) -> tuple[str, 
         (amd_api > 0, "amd", f"{amd_api:,} hip*/hsa_* API calls"),
         ("amd" in vendors, "amd", "AMD device"),
         ("nvidia" in vendors, "nvidia", "NVIDIA device"),
-        (session.meta.source_format == "nsys", "nvidia", "Nsight Systems trace"),
+        (meta.source_format == "nsys", "nvidia", "Nsight Systems trace"),
         (nvidia_api > 0, "nvidia", f"{nvidia_api:,} CUDA API calls"),
     )
     unknown = ("unknown", "no GPU device or runtime API named")
@@ -180,7 +181,12 @@ def _vendor(session: TraceSession, amd_api: int, nvidia_api: int) -> tuple[str, 
 
 def detect_program(session: TraceSession) -> Program:
     """Framework and vendor of the program ``session`` records (rules in the module docstring)."""
-    names = _name_counts(session)
+    return program_from(name_counts(session), session.meta)
+
+
+def program_from(names: pl.DataFrame, meta: TraceMeta) -> Program:
+    """``detect_program`` from the name counts (``name_counts``, summed over the ranks of a job
+    analysed apart) and the trace's metadata."""
     exprs = [_match_counts(s.kinds, s.pattern).alias(f"s{i}") for i, s in enumerate(SIGNS)]
     api = pl.col("kind") == "cuda_api"
     exprs += [
@@ -189,7 +195,7 @@ def detect_program(session: TraceSession) -> Program:
         pl.col("len").filter(pl.col("kind") == "kernel").sum().alias("kernels"),
     ]
     found = names.select(exprs).row(0, named=True)
-    vendor, why_vendor = _vendor(session, int(found["amd"] or 0), int(found["nv"] or 0))
+    vendor, why_vendor = _vendor(meta, int(found["amd"] or 0), int(found["nv"] or 0))
     for i, sign in enumerate(SIGNS):
         hit = found[f"s{i}"]
         if hit["rows"]:
