@@ -22,9 +22,9 @@ from traceforensics.report.json_out import dumps
 #: Fields that differ from the joint analysis, and why: none on a data-parallel job (the
 #: program is detected from every rank's name counts summed, as one table of all gives) ...
 APART_ONLY: set[str] = set()
-#: ... and on jobs whose ranks run different kernels: the top 10 kernels without a FLOPs model
-#: is summed over each rank's own top 10 (counts, time and share stay exact).
-RANKS_DIFFER = APART_ONLY | {"unknown_flops_kernels.top"}
+#: ... nor on jobs whose ranks run different kernels (every rank's groups of kernels without a
+#: FLOPs model are summed before the job's top 10 is cut).
+RANKS_DIFFER = APART_ONLY
 
 
 @pytest.fixture(scope="module")

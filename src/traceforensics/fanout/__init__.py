@@ -16,8 +16,7 @@ Workers are this process (``jobs=1``: one rank at a time, memory of one rank), a
 ``jobs`` processes, or a Dask cluster (``dask``: ``"local"`` or a scheduler address; the
 optional extra ``traceforensics[dask]``) — ``runners``. The merged ``Analysis`` has the JSON
 of the joint analysis (tested), except the graph-launch warning (one per rank, prefixed with
-it) and, when ranks run different kernels, the top 10 kernels without a FLOPs model. Its
-``session`` holds the job's metadata and no events (``Analysis.event_count``
+it). Its ``session`` holds the job's metadata and no events (``Analysis.event_count``
 is the ranks' sum), so what needs the events (figures, the HTML report's timeline, cutting by
 ``--from``/``--to`` measured from the job's first event) takes the joint path.
 """

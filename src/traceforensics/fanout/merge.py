@@ -10,8 +10,8 @@ Rules (every list as the joint analysis orders it):
   longest gaps (longest first, then earliest start, then (rank, device): the gap list's
   order), short kernels and ops (cut at ``rows_kept``); op families are re-sorted whole. Each
   group of these lists belongs to one rank, so every rank's own top K hold the job's;
-- counts and sums are added (short kernels, kernels, kernels without a FLOPs model, whose
-  top 10 is summed per (launching op, name) over the ranks' own top 10s);
+- counts and sums are added (short kernels, kernels, kernels without a FLOPs model: every
+  rank's (launching op, name) groups summed, then the job's top 10 cut);
 - peaks: the described devices in input order, then the others by (rank, device);
 - the program: detected from every rank's name counts summed (``findings.program``);
 - findings quote the evidence of the gaps the job keeps (a rank kept more of its own), the
@@ -34,6 +34,7 @@ from traceforensics.analysis.findings.program import Program, program_from
 from traceforensics.analysis.findings.results import KERNEL_EFFICIENCY, Finding, ranked
 from traceforensics.analysis.findings.stragglers import straggler_findings
 from traceforensics.analysis.idle.gaps import IdleAnalysis
+from traceforensics.analysis.kernels.forensics import UNKNOWN_TOP
 from traceforensics.analysis.kernels.peaks import resolve_peaks
 from traceforensics.analysis.kernels.results import (
     FamilyRow,
@@ -51,9 +52,6 @@ from traceforensics.fanout.parts import RankPart, RankResults
 from traceforensics.model.monitor import MonitorLog
 from traceforensics.model.schema import empty_args, empty_events
 from traceforensics.model.session import TraceMeta, TraceSession
-
-#: Rows of ``unknown_flops_kernels.top`` (``kernels.forensics``).
-UNKNOWN_TOP = 10
 
 
 def merge_parts(
@@ -210,14 +208,13 @@ def merge_kernels(
 
 
 def _unknown(ka: list[KernelAnalysis], total: int) -> UnknownFlops:
-    """Kernels no FLOPs model covers, over the job: counts and time added; the top 10 groups
-    summed over the ranks' own top 10s (exact when a group in the job's top 10 is in each
-    rank's that has it: the ranks of a data-parallel job run the same kernels)."""
+    """Kernels no FLOPs model covers, over the job: counts and time added, every rank's
+    (launching op, name) groups summed, then the job's top 10 cut (what one table gives)."""
     ns = sum(k.unknown_flops_kernels.kernel_ns for k in ka)
     count: Counter[tuple[Any, Any]] = Counter()
     time: Counter[tuple[Any, Any]] = Counter()
     for k in ka:
-        for row in k.unknown_flops_kernels.top:
+        for row in k.unknown_flops_kernels.groups:
             key = (row["launching_op"], row["name"])
             count[key] += int(row["count"])
             time[key] += int(row["kernel_ns"])

@@ -152,6 +152,10 @@ def device_peaks(
     return peaks
 
 
+#: Rows of ``unknown_flops_kernels.top``.
+UNKNOWN_TOP = 10
+
+
 def _unknown(kern: pl.DataFrame, flops_op_id: pl.Series) -> UnknownFlops:
     """The kernels charged to no op with FLOPs: count, time, share, top 10 by time."""
     unk = kern.lazy().select("launching_op", "norm_name", "dur_ns").filter(flops_op_id.is_null())
@@ -162,14 +166,15 @@ def _unknown(kern: pl.DataFrame, flops_op_id: pl.Series) -> UnknownFlops:
         .agg(pl.len().alias("count"), pl.col("dur_ns").sum().alias("kernel_ns"))
         .with_columns(pl.col("launching_op", "norm_name").cast(pl.String))
         .sort(["kernel_ns", "launching_op", "norm_name"], descending=[True, False, False])
-        .head(10)
         .rename({"norm_name": "name"})
         .collect(engine="in-memory")
     )
     ns = int(ns or 0)
+    groups = top.to_dicts()
     return UnknownFlops(
         count=int(count),
         kernel_ns=ns,
         share_of_kernel_ns=ns / total if total else None,
-        top=top.to_dicts(),
+        top=groups[:UNKNOWN_TOP],
+        groups=groups,
     )

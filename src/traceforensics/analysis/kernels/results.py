@@ -140,9 +140,14 @@ class UnknownFlops:
     kernel_ns: int
     share_of_kernel_ns: float | None
     top: list[dict[str, Any]] = field(default_factory=list)
+    #: every (launching op, name) group, ``top``'s order: ranks analysed apart add theirs up
+    #: before the job's top 10 is cut (not in the JSON)
+    groups: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out.pop("groups")
+        return out
 
 
 @dataclass
