@@ -221,40 +221,21 @@ class RankSim:
 
     def stream_sync(self) -> None:
         """``cudaStreamSynchronize`` on the compute stream: returns when it has drained."""
-        end = max(self.t + 3_000, self.s7 + 2_000)
-        corr = self.tr.new_correlation()
-        self.tr.api(
-            "cudaStreamSynchronize",
-            self.t,
-            end - self.t,
-            tid=self.tid,
-            correlation=corr,
-            external_id=self.ext(),
-        )
-        self.tr.gpu_sync(
-            "Stream Sync",
-            self.t,
-            end - self.t,
-            stream=COMPUTE_STREAM,
-            device=self.device,
-            correlation=corr,
-        )
-        self.t = end
+        self._sync("cudaStreamSynchronize", "Stream Sync", max(self.t + 3_000, self.s7 + 2_000))
 
     def device_sync(self) -> None:
         """``cudaDeviceSynchronize``: returns when every stream (NCCL too) has drained."""
         end = max(self.t + 3_000, self.s7 + 3_000, self.comm_free + 3_000)
+        self._sync("cudaDeviceSynchronize", "Context Sync", end)
+
+    def _sync(self, api: str, record: str, end: int) -> None:
+        """A blocking sync call from now to ``end`` and its GPU sync record."""
         corr = self.tr.new_correlation()
         self.tr.api(
-            "cudaDeviceSynchronize",
-            self.t,
-            end - self.t,
-            tid=self.tid,
-            correlation=corr,
-            external_id=self.ext(),
+            api, self.t, end - self.t, tid=self.tid, correlation=corr, external_id=self.ext()
         )
         self.tr.gpu_sync(
-            "Context Sync",
+            record,
             self.t,
             end - self.t,
             stream=COMPUTE_STREAM,
