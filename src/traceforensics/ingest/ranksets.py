@@ -136,10 +136,10 @@ def merge_sessions(
     origin = min(known) if known else None
     shifts = [0 if b is None or origin is None else b - origin for b in bases]
     if known and len(known) < len(bases):
-        missing = [str(s.meta.inputs[0].path) for (_, s), b in zip(sessions, bases, strict=True)]
+        missing = [str(s.meta.inputs[0].path) for _, s in sessions if s.meta.clock_base_ns is None]
         warnings.append(
-            f"{', '.join(m for m, b in zip(missing, bases, strict=True) if b is None)}: no "
-            "session start time, so these ranks could not be put on the others' clock"
+            f"{', '.join(missing)}: no session start time, so these ranks could not be put on "
+            "the others' clock"
         )
     frames, arg_frames, devices, inputs = [], [], [], []
     offset = 0

@@ -10,6 +10,7 @@ gives the same answer.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import polars as pl
@@ -63,8 +64,8 @@ def rank_analysis(
     the session's ``meta.distributed``. Parts analysed apart (one rank each) give the same
     answer once their ``dev`` numbers are made global."""
     coll = match_collectives(kernels)
-    rows = rank_rows(records, coll, steps, devs)
     charged = blame(coll)
+    rows = rank_rows(records, coll, charged, steps, devs)
     straggler = find_straggler(rows, charged, devs, step_medians(idle))
     if straggler is not None:
         rows = [r if r.rank == straggler.rank else _waiting(r, straggler.rank) for r in rows]
@@ -83,8 +84,6 @@ def rank_analysis(
 
 
 def _waiting(row: RankRow, rank: int) -> RankRow:
-    from dataclasses import replace
-
     return replace(row, waiting_for=rank)
 
 

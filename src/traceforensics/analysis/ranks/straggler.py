@@ -83,11 +83,6 @@ def step_rows(charged: pl.DataFrame, steps: pl.DataFrame) -> list[StepRow]:
     return out
 
 
-def _int_median(values: pl.Series) -> int:
-    value = values.median()
-    return int(value) if isinstance(value, int | float) else 0
-
-
 def _per_step(value: int, steps: int) -> float:
     return value / steps if steps else float(value)
 
@@ -190,10 +185,12 @@ def _cause(
 def rank_rows(
     records: list[DeviceRecord],
     coll: Collectives,
+    charged: pl.DataFrame,
     steps: pl.DataFrame,
     devs: list[tuple[int, int]],
 ) -> list[RankRow]:
-    """One ``RankRow`` per device record."""
+    """One ``RankRow`` per device record; ``charged``: ``blame(coll)`` (one row per matched
+    collective, charged to the participant that arrived last)."""
     per_dev = coll.rows.group_by("dev").agg(
         pl.col("dur_ns").sum().alias("comm"),
         pl.col("wait_ns").sum().alias("wait"),
@@ -201,23 +198,23 @@ def rank_rows(
         pl.col("estimated").any().alias("est"),
     )
     comm = {int(r["dev"]): r for r in per_dev.iter_rows(named=True)}
-    lasts = (
-        coll.rows.filter(pl.col("matched")).group_by("group", "k").agg(pl.col("last_dev").first())
+    last_counts = dict(charged.group_by("dev").len().iter_rows())
+    per_step = steps.group_by("dev").agg(
+        pl.len().alias("n"), (pl.col("end_ns") - pl.col("start_ns")).median().alias("p50")
     )
-    last_counts = dict(lasts.group_by("last_dev").len().iter_rows())
-    step_ns = steps.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("d"))
+    step_of = {int(d): (int(n), p50) for d, n, p50 in per_step.iter_rows()}
     index = {rd: g for g, rd in enumerate(devs)}
     out = []
     for rec in records:
         g = index.get((rec.rank, rec.device), -1)
-        mine = step_ns.filter(pl.col("dev") == g)["d"]
+        n_steps, p50 = step_of.get(g, (0, None))
         c = comm.get(g)
         out.append(
             RankRow(
                 rank=rec.rank,
                 device=rec.device,
-                step_time_ns_median=None if mine.len() == 0 else _int_median(mine),
-                steps=mine.len(),
+                step_time_ns_median=None if p50 is None else int(p50),
+                steps=n_steps,
                 window_ns=rec.window_ns,
                 busy_ns=rec.busy_ns,
                 idle_ns=rec.idle_ns,
