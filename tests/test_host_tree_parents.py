@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import pytest
 
+from traceforensics.analysis import optree
 from traceforensics.analysis.context import prepare
 from traceforensics.analysis.optree import _parents
 from traceforensics.model.session import TraceMeta, TraceSession
@@ -72,3 +74,36 @@ def test_host_tree_nested_ranges() -> None:
     tree = prepare(TraceSession.from_frames(ev, TraceMeta(source_format="test"))).tree
     parent = dict(zip(tree["event_id"].to_list(), tree["parent_id"].to_list(), strict=True))
     assert parent == {1: None, 2: 1, 3: 2, 4: 1, 5: None, 6: 5, 7: 6}
+
+
+def _nested(rng: np.random.Generator, n: int) -> tuple[np.ndarray, ...]:
+    """``n`` properly nested ranges on 2 threads (each range splits its parent's time)."""
+    group, start, end = [], [], []
+    for g in (0, 1):
+        todo = [(0, 1 << 40)]
+        while todo and len(start) < (g + 1) * n // 2:
+            lo, hi = todo.pop(int(rng.integers(0, len(todo))))
+            if hi - lo < 4:
+                continue
+            a = int(rng.integers(lo, (lo + hi) // 2))
+            b = int(rng.integers(a + 1, hi + 1))
+            group.append(g)
+            start.append(a)
+            end.append(b)
+            todo += [(a, (a + b) // 2), ((a + b) // 2, b), (b, hi)]
+    order = np.lexsort((-np.array(end), np.array(start), np.array(group)))
+    return tuple(np.asarray(x, dtype=np.int64)[order] for x in (group, start, end))
+
+
+def test_parents_deep_nesting_every_level_stride(monkeypatch: pytest.MonkeyPatch) -> None:
+    # thousands of nested rows: the binary lifting itself (no fallback) over many table levels,
+    # with the levels between kept ones recomputed (``LEVEL_STRIDE``) or all kept (1)
+    rng = np.random.default_rng(11)
+    group, start, end = _nested(rng, 6000)
+    can = rng.random(len(group)) < 0.8
+    ids = np.arange(len(group), dtype=np.int64) * 3 + 5
+    want = _reference(group.tolist(), start.tolist(), end.tolist(), can.tolist(), ids.tolist())
+    assert sum(p >= 0 for p in want) > len(want) // 2  # really nested
+    for stride in (1, 2, 3, 4, 7):
+        monkeypatch.setattr(optree, "LEVEL_STRIDE", stride)
+        assert _parents(group, start, end, can, ids).tolist() == want

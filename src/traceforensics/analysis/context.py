@@ -249,6 +249,8 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
         if not together:
             rows_f.result()
         tree = host_tree(host)
+        if not together:  # the tree's lifting tables (~150 MB at 1.4M ranges), before the links
+            release_free_memory()
         work = _gpu_work(f.pop("work"), f.pop("calls"), f.pop("ext"), tree)  # not needed again
         blocking = work.filter(
             (pl.col("copy_kind") == "d2h") & pl.col("api_id").is_not_null()
@@ -346,7 +348,9 @@ def _op_table(
     work: pl.DataFrame, classes: HostClasses, waits: pl.DataFrame, t0: int, shift: int
 ) -> OpTable:
     def col(name: str, fill: int = 0) -> I64:
-        return work.get_column(name).fill_null(fill).to_numpy().astype(np.int64)
+        # a view of the column when it is int64 without nulls (4-8 of these at 8 bytes per
+        # GPU op: ~300 MB at 10M kernels if copied); read-only, the passes never write them
+        return np.asarray(work.get_column(name).fill_null(fill).to_numpy(), dtype=np.int64)
 
     thr, start, end = col("l_thr", -1), col("launch_start_ns"), col("launch_end_ns")
     return OpTable(

@@ -75,7 +75,7 @@ def launch_links(
         pl.col("tid").alias("l_tid"),
         pl.col("start_ns").alias("launch_start_ns"),
         pl.col("end_ns").alias("launch_end_ns"),
-        pl.col("name").cast(pl.String).alias("l_name"),
+        pl.col("name").alias("l_name"),  # categorical: codes, not 10M copies of a few names
     )
     parents = tree.filter(pl.col("kind") == "cuda_api").select(
         pl.col("event_id").alias("api_id"),

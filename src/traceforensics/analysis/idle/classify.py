@@ -200,9 +200,10 @@ def launch_part_cause(api_names: pl.Series, call_ns: npt.NDArray[np.int64]) -> n
               tl                                      t2
               [tl, t2) compilation (call > 1 000 000 ns; a 5 µs call: launch_overhead)
     """
-    names = api_names.cast(pl.String).fill_null("")
-    uniq = names.unique()
-    is_copy = names.is_in(uniq.filter(uniq.str.contains(_MEMCPY_API_RE)).implode()).to_numpy()
+    # the regex runs on the distinct names only; the rows are then matched by their codes
+    uniq = api_names.drop_nulls().unique()
+    copies = uniq.filter(uniq.cast(pl.String).str.contains(_MEMCPY_API_RE))
+    is_copy = api_names.is_in(copies.implode()).fill_null(False).to_numpy()
     slow = call_ns > SLOW_LAUNCH_CALL_MIN_NS
     return np.where(
         is_copy,

@@ -18,6 +18,7 @@ int64 array holds every thread's boundaries in (thread, time) order.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -34,17 +35,20 @@ class HostTimeline:
     """Flattened class timelines of all host threads (see module docstring).
 
     ``keys``: sorted unique boundary keys; ``win``: class index of the segment starting at each
-    boundary (-1: no classified range); ``cum``: shape (len(classes), len(keys) + 1), ns of
-    class ``classes[j]`` in the segments before boundary i. Only the classes that occur have a
-    row: a trace uses a few of the N_CAUSES classes, and one row is 8 bytes per boundary
-    (about 2 per host range: 45 MB per row for 3M host ranges).
+    boundary (-1: no classified range); for each class ``classes[j]`` that occurs, ``pos[j]``:
+    the boundaries whose segment has that class (ascending) and ``run[j]``: the class's ns in
+    those segments up to and including each. The class time before boundary i is then
+    ``run[j][m - 1]`` with ``m`` the number of ``pos[j]`` below i (0 when none): 12 bytes per
+    classified boundary in all, where a dense (classes x boundaries) prefix table took 8 bytes
+    per class and boundary (105 MB for 5 classes at 2.8M boundaries).
     """
 
     t0_ns: int
     shift: int
     keys: I64
     win: npt.NDArray[np.int8]
-    cum: I64
+    pos: list[npt.NDArray[np.integer[Any]]]  # int32 below 2**31 boundaries
+    run: list[I64]
     classes: I64
 
     def key(self, thr: I64, t_ns: I64) -> I64:
@@ -57,7 +61,11 @@ class HostTimeline:
         idx = np.searchsorted(self.keys, q, side="right") - 1
         safe = np.maximum(idx, 0)
         base = np.zeros((q.size, N_CAUSES), dtype=np.int64)
-        base[:, self.classes] = self.cum[:, safe].T
+        for ci, pos, run in zip(self.classes.tolist(), self.pos, self.run, strict=True):
+            if run.size == 0:  # the class is always under a higher-priority one
+                continue
+            m = np.searchsorted(pos, safe, side="left")
+            base[:, ci] = np.where(m > 0, run[np.maximum(m - 1, 0)], 0)
         within = q - self.keys[safe]
         cls = self.win[safe].astype(np.int64)
         live = (idx >= 0) & (cls >= 0)
@@ -97,9 +105,7 @@ def build_timeline(
     keys = sorted_unique(np.concatenate((ks, ke)))
     nb = keys.size
     if nb == 0:
-        return HostTimeline(
-            t0_ns, shift, keys, np.zeros(0, np.int8), np.zeros((0, 1), np.int64), _NONE
-        )
+        return HostTimeline(t0_ns, shift, keys, np.zeros(0, np.int8), [], [], _NONE)
     bs, be = np.searchsorted(keys, ks), np.searchsorted(keys, ke)
     del ks, ke, thr, s, e  # large temporaries (2 per host range): freed before the next ones
     win = np.full(nb, -1, dtype=np.int8)
@@ -118,7 +124,7 @@ def build_timeline(
     same_thread = (keys[1:] >> shift) == (keys[:-1] >> shift)
     seg = np.append(np.where(same_thread, np.diff(keys), 0), 0)
     classes = np.array(sorted(present), dtype=np.int64)
-    cum = np.zeros((classes.size, nb + 1), dtype=np.int64)
-    for row, ci in enumerate(classes.tolist()):
-        cum[row, 1:] = np.cumsum(np.where(win == ci, seg, 0))
-    return HostTimeline(t0_ns, shift, keys, win, cum, classes)
+    index: type[np.integer[Any]] = np.int32 if nb < np.iinfo(np.int32).max else np.int64
+    pos = [np.flatnonzero(win == ci).astype(index) for ci in classes.tolist()]
+    run = [np.cumsum(seg[p], dtype=np.int64) for p in pos]
+    return HostTimeline(t0_ns, shift, keys, win, pos, run, classes)
