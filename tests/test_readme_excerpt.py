@@ -36,3 +36,21 @@ def test_readme_figure_is_a_small_png() -> None:
     for link in links:
         data = (ROOT / link).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and 10_000 < len(data) < 150_000
+
+
+def test_readme_diff_verdict_is_the_real_output(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Did the change work?", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```\n\$ tf diff (\S+) (\S+)\n(.*?)```", section, re.S)
+    assert block is not None
+    before, after = (
+        shared_trace(f"kineto/{block.group(1)}"),
+        shared_trace(f"kineto/{block.group(2)}"),
+    )
+    monkeypatch.chdir(before.parent)
+    code, out, err = run_cli(["diff", before.name, after.name], capsys)
+    assert code == 0, err
+    shown = block.group(3).rstrip("\n")
+    assert len(shown.splitlines()) >= 3 and shown in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import sys
@@ -14,6 +15,8 @@ import click
 from traceforensics import load_monitor_log
 from traceforensics.analysis.options import DEFAULTS, AnalysisOptions
 from traceforensics.analysis.pipeline import Analysis, analyze
+from traceforensics.cli.fail_on import FAIL_ON_EXIT_HELP, check_gate, fail_on_option
+from traceforensics.cli.history import STORE_HELP, label_values, store_run, store_value
 from traceforensics.cli.options import (
     COLUMNS_HELP,
     EXIT_CODES_HELP,
@@ -27,6 +30,7 @@ from traceforensics.cli.options import (
     sections_list,
 )
 from traceforensics.cli.result_cache import cached_analyze, cached_apart
+from traceforensics.compare import Rule, analysis_figures
 from traceforensics.fanout import analyze_apart, needs_joint
 from traceforensics.ingest import load_path
 from traceforensics.ingest.detect import check_input
@@ -49,7 +53,10 @@ from traceforensics.report.terminal import SECTIONS, render_text
     "  tf analyze runs/ --jobs 8 --json > job.json\n"
     "  tf analyze /shared/runs/ --dask tcp://scheduler:8786\n"
     "  tf analyze trace.json.gz --sections findings,gaps --plot gaps.png\n"
-    "  tf analyze trace.json.gz --monitor smi.csv --columns util=GPU%\n\n" + EXIT_CODES_HELP,
+    "  tf analyze trace.json.gz --monitor smi.csv --columns util=GPU%\n"
+    "  tf analyze trace.json.gz --fail-on 'idle>30%' --fail-on 'mfu<25%'\n\n"
+    + EXIT_CODES_HELP
+    + FAIL_ON_EXIT_HELP,
 )
 @click.argument("path", type=click.Path(path_type=str, readable=False))
 @click.option("--json", "as_json", is_flag=True, help="Write the JSON analysis object to stdout.")
@@ -206,6 +213,25 @@ from traceforensics.report.terminal import SECTIONS, render_text
     help="Analyse a directory's rank files on a Dask cluster: the scheduler's address, or "
     "'local' for a local cluster of --jobs workers (needs traceforensics[dask]).",
 )
+@click.option(
+    "--store",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[URL]",
+    callback=store_value,
+    help="Record the run in the history store (see tf history), at URL if given: " + STORE_HELP,
+)
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="KEY=VALUE",
+    callback=label_values,
+    help="Label the stored run, e.g. git=abc123, run=baseline (repeatable; with --store; "
+    "$TF_LABELS adds KEY=VALUE words).",
+)
+@fail_on_option(relative=False)
 def analyze_command(
     path: str,
     as_json: bool,
@@ -219,6 +245,9 @@ def analyze_command(
     report_path: Path | None,
     plot_path: Path | None,
     sections: tuple[str, ...],
+    fail_on: tuple[Rule, ...],
+    store: str | None,
+    labels: dict[str, str],
     **flat: Any,
 ) -> None:
     """Analyze a trace: PyTorch Profiler .json/.json.gz, a directory of rank files,
@@ -238,23 +267,15 @@ def analyze_command(
     options = DEFAULTS.with_(**flat)
     figures = plot_path is not None or report_path is not None
     with progress_line(enabled=not as_json):
-        if _apart(path, options, figures, dask):
-            log = _monitor(monitor_path, columns, log_utc_offset)
-            report("analysing the rank files")
-            result = _analyze_apart(path, options, jobs, dask, not no_cache, log)
-        else:
-            session = load_path(path, use_cache=not no_cache)
-            log = _monitor(monitor_path, columns, log_utc_offset)
-            report("analysing")
-            if no_cache or log is not None or options.range != DEFAULTS.range:
-                result = _analyze(path, lambda: analyze(session, options, log))
-            else:  # a repeat run reads the finished analysis (``cli.result_cache``)
-                result = cached_analyze(
-                    Path(path),
-                    session,
-                    options,
-                    lambda: _analyze(path, lambda: analyze(session, options)),
-                )
+        result = analysis_of(
+            path,
+            options,
+            use_cache=not no_cache,
+            jobs=jobs,
+            dask=dask,
+            figures=figures,
+            monitor=lambda: _monitor(monitor_path, columns, log_utc_offset),
+        )
     if as_json:  # a script reads the JSON; the person running it sees the warnings
         for w in result.warnings:
             click.echo(f"tf: warning: {one_line(w)}", err=True)
@@ -267,6 +288,41 @@ def analyze_command(
             errors="backslashreplace",
         )
     _write(result, as_json, markdown_path, plot_path, sections, md_figures)
+    # the document is built once, and only when --store or --fail-on needs it
+    document = functools.cache(lambda: build_json(result))
+    store_run(document, store, labels, inputs)  # before the gate: a failed run counts
+    check_gate(fail_on, lambda: analysis_figures(document(), path))
+
+
+def analysis_of(
+    path: str,
+    options: AnalysisOptions,
+    *,
+    use_cache: bool = True,
+    jobs: int | None = None,
+    dask: str | None = None,
+    figures: bool = False,
+    monitor: Callable[[], MonitorLog | None] | None = None,
+) -> Analysis:
+    """The analysis of ``path`` exactly as ``tf analyze`` makes it: the rank files of a
+    directory apart (``_apart``), else one session (the session cache with ``use_cache``); a
+    repeat run reads the finished analysis from the result cache. ``figures``: the run also
+    draws figures (they need every rank's events in one table). ``monitor`` loads the
+    monitoring log, after the trace (a trace error is reported first)."""
+    load_log = monitor or (lambda: None)
+    if _apart(path, options, figures, dask):
+        log = load_log()
+        report("analysing the rank files")
+        return _analyze_apart(path, options, jobs, dask, use_cache, log)
+    session = load_path(path, use_cache=use_cache)
+    log = load_log()
+    report("analysing")
+    if not use_cache or log is not None or options.range != DEFAULTS.range:
+        return _analyze(path, lambda: analyze(session, options, log))
+    # a repeat run reads the finished analysis (``cli.result_cache``)
+    return cached_analyze(
+        Path(path), session, options, lambda: _analyze(path, lambda: analyze(session, options))
+    )
 
 
 def _figure_links(

@@ -1,7 +1,8 @@
 """``tf`` / ``traceforensics`` entry point: the command group and error handling.
 
 Bad input never shows a traceback: an ``InputError`` becomes one line on stderr and exit code 2.
-An unexpected error prints one line and exits 3; ``TF_DEBUG=1`` shows the traceback.
+An unexpected error prints one line and exits 3; ``TF_DEBUG=1`` shows the traceback. A broken
+``--fail-on`` rule exits 1 after the output is written (``cli.fail_on``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import click
 
 from traceforensics._version import __version__
 from traceforensics.cli.analyze import analyze_command
+from traceforensics.cli.diff import diff_command
 from traceforensics.cli.explain import explain_command
+from traceforensics.cli.history import history_command
 from traceforensics.cli.monitor import monitor_command
 from traceforensics.cli.options import flag_of
 from traceforensics.model.errors import InputError, OptionError, TraceForensicsError
@@ -37,18 +40,23 @@ def cli() -> None:
       tf analyze trace.pt.trace.json.gz
       tf analyze report.nsys-rep --json > analysis.json
       tf analyze runs/ --steps 3: --markdown ticket.md
+      tf diff before.pt.trace.json.gz after.pt.trace.json.gz --fail-on 'step_time>+5%'
+      tf history --trend idle.data_loading --label branch=main
       tf monitor nvidia-smi.log
       tf explain host_sync
 
     \b
-    Exit codes: 0 done; 2 bad input or option (one line: file, problem, what to do);
+    Exit codes: 0 done; 1 a --fail-on rule broke (one line per rule);
+    2 bad input or option (one line: file, problem, what to do);
     3 internal error (a bug: please report it).
     """
 
 
 cli.add_command(analyze_command)
+cli.add_command(diff_command)
 cli.add_command(monitor_command)
 cli.add_command(explain_command)
+cli.add_command(history_command)
 
 
 def _escape_unencodable() -> None:

@@ -1,0 +1,199 @@
+"""Two analysis documents compared: ``diff_documents(before, after) -> Diff``.
+
+Both sides are ``traceforensics.analysis/1`` documents (``tf analyze --json``, a stored run), so
+a saved run and a fresh trace compare the same way. Devices are matched by (rank, device);
+unmatched ones are named (``unmatched``, a warning) and still count in the job's figures. The
+result converts to the ``traceforensics.diff/1`` JSON (``to_json``, docs/json-output.md) and to
+polars DataFrames (``frames``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from traceforensics._version import __version__
+from traceforensics.compare.changes import FindingChange, KernelChange, finding_changes
+from traceforensics.compare.changes import kernel_changes as _kernel_changes
+from traceforensics.compare.deltas import (
+    DeviceDiff,
+    FigureDelta,
+    device_diff,
+    figure_delta,
+    side_basis,
+)
+from traceforensics.compare.figures import check_document, device_sides, figure_names, job_side
+from traceforensics.compare.verdict import Verdict, build_verdict
+
+SCHEMA_DIFF = "traceforensics.diff/1"
+#: Finding categories whose change is judged by a per-step figure's noise test.
+_FINDING_FIGURE = {"exposed_communication": "comm.exposed"}
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What one side is: its label (a path, or the stored run it came from) and its document's
+    provenance."""
+
+    label: str
+    tool_version: str | None
+    source_format: str | None
+    inputs: list[dict[str, Any]]
+    range: dict[str, Any] | None
+    window_kind: str | None
+    devices: int
+    steps: int
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any], label: str, steps: int) -> RunInfo:
+        kinds = {d.get("window_kind") for d in doc["devices"]}
+        return cls(
+            label=label,
+            tool_version=doc.get("tool_version"),
+            source_format=doc.get("source_format"),
+            inputs=list(doc.get("inputs") or []),
+            range=doc.get("range"),
+            window_kind=kinds.pop() if len(kinds) == 1 else None,
+            devices=len(doc["devices"]),
+            steps=steps,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "tool_version": self.tool_version,
+            "source_format": self.source_format,
+            "inputs": self.inputs,
+            "range": self.range,
+            "window_kind": self.window_kind,
+            "devices": self.devices,
+            "steps": self.steps,
+        }
+
+
+@dataclass(frozen=True)
+class Diff:
+    """The comparison: the job's and each matched device's figures, the findings and kernels
+    that changed, the verdict and the warnings (docs/diff.md)."""
+
+    before: RunInfo
+    after: RunInfo
+    job: DeviceDiff
+    devices: list[DeviceDiff]
+    unmatched: list[dict[str, Any]]
+    findings: list[FindingChange]
+    kernels: list[KernelChange]
+    verdict: Verdict
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``traceforensics.diff/1`` object (docs/json-output.md)."""
+        return {
+            "schema": SCHEMA_DIFF,
+            "tool_version": __version__,
+            "verdict": self.verdict.to_json(),
+            "before": self.before.to_json(),
+            "after": self.after.to_json(),
+            "job": self.job.to_json(),
+            "devices": [d.to_json() for d in self.devices],
+            "unmatched": self.unmatched,
+            "findings": [f.to_json() for f in self.findings],
+            "kernels": [k.to_json() for k in self.kernels],
+            "warnings": self.warnings,
+        }
+
+    def frames(self) -> dict[str, pl.DataFrame]:
+        """``figures`` (one row per scope and figure), ``findings``, ``kernels``."""
+        from traceforensics.compare.frames import diff_frames
+
+        return diff_frames(self)
+
+
+def diff_documents(
+    before: Any, after: Any, before_label: str = "BEFORE", after_label: str = "AFTER"
+) -> Diff:
+    """Compare two analysis documents (module doc). Raises ``InputError`` naming the label of
+    a document that is not ``traceforensics.analysis/1``."""
+    b_doc, a_doc = check_document(before, before_label), check_document(after, after_label)
+    b_sides = {s.key: s for s in device_sides(b_doc)}
+    a_sides = {s.key: s for s in device_sides(a_doc)}
+    job_b, job_a = job_side(list(b_sides.values())), job_side(list(a_sides.values()))
+    names = figure_names(tuple(dict.fromkeys([*job_a.cause_ids, *job_b.cause_ids])))
+    matched = [k for k in a_sides if k in b_sides]
+    devices = [device_diff(b_sides[k], a_sides[k], names) for k in matched]
+    unmatched = [
+        {"rank": k[0], "device": k[1], "side": side}
+        for side, own, other in (("before", b_sides, a_sides), ("after", a_sides, b_sides))
+        for k in own
+        if k is not None and k not in other
+    ]
+    steps = {(d.rank or 0, d.device or 0): (d.steps_before, d.steps_after) for d in devices}
+    noise = {
+        (cat, d.rank or 0, d.device or 0): d.figures[fig].within_noise
+        for d in devices
+        for fig in d.figures
+        if fig.startswith("idle.") or fig in _FINDING_FIGURE.values()
+        for cat in [_category_of(fig)]
+    }
+    job = device_diff(job_b, job_a, names)
+    return Diff(
+        before=RunInfo.of(b_doc, before_label, job_b.n_steps),
+        after=RunInfo.of(a_doc, after_label, job_a.n_steps),
+        job=job,
+        devices=devices,
+        unmatched=unmatched,
+        findings=finding_changes(
+            b_doc.get("findings") or [], a_doc.get("findings") or [], steps, noise
+        ),
+        kernels=_kernel_changes(b_doc["devices"], a_doc["devices"], steps),
+        verdict=build_verdict(job, a_doc.get("findings") or [], job_a.n_steps),
+        warnings=_warnings(b_doc, a_doc, unmatched, job),
+    )
+
+
+def _category_of(figure: str) -> str:
+    for cat, fig in _FINDING_FIGURE.items():
+        if fig == figure:
+            return cat
+    return figure.removeprefix("idle.")
+
+
+def _warnings(
+    b: Mapping[str, Any], a: Mapping[str, Any], unmatched: list[dict[str, Any]], job: DeviceDiff
+) -> list[str]:
+    """What makes the two sides less comparable than they look."""
+    out = [
+        f"rank {u['rank']} GPU {u['device']} is only in {u['side'].upper()}: its figures "
+        "count in the job's, not in a device comparison"
+        for u in unmatched
+    ]
+    if b.get("range") != a.get("range"):
+        out.append(
+            f"the sides cover different parts: BEFORE {b.get('range')}, AFTER {a.get('range')}"
+        )
+    kinds = [{d.get("window_kind") for d in doc["devices"]} for doc in (b, a)]
+    if kinds[0] != kinds[1]:
+        out.append("the sides use different windows (--window); shares of the window differ")
+    if b.get("tool_version") != a.get("tool_version"):
+        out.append(
+            f"BEFORE was analysed by traceforensics {b.get('tool_version')}, AFTER by "
+            f"{a.get('tool_version')}: rules may differ between versions"
+        )
+    if job.basis == "total":
+        out.append(
+            "a side has no steps: figures are window totals (not per step) and no change can be "
+            "told from step-to-step noise"
+        )
+    return out
+
+
+def analysis_figures(doc: Any, label: str = "analysis") -> dict[str, FigureDelta]:
+    """The job's figures of one analysis document (``before`` None): what ``tf analyze
+    --fail-on`` checks."""
+    sides = device_sides(check_document(doc, label))
+    job = job_side(sides)
+    basis = side_basis(None, job)
+    return {n: figure_delta(None, job, n, basis) for n in figure_names(job.cause_ids)}

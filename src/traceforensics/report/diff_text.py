@@ -1,0 +1,131 @@
+"""Terminal report of ``tf diff``: the verdict first, then the tables behind it.
+
+Order: the two runs and how figures are counted, the verdict sentence, idle time by cause
+(largest change first), step time (median, mean, spread), MFU and busy time, the findings that
+appeared, disappeared, grew or shrank, the kernels whose time changed most, and the devices
+when there are several. Pure formatting: returns the text, prints nothing.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from traceforensics.compare import Diff
+from traceforensics.compare.diff import RunInfo
+from traceforensics.report.diff_tables import (
+    DEVICE_HEADER,
+    FIGURE_HEADER,
+    NOISE_LEGEND,
+    ChangeRow,
+    FigureRow,
+    basis_text,
+    busy_rows,
+    cause_rows,
+    device_rows,
+    finding_rows,
+    kernel_rows,
+    one_device,
+    per_step_unit,
+    step_rows,
+)
+from traceforensics.report.format import truncate
+
+
+def run_line(tag: str, run: RunInfo) -> str:
+    """``BEFORE: path (kineto, 1 GPU, 6 steps)``."""
+    steps = f"{run.steps} step{'s' if run.steps != 1 else ''}" if run.steps else "no steps"
+    gpus = f"{run.devices} GPU" + ("s" if run.devices != 1 else "")
+    return f"{tag}: {run.label} ({run.source_format or '?'}, {gpus}, {steps})"
+
+
+def _columns(rows: list[list[str]], widths: list[int], right: set[int]) -> list[str]:
+    out = []
+    for r in rows:
+        cells = [
+            (c.rjust(w) if i in right else c.ljust(w))
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ]
+        out.append("  " + "  ".join(cells).rstrip())
+    return out
+
+
+def figure_table(rows: list[FigureRow]) -> list[str]:
+    """Aligned columns: label, before, after, change, change %, noise."""
+    table = [FIGURE_HEADER] + [r.cells() for r in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(FIGURE_HEADER))]
+    return _columns(table, widths, right={1, 2, 3, 4})
+
+
+def finding_lines(rows: list[ChangeRow], where: bool = True) -> list[str]:
+    """One line per finding change: device (``where``: several devices), category,
+    before → after, change, what happened."""
+    return [
+        f"  {_where(r, where)}{r.what:<22} {r.before:>10} → {r.after:<10} {r.delta:<24} "
+        f"{r.note}".rstrip()
+        for r in rows
+    ]
+
+
+def kernel_lines(rows: list[ChangeRow], width: int, where: bool = True) -> list[str]:
+    """Two lines per kernel: the figures, then the name (cut to the width)."""
+    out = []
+    for r in rows:
+        out.append(
+            f"  {_where(r, where)}{r.before:>10} → {r.after:<10} {r.delta:<24} {r.note}".rstrip()
+        )
+        out.append("    " + truncate(r.what, max(width - 4, 30)))
+    return out
+
+
+def _where(row: ChangeRow, shown: bool) -> str:
+    return f"{row.where:<5} " if shown else ""
+
+
+def render_diff_text(diff: Diff, width: int = 100) -> str:
+    """The whole terminal report (module doc)."""
+    job = diff.job
+    lines = [
+        "traceforensics diff",
+        "  " + run_line("BEFORE", diff.before),
+        "  " + run_line("AFTER ", diff.after),
+        f"  time figures {basis_text(job)}; step time: the steps' durations; MFU: over the "
+        "GPU-active span",
+    ]
+    lines += [f"  warning: {w}" for w in diff.warnings]
+    lines += ["", "== Verdict ==", *textwrap.wrap(diff.verdict.text, width)]
+    unit = per_step_unit(job)
+    lines += [
+        "",
+        f"== Idle time by cause ({unit}, largest change first) ==",
+        *figure_table(cause_rows(job)),
+    ]
+    if job.steps_before and job.steps_after:
+        steps = f"{job.steps_before} → {job.steps_after} steps"
+        lines += ["", f"== Step time ({steps}) ==", *figure_table(step_rows(job))]
+    busy = busy_rows(job)
+    if busy:
+        lines += ["", f"== MFU and busy time ({unit}) ==", *figure_table(busy)]
+    lines += ["", f"  {NOISE_LEGEND}"]
+    findings = finding_rows(diff)
+    lines += ["", f"== Findings (time to give back, {unit}) =="]
+    lines += (
+        finding_lines(findings, not one_device(diff))
+        if findings
+        else ["  no findings on either side"]
+    )
+    kernels = kernel_rows(diff)
+    if kernels:
+        lines += [
+            "",
+            f"== Kernels whose time changed most ({unit}) ==",
+            *kernel_lines(kernels, width, not one_device(diff)),
+        ]
+    if len(diff.devices) > 1 or diff.unmatched:
+        table = [DEVICE_HEADER, *device_rows(diff)]
+        widths = [max(len(r[i]) for r in table) for i in range(len(DEVICE_HEADER))]
+        lines += ["", "== Devices ==", *_columns(table, widths, right={2, 3})]
+        lines += [
+            f"  only in {u['side'].upper()}: rank {u['rank']} GPU {u['device']}"
+            for u in diff.unmatched
+        ]
+    return "\n".join(lines) + "\n"
