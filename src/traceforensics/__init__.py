@@ -11,6 +11,9 @@ Library first (the notebook façade)::
     log = tf.load_monitor_log("smi.csv", utc_offset="+08:00")
 
 ``tf.load(path)`` returns the ``TraceSession`` (the unified event table) without analysing it.
+``with tf.capture("runs/prof") as cap:`` records a training loop with ``torch.profiler`` set up
+for this analysis and prints the verdict at the end (docs/recording.md; needs
+``traceforensics[capture]``, imported on first use).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from traceforensics.model import TraceSession  # after the allocator setting
 if TYPE_CHECKING:
     from traceforensics.analysis.pipeline import Analysis
     from traceforensics.model.monitor import MonitorLog
+    from traceforensics.recording import capture
 
 from traceforensics._version import __version__
 
@@ -98,4 +102,14 @@ def analyze(
     return run(session, opts, log)
 
 
-__all__ = ["TraceSession", "__version__", "analyze", "load", "load_monitor_log"]
+def __getattr__(name: str) -> Any:
+    """``capture`` on first use: importing ``traceforensics`` must not import ``torch``, and
+    the recorder is only needed by those who record."""
+    if name == "capture":
+        from traceforensics.recording import capture as _capture
+
+        return _capture
+    raise AttributeError(f"module 'traceforensics' has no attribute {name!r}")
+
+
+__all__ = ["TraceSession", "__version__", "analyze", "capture", "load", "load_monitor_log"]

@@ -20,6 +20,7 @@ from traceforensics.cli.explain import explain_command
 from traceforensics.cli.history import history_command
 from traceforensics.cli.monitor import monitor_command
 from traceforensics.cli.options import flag_of
+from traceforensics.cli.record import record_command
 from traceforensics.model.errors import InputError, OptionError, TraceForensicsError
 from traceforensics.report.format import one_line
 
@@ -44,6 +45,7 @@ def cli() -> None:
       tf history --trend idle.data_loading --label branch=main
       tf monitor nvidia-smi.log
       tf explain host_sync
+      tf record -- python train.py
 
     \b
     Exit codes: 0 done; 1 a --fail-on rule broke (one line per rule);
@@ -57,6 +59,7 @@ cli.add_command(diff_command)
 cli.add_command(monitor_command)
 cli.add_command(explain_command)
 cli.add_command(history_command)
+cli.add_command(record_command)
 
 
 def _escape_unencodable() -> None:
