@@ -74,9 +74,10 @@ def render_diff_html(diff: Diff, command: str | None = None) -> str:
     kernels = kernel_rows(diff)
     if kernels:
         parts.append(f"<h2>Kernels whose time changed most ({unit})</h2>")
-        parts.append(
-            _table(_CHANGE_HEADER[cut:], [r.cells()[cut:] for r in kernels], nowrap=1 - cut)
-        )
+        # figures first (they never wrap), the long kernel name last
+        header = [*_CHANGE_HEADER[:1], "before", "after", "change", "note", "kernel"][cut:]
+        rows = [[r.where, r.before, r.after, r.delta, r.note, r.what][cut:] for r in kernels]
+        parts.append(_table(header, rows, nowrap=4 - cut))
     if len(diff.devices) > 1 or diff.unmatched:
         parts.append("<h2>Devices</h2>" + _table(DEVICE_HEADER, device_rows(diff), nowrap=1))
         parts += [
