@@ -54,6 +54,9 @@ from traceforensics.model.units import I64, Mask
 STEP_RANGE_KINDS = ("annotation", "cpu_op", "gpu_annotation")
 #: Args side-table keys the passes read.
 ANALYSIS_ARG_KEYS = FLOP_ARG_KEYS
+#: ``work`` columns only the launch linker reads, left out of ``AnalysisContext.work`` (the
+#: link columns stay: ``links.LINK_COLUMNS``): 160 MB at 10M GPU ops.
+PREPARE_ONLY_COLUMNS = ("pid", "external_id")
 #: Host kinds that can explain idle time (each host row belongs to one thread).
 HOST_KINDS = ("cpu_op", "annotation", "python", "os_call", "cuda_api", "overhead")
 
@@ -271,6 +274,9 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
             classes = classes_f.result()
     dev = gpu.work.get_column("dev").to_numpy().astype(np.int64)
     n = np.arange(len(gpu.devices))
+    ops = _op_table(gpu.work, classes, f["waits"], t0, shift)
+    # columns only the linker reads: 8 bytes per GPU op each
+    work = gpu.work.drop(PREPARE_ONLY_COLUMNS)
     # the intermediate frames and arrays are garbage now; glibc keeps their pages (its mmap
     # threshold grows with use) unless asked: ~380 MB at 3M events, before the passes peak
     release_free_memory()
@@ -282,8 +288,8 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
         devices=gpu.devices,
         dev_lo=np.searchsorted(dev, n, side="left").astype(np.int64),
         dev_hi=np.searchsorted(dev, n, side="right").astype(np.int64),
-        work=gpu.work,
-        ops=_op_table(gpu.work, classes, f["waits"], t0, shift),
+        work=work,
+        ops=ops,
         host=classes,
         tree=gpu.tree,
         busy=gpu.busy,
