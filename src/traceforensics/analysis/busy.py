@@ -31,13 +31,17 @@ KERNEL, COMMUNICATION, MEMCPY, MEMSET = range(len(BUSY_CLASSES))
 
 @dataclass
 class DeviceBusy:
-    """Busy unions of every device (index ``g`` into ``AnalysisContext.devices``)."""
+    """Busy unions of every device (index ``g`` into ``AnalysisContext.devices``): device
+    ``g``'s intervals are ``start``/``end[dev_bounds[g]:dev_bounds[g + 1]]``, and class ``c``'s
+    on it ``kind_start``/``kind_end[kind_bounds[k]:kind_bounds[k + 1]]`` with
+    ``k = g * len(BUSY_CLASSES) + c`` (offsets, not a device index per interval: 8 bytes per
+    interval less, twice)."""
 
     n_dev: int
-    dev: I64
+    dev_bounds: I64
     start: I64
     end: I64
-    kind_key: I64
+    kind_bounds: I64
     kind_start: I64
     kind_end: I64
     first_start: I64
@@ -50,13 +54,13 @@ class DeviceBusy:
 
     def of(self, g: int) -> tuple[I64, I64]:
         """Disjoint sorted busy intervals of device ``g``."""
-        lo, hi = np.searchsorted(self.dev, [g, g + 1])
+        lo, hi = int(self.dev_bounds[g]), int(self.dev_bounds[g + 1])
         return self.start[lo:hi], self.end[lo:hi]
 
     def kind(self, g: int, cls: int) -> tuple[I64, I64]:
         """Disjoint sorted intervals of one busy class (``BUSY_CLASSES`` index) on device g."""
         key = g * len(BUSY_CLASSES) + cls
-        lo, hi = np.searchsorted(self.kind_key, [key, key + 1])
+        lo, hi = int(self.kind_bounds[key]), int(self.kind_bounds[key + 1])
         return self.kind_start[lo:hi], self.kind_end[lo:hi]
 
     def has_work(self) -> Mask:
@@ -69,7 +73,7 @@ class DeviceBusy:
         """First busy instant per device (first op start when nothing has length)."""
         out = self.first_start.copy()
         g = np.flatnonzero(self.has_work())
-        out[g] = self.start[np.searchsorted(self.dev, g, side="left")]
+        out[g] = self.start[self.dev_bounds[g]]
         return out
 
     @property
@@ -77,7 +81,7 @@ class DeviceBusy:
         """Last busy instant per device (first op start when nothing has length)."""
         out = self.first_start.copy()
         g = np.flatnonzero(self.has_work())
-        out[g] = self.end[np.searchsorted(self.dev, g, side="right") - 1]
+        out[g] = self.end[self.dev_bounds[g + 1] - 1]
         return out
 
     def by_kind(self, g: int) -> dict[str, int]:
@@ -115,9 +119,10 @@ def op_classes(kind: np.ndarray, is_comm: Mask) -> I64:
 def device_busy(work: pl.DataFrame, n_dev: int, t0_ns: int, span_ns: int) -> DeviceBusy:
     """Busy unions of the GPU ops ``work`` (sorted by device index ``dev``, with ``kind``,
     ``start_ns``, ``end_ns``, ``is_comm``); ``span_ns`` bounds every time minus ``t0_ns``."""
-    dev = work.get_column("dev").to_numpy().astype(np.int64)
-    start = work.get_column("start_ns").to_numpy().astype(np.int64)
-    end = work.get_column("end_ns").to_numpy().astype(np.int64)
+    # views of the columns where they are int64 without nulls (no copy of 24 bytes per op)
+    dev = np.asarray(work.get_column("dev").to_numpy(), dtype=np.int64)
+    start = np.asarray(work.get_column("start_ns").to_numpy(), dtype=np.int64)
+    end = np.asarray(work.get_column("end_ns").to_numpy(), dtype=np.int64)
     is_comm = work.get_column("is_comm").fill_null(False).to_numpy().astype(bool)
     cls = op_classes(work.get_column("kind").to_numpy(), is_comm)
     n_cls = len(BUSY_CLASSES)
@@ -131,21 +136,25 @@ def device_busy(work: pl.DataFrame, n_dev: int, t0_ns: int, span_ns: int) -> Dev
     first = np.zeros(n_dev, dtype=np.int64)
     if dev.size and n_dev:
         first = np.minimum.reduceat(start, np.searchsorted(dev, np.arange(n_dev), side="left"))
-    ek = (dev << shift) | (end - t0_ns)
-    eo = np.argsort(ek, kind="stable")
+    if is_comm.any():
+        ek = (dev << shift) | (end - t0_ns)
+        eo = np.argsort(ek, kind="stable")
+        end_keys, end_is_comm = ek[eo], is_comm[eo]
+    else:  # no op ends in communication: ``prev_comm`` needs no index (9 bytes per op)
+        end_keys, end_is_comm = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
     return DeviceBusy(
         n_dev=n_dev,
-        dev=ug,
+        dev_bounds=np.searchsorted(ug, np.arange(n_dev + 1)).astype(np.int64),
         start=us,
         end=ue,
-        kind_key=kg,
+        kind_bounds=np.searchsorted(kg, np.arange(n_dev * n_cls + 1)).astype(np.int64),
         kind_start=ks,
         kind_end=ke,
         first_start=first.astype(np.int64),
         busy_ns=busy,
         by_kind_ns=by_kind.reshape(n_dev, n_cls),
-        end_keys=ek[eo],
-        end_is_comm=is_comm[eo],
+        end_keys=end_keys,
+        end_is_comm=end_is_comm,
         t0_ns=t0_ns,
         shift=shift,
     )
