@@ -210,3 +210,17 @@ def test_trend_keeps_window_totals_apart(
     assert lines[3].rstrip().endswith("run=none") and "█" not in lines[3]  # no bar
     assert lines[5].startswith("note: run 2: values in another unit (a run without steps")
     assert lines[6].startswith("trend  ▄ ▄  0.0% (")  # run 2 a gap in the sparkline
+
+
+def test_the_cli_imports_no_database_code_until_a_store_is_used() -> None:
+    # every tf command would otherwise pay SQLAlchemy's import (~0.3 s of a 1 s analysis)
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, traceforensics.cli.main, traceforensics.history as h; "
+        "print('sqlalchemy' in sys.modules, 'torch' in sys.modules); "
+        "h.record_run; print('sqlalchemy' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False", "True"]

@@ -13,22 +13,12 @@ from typing import Any
 
 import click
 
+from traceforensics import history
 from traceforensics.analysis.busy import BUSY_CLASSES
 from traceforensics.analysis.idle.causes import CAUSES
 from traceforensics.cli.options import EXIT_CODES_HELP, non_negative_int
-from traceforensics.history import (
-    RunFilter,
-    check_figure,
-    check_url,
-    list_runs,
-    names_shown,
-    parse_labels,
-    prepare_store,
-    record_run,
-    store_shown,
-    trend,
-)
-from traceforensics.history.urls import display
+from traceforensics.history.figures import check_figure, names_shown
+from traceforensics.history.labels import parse_labels
 from traceforensics.model.errors import InputError
 from traceforensics.report.format import one_line
 from traceforensics.report.history_text import render_runs, render_trend, runs_json, trend_json
@@ -60,7 +50,7 @@ def store_value(ctx: click.Context, param: click.Parameter, value: str | None) -
             "default store"
         )
     env_labels()  # checked before the store is touched
-    prepare_store(value or None)
+    history.prepare_store(value or None)
     return value
 
 
@@ -97,8 +87,12 @@ def store_run(
         if labels:
             raise InputError("--label: labels are stored with the run; add --store")
         return
-    run_id = record_run(document(), url=store or None, labels=env_labels() | labels, inputs=inputs)
-    click.echo(f"tf: stored run {run_id} in {one_line(store_shown(store or None))}", err=True)
+    run_id = history.record_run(
+        document(), url=store or None, labels=env_labels() | labels, inputs=inputs
+    )
+    click.echo(
+        f"tf: stored run {run_id} in {one_line(history.store_shown(store or None))}", err=True
+    )
 
 
 _AGE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*$")
@@ -186,17 +180,17 @@ def history_command(
 ) -> None:
     """List the runs stored by tf analyze --store (newest first), or with --trend follow one
     figure over them (oldest first)."""
-    url = display(check_url(store))
+    url = history.display(history.check_url(store))
     # the names --fail-on accepts (cli/fail_on.py), checked before the store is opened
     name = check_figure(figure, CAUSES, BUSY_CLASSES) if figure is not None else None
-    flt = RunFilter(labels=labels, since=since, limit=limit or None)
+    flt = history.RunFilter(labels=labels, since=since, limit=limit or None)
     if name is not None:
-        points = trend(store, name, flt)
+        points = history.trend(store, name, flt)
         if not as_json and points.is_empty() and not _exists(store):
             return _nothing(url)
         _out(trend_json(points, name, url) if as_json else render_trend(points, name, url))
         return
-    runs = list_runs(store, flt)
+    runs = history.list_runs(store, flt)
     if not as_json and runs.is_empty() and not _exists(store):
         return _nothing(url)
     _out(runs_json(runs, url) if as_json else render_runs(runs, url))
@@ -204,7 +198,7 @@ def history_command(
 
 def _exists(store: str | None) -> bool:
     """Whether the store holds any run at all (an empty answer may be the filters')."""
-    return not list_runs(store, RunFilter(limit=1)).is_empty()
+    return not history.list_runs(store, history.RunFilter(limit=1)).is_empty()
 
 
 def _nothing(url: str) -> None:

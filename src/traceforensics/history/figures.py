@@ -28,12 +28,12 @@ import polars as pl
 
 from traceforensics.compare import analysis_figures
 from traceforensics.compare.figures import BUSY_KINDS, figure_names
-from traceforensics.history.tables import FIGURES
 from traceforensics.model.errors import InputError
 
-#: The ``tf_figures`` columns a listing reads, and the rows (``LISTED``: a WHERE clause).
+#: The ``tf_figures`` columns a listing reads, and the rows it reads (``query.LISTED``).
 FIGURE_COLUMNS = ("run_id", "name", "value", "share")
-LISTED = FIGURES.c.name.in_(("idle", "step_time", "mfu")) | FIGURES.c.name.like("idle.%")
+LISTED_NAMES = ("idle", "step_time", "mfu")
+LISTED_PREFIX = "idle."
 #: Placeholders that stand for any cause id / busy kind in help texts and messages.
 CAUSE_WORD, KIND_WORD = "CAUSE", "KIND"
 

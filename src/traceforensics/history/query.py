@@ -21,7 +21,8 @@ import sqlalchemy as sa
 
 from traceforensics.history.figures import (
     FIGURE_COLUMNS,
-    LISTED,
+    LISTED_NAMES,
+    LISTED_PREFIX,
     listed_figures,
     stored_causes,
     trend_name,
@@ -32,6 +33,10 @@ from traceforensics.history.tables import DEVICES, FIGURES, FINDINGS, INPUTS, LA
 from traceforensics.model.errors import InputError
 
 _CHUNK = 500  # ids per IN (...) list
+
+#: The ``tf_figures`` rows a listing reads (a WHERE clause): built here, beside SQLAlchemy, so
+#: ``history.figures`` (figure names for the CLI's help) imports no database code.
+LISTED = FIGURES.c.name.in_(LISTED_NAMES) | FIGURES.c.name.like(LISTED_PREFIX + "%")
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from traceforensics._version import __version__
 from traceforensics.compare import Diff
 from traceforensics.compare.diff import RunInfo
 from traceforensics.report.diff_tables import (
+    CHANGE_HEADER,
     DEVICE_HEADER,
     FIGURE_HEADER,
     NOISE_LEGEND,
@@ -26,7 +27,6 @@ from traceforensics.report.diff_tables import (
 )
 from traceforensics.report.html import _STYLE, _e, _table
 
-_CHANGE_HEADER = ["rank/GPU", "what", "before", "after", "change", "note"]
 _DIFF_STYLE = (
     ".worked{border-color:#2a9d3a;background:#eefaf0}"
     ".worse{border-color:#c0392b;background:#fdeeee}"
@@ -65,7 +65,7 @@ def render_diff_html(diff: Diff, command: str | None = None) -> str:
     cut = 1 if one_device(diff) else 0  # one device: no rank/GPU column
     parts.append(
         _table(
-            _CHANGE_HEADER[cut:],
+            CHANGE_HEADER[cut:],
             [r.cells()[cut:] for r in finding_rows(diff)],
             nowrap=2 - cut,
             empty="No findings on either side.",
@@ -75,7 +75,7 @@ def render_diff_html(diff: Diff, command: str | None = None) -> str:
     if kernels:
         parts.append(f"<h2>Kernels whose time changed most ({unit})</h2>")
         # figures first (they never wrap), the long kernel name last
-        header = [*_CHANGE_HEADER[:1], "before", "after", "change", "note", "kernel"][cut:]
+        header = [*CHANGE_HEADER[:1], "before", "after", "change", "note", "kernel"][cut:]
         rows = [[r.where, r.before, r.after, r.delta, r.note, r.what][cut:] for r in kernels]
         parts.append(_table(header, rows, nowrap=4 - cut))
     if len(diff.devices) > 1 or diff.unmatched:

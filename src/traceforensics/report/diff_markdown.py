@@ -10,6 +10,7 @@ from traceforensics._version import __version__
 from traceforensics.compare import Diff
 from traceforensics.compare.diff import RunInfo
 from traceforensics.report.diff_tables import (
+    CHANGE_HEADER,
     DEVICE_HEADER,
     FIGURE_HEADER,
     NOISE_LEGEND,
@@ -25,8 +26,6 @@ from traceforensics.report.diff_tables import (
 )
 from traceforensics.report.format import truncate
 from traceforensics.report.markdown import _cell, _table
-
-_CHANGE_HEADER = ["rank/GPU", "what", "before", "after", "change", "note"]
 
 
 def _run(tag: str, run: RunInfo) -> str:
@@ -62,7 +61,7 @@ def render_diff_markdown(diff: Diff, command: str | None = None) -> str:
     lines += ["", f"## Findings (time to give back, {unit})", ""]
     cut = 1 if one_device(diff) else 0  # one device: no rank/GPU column
     lines += _table(
-        _CHANGE_HEADER[cut:],
+        CHANGE_HEADER[cut:],
         [[r.where, f"`{r.what}`", *r.cells()[2:]][cut:] for r in finding_rows(diff)],
         "No findings on either side.",
     )
@@ -70,7 +69,7 @@ def render_diff_markdown(diff: Diff, command: str | None = None) -> str:
     if kernels:
         lines += ["", f"## Kernels whose time changed most ({unit})", ""]
         lines += _table(
-            _CHANGE_HEADER[cut:],
+            CHANGE_HEADER[cut:],
             [[r.where, truncate(r.what, 90), *r.cells()[2:]][cut:] for r in kernels],
         )
     if len(diff.devices) > 1 or diff.unmatched:

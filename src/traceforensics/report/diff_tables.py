@@ -173,3 +173,5 @@ def device_rows(diff: Diff) -> list[list[str]]:
 
 
 DEVICE_HEADER = ["rank/GPU", "name", "step time", "idle", "largest cause change"]
+#: Columns of the findings and kernels tables (the first left out with one device).
+CHANGE_HEADER = ["rank/GPU", "what", "before", "after", "change", "note"]
