@@ -32,7 +32,7 @@ _OUTCOME_WORDS = {
     "worked": "the change worked",
     "worse": "the change made it worse",
     "mixed": "the step time did not change measurably",
-    "no_effect": "no measurable effect (within step-to-step noise)",
+    "no_effect": "no measurable effect",
 }
 
 
