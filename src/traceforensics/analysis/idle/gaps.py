@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from traceforensics.analysis.busy import COMMUNICATION, KERNEL
-from traceforensics.analysis.context import AnalysisContext, as_context
+from traceforensics.analysis.context import AnalysisContext, as_context, side_by_side
 from traceforensics.analysis.idle.comm import comm_in_window
 from traceforensics.analysis.idle.evidence import gap_evidence
 from traceforensics.analysis.idle.results import (
@@ -44,6 +44,7 @@ from traceforensics.analysis.idle.windows import (
     window_gaps,
 )
 from traceforensics.analysis.options import AnalysisOptions
+from traceforensics.model.memory import release_free_memory
 from traceforensics.model.session import TraceSession
 
 
@@ -94,7 +95,12 @@ def analyze_idle(
         )
     gaps = top_gaps(ctx, wg, n_top)
     del wg  # the step and stream views build their own: never two sets of gaps at once
+    big = not side_by_side(ctx.session.events.height)
+    if big:  # the attribution's freed chunks, back to the OS before the next views peak
+        release_free_memory()
     steps, summary = step_breakdown(ctx)
+    if big:
+        release_free_memory()
     return IdleAnalysis(devices, gaps, steps, summary, stream_idle(ctx))
 
 
