@@ -74,10 +74,9 @@ def _parents(group: I64, start: I64, end: I64, can_parent: Mask, ids: I64) -> I6
 
     That "nearest earlier row with end > s" is found for all rows at once by binary lifting
     over a sparse table of range maxima (``_nearest_open``). Proper nesting is then checked
-    (each range ends no
-    later than its parent; a partial overlap always breaks this on some range of the chain);
-    groups that fail it (overlapping, not nested, ranges) are redone with the sweep, whose
-    stack order then decides."""
+    (each range ends no later than its parent; a partial overlap always breaks this on some
+    range of the chain); groups that fail it (overlapping, not nested, ranges) are redone with
+    the sweep, whose stack order then decides."""
     n = len(ids)
     out = np.full(n, -1, dtype=np.int64)
     if n == 0:
