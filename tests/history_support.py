@@ -16,6 +16,8 @@ import copy
 import functools
 import json
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from statistics import fmean, median, quantiles
 from typing import Any
@@ -86,8 +88,12 @@ _DEVICE_FIELDS = {
     "comm.exposed": "exposed_comm_ns",
     "copy.exposed": "exposed_copy_ns",
 }
-_STEP_FIELDS = {"idle": "idle_ns", "busy": "busy_ns", "comm": "comm_ns"}
-_STEP_FIELDS["comm.exposed"] = "exposed_comm_ns"
+_STEP_FIELDS = {
+    "idle": "idle_ns",
+    "busy": "busy_ns",
+    "comm": "comm_ns",
+    "comm.exposed": "exposed_comm_ns",
+}
 
 
 def _job_steps(doc: dict[str, Any]) -> list[list[dict[str, Any]]]:
@@ -145,11 +151,6 @@ def plain_figures(doc: dict[str, Any]) -> dict[str, tuple[float | None, float | 
     return out
 
 
-def plain_figure(doc: dict[str, Any], figure: str) -> float | None:
-    """One figure's value from ``plain_figures``."""
-    return plain_figures(doc)[figure][0]
-
-
 def close(got: float | None, want: float | None) -> bool:
     """Both unknown, or equal to 1e-9 relative (a float sum in another order)."""
     if got is None or want is None:
@@ -191,43 +192,37 @@ def check_stored_figures(url: str, run_id: int, doc: dict[str, Any]) -> None:
         assert close(row["share"], share), (name, row["share"], share)
 
 
-def table_rows(url: str, table: str) -> list[dict[str, Any]]:
-    """Every row of one table, read with plain SQL."""
+@contextmanager
+def _connected(url: str) -> Iterator[sa.Connection]:
+    """A plain SQLAlchemy connection to the store (none of the history code's set-up)."""
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(sa.text(f"SELECT * FROM {table}"))]
+            yield conn
     finally:
         engine.dispose()
+
+
+def table_rows(url: str, table: str) -> list[dict[str, Any]]:
+    """Every row of one table, read with plain SQL."""
+    with _connected(url) as conn:
+        return [dict(r._mapping) for r in conn.execute(sa.text(f"SELECT * FROM {table}"))]
+
+
+def _count(conn: sa.Connection, sql: str) -> int:
+    return int(conn.execute(sa.text(sql)).scalar_one())
 
 
 def counts(url: str) -> dict[str, int]:
     """Rows per run table."""
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return {
-                t: int(conn.execute(sa.text(f"SELECT count(*) FROM {t}")).scalar_one())
-                for t in RUN_TABLES
-            }
-    finally:
-        engine.dispose()
+    with _connected(url) as conn:
+        return {t: _count(conn, f"SELECT count(*) FROM {t}") for t in RUN_TABLES}
 
 
 def orphans(url: str) -> dict[str, int]:
     """Rows of each child table whose run does not exist (a partial run would leave some)."""
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return {
-                t: int(
-                    conn.execute(
-                        sa.text(
-                            f"SELECT count(*) FROM {t} WHERE run_id NOT IN (SELECT id FROM tf_runs)"
-                        )
-                    ).scalar_one()
-                )
-                for t in RUN_TABLES[1:]
-            }
-    finally:
-        engine.dispose()
+    missing_run = "run_id NOT IN (SELECT id FROM tf_runs)"
+    with _connected(url) as conn:
+        return {
+            t: _count(conn, f"SELECT count(*) FROM {t} WHERE {missing_run}") for t in RUN_TABLES[1:]
+        }

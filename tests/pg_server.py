@@ -90,8 +90,9 @@ class PgServer:
         self.execute(f"CREATE DATABASE {name}")
         return self.url(name)
 
-    def _run(self, *args: str) -> None:
-        subprocess.run([*self.prefix, *args], check=True, capture_output=True, timeout=60)
+    def _run(self, *args: str, check: bool = True) -> None:
+        """Run one of the server's programs (as the unprivileged user when we are root)."""
+        subprocess.run([*self.prefix, *args], check=check, capture_output=True, timeout=60)
 
     def start(self) -> None:
         data = self.root / "data"
@@ -129,11 +130,8 @@ class PgServer:
 
     def stop(self) -> None:
         data = str(self.root / "data")
-        subprocess.run(
-            [*self.prefix, str(self.bin / "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop"],
-            capture_output=True,
-            timeout=60,
-            check=False,
+        self._run(
+            str(self.bin / "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop", check=False
         )
         shutil.rmtree(self.root, ignore_errors=True)
 

@@ -45,10 +45,12 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 import traceforensics
+from traceforensics.recording import Capture
 
 INTENDED = {"capture_dataloader": "data_loading", "capture_pageable": "memcpy"}
 MAX_BYTES = 2 * 1024 * 1024
 STEPS = 12  # > 2 + 2 + 5: the default window is recorded whole
+SAMPLES = 8  # per DataLoader batch
 
 
 class SlowRows(Dataset[torch.Tensor]):
@@ -80,18 +82,18 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tens
     opt.step()
 
 
-def dataloader_run(args: argparse.Namespace, dev: torch.device, out: Path) -> Any:
+def dataloader_run(args: argparse.Namespace, dev: torch.device, out: Path) -> Capture:
     model = make_model(args, dev)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    per = args.batch // 8
-    data = DataLoader(SlowRows(8 * STEPS, per, args.features, args.sleep_ms / 1e3), batch_size=8)
+    rows = SlowRows(SAMPLES * STEPS, args.batch // SAMPLES, args.features, args.sleep_ms / 1e3)
+    data = DataLoader(rows, batch_size=SAMPLES)
     with traceforensics.capture(out, cuda=args.cuda, print_verdict=False) as cap:
         for batch in cap.loader(data):
             train_step(model, opt, batch.reshape(-1, args.features).to(dev, args.dtype))
     return cap
 
 
-def pageable_run(args: argparse.Namespace, dev: torch.device, out: Path) -> Any:
+def pageable_run(args: argparse.Namespace, dev: torch.device, out: Path) -> Capture:
     model = make_model(args, dev)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x = torch.randn(args.batch, args.features, device=dev, dtype=args.dtype)
@@ -106,7 +108,7 @@ def pageable_run(args: argparse.Namespace, dev: torch.device, out: Path) -> Any:
     return cap
 
 
-def _steps(args: argparse.Namespace, dev: torch.device) -> Iterator[tuple[str, Any]]:
+def _scenarios(args: argparse.Namespace, dev: torch.device) -> Iterator[tuple[str, Capture]]:
     scratch = Path(tempfile.mkdtemp(prefix="tf-capture-"))
     yield "capture_dataloader", dataloader_run(args, dev, scratch / "dataloader")
     yield "capture_pageable", pageable_run(args, dev, scratch / "pageable")
@@ -133,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     dev = torch.device("cpu" if dry else "cuda")
     summary: dict[str, Any] = _environment(dry)
     ok = True
-    for name, cap in _steps(args, dev):
+    for name, cap in _scenarios(args, dev):
         target = out / f"{name}.pt.trace.json.gz"
         shutil.copyfile(cap.traces[-1], target)
         findings = cap.analysis.findings if cap.analysis is not None else []

@@ -56,6 +56,7 @@ from synth_ranks_sim import (
     Pending,
     RankSim,
     StepDraws,
+    ranks_text,
 )
 
 FORMATS = ("kineto", "nsys")
@@ -312,13 +313,12 @@ def _write_all(out: Path, fmt: str, sims: list[RankSim], offsets: list[int]) -> 
 
 def distributed_info(rank: int, world: int) -> dict[str, Any]:
     """``distributedInfo`` as current kineto writes it (``ranks`` is a quoted string)."""
-    ranks = "[" + ", ".join(str(r) for r in range(world)) + "]"
     pg = {
         "pg_name": "0",
         "pg_desc": "default_pg",
         "backend_config": "cuda:nccl",
         "pg_size": world,
-        "ranks": ranks,
+        "ranks": ranks_text(world),
     }
     return {
         "backend": "nccl",

@@ -48,6 +48,11 @@ CAUSES = ("data_loading", "host_sync", "slow_gpu")
 BWD_RANGE = "autograd::engine::evaluate_function: AddmmBackward0"
 
 
+def ranks_text(world: int) -> str:
+    """The ranks of a ``world``-rank group as kineto writes them: a quoted list, ``[0, 1]``."""
+    return "[" + ", ".join(str(r) for r in range(world)) + "]"
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """The model's knobs (the defaults give ~15 ms steps on every rank)."""
@@ -254,7 +259,6 @@ class RankSim:
 
     def comm_args(self, nelems: int) -> dict[str, Any]:
         """The collective args kineto puts on ``record_param_comms`` and the NCCL kernel."""
-        ranks = "[" + ", ".join(str(r) for r in range(self.world)) + "]"
         return {
             "Collective name": "allreduce",
             "dtype": "Float",
@@ -265,7 +269,7 @@ class RankSim:
             "Group size": self.world,
             "Process Group Name": "0",
             "Process Group Description": "default_pg",
-            "Process Group Ranks": ranks,
+            "Process Group Ranks": ranks_text(self.world),
         }
 
     def collective(self, index: int, seq: int, nelems: int) -> Pending:

@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from traceforensics.analysis.busy import DeviceBusy, device_busy
-from traceforensics.analysis.findings.program import Program, detect_program
+from traceforensics.analysis.findings.program import Program, name_counts, program_from
 from traceforensics.analysis.idle.classify import launch_part_cause
 from traceforensics.analysis.idle.prepare import (
     HostClasses,
@@ -107,9 +107,16 @@ class AnalysisContext:
     args: pl.DataFrame
 
     @cached_property
+    def name_counts(self) -> pl.DataFrame:
+        """Rows per distinct (kind, name) of the session (``findings.program.name_counts``),
+        counted once: the program detection reads them, and a rank analysed apart sends them
+        on to be summed over the job."""
+        return name_counts(self.session)
+
+    @cached_property
     def program(self) -> Program:
         """The program the trace comes from (framework, vendor), detected once."""
-        return detect_program(self.session)
+        return program_from(self.name_counts, self.session.meta)
 
     @cached_property
     def tree_index(self) -> TreeIndex:

@@ -283,13 +283,13 @@ def analyze_command(
         from traceforensics.report.html import render_html
 
         report_path.write_text(
-            render_html(result, command=_command_line()),
+            render_html(result, command=command_line()),
             encoding="utf-8",
             errors="backslashreplace",
         )
-    _write(result, as_json, markdown_path, plot_path, sections, md_figures)
-    # the document is built once, and only when --store or --fail-on needs it
+    # the JSON document is built once, and only when --json, --store or --fail-on needs it
     document = functools.cache(lambda: build_json(result))
+    _write(result, document if as_json else None, markdown_path, plot_path, sections, md_figures)
     store_run(document, store, labels, inputs)  # before the gate: a failed run counts
     check_gate(fail_on, lambda: analysis_figures(document(), path))
 
@@ -345,7 +345,7 @@ def _figure_links(
     ]
 
 
-def _command_line() -> str:
+def command_line() -> str:
     """The command line of this run, quoted for a shell (report headers)."""
     argv = (click.get_current_context().find_root().obj or {}).get("argv", sys.argv[1:])
     return " ".join(shlex.quote(a) for a in ["tf", *argv])
@@ -408,14 +408,14 @@ def _analyze(path: str, run: Callable[[], Analysis]) -> Analysis:
 
 def _write(
     result: Analysis,
-    as_json: bool,
+    document: Callable[[], dict[str, Any]] | None,
     markdown_path: Path | None,
     plot_path: Path | None,
     sections: tuple[str, ...] = SECTIONS,
     md_figures: bool = False,
 ) -> None:
-    """The report on stdout (text or JSON), and the optional Markdown and plot files (figures
-    first, so the Markdown can link them)."""
+    """The report on stdout (the JSON ``document`` when given, else text), and the optional
+    Markdown and plot files (figures first, so the Markdown can link them)."""
     figures: dict[str, Path] = {}
     if plot_path is not None:
         from traceforensics.report.plots import write_figures
@@ -427,11 +427,11 @@ def _write(
         links = _figure_links(result, markdown_path, figures, md_figures)
         # a file name that is not UTF-8 is written escaped, never a crash
         markdown_path.write_text(
-            render_markdown(result, command=_command_line(), figures=links),
+            render_markdown(result, command=command_line(), figures=links),
             encoding="utf-8",
             errors="backslashreplace",
         )
-    if as_json:
-        sys.stdout.buffer.write(dumps(build_json(result)))
+    if document is not None:
+        sys.stdout.buffer.write(dumps(document()))
     else:
         sys.stdout.write(render_text(result, sections=sections))

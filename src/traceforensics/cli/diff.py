@@ -17,7 +17,7 @@ import click
 import orjson
 
 from traceforensics.analysis.options import DEFAULTS
-from traceforensics.cli.analyze import _command_line, analysis_of, analyze_command
+from traceforensics.cli.analyze import analysis_of, analyze_command, command_line
 from traceforensics.cli.fail_on import FAIL_ON_EXIT_HELP, check_gate, fail_on_option
 from traceforensics.cli.options import EXIT_CODES_HELP, check_output
 from traceforensics.compare import Diff, Rule, diff_documents
@@ -170,13 +170,10 @@ def _write(diff: Diff, as_json: bool, report_path: Path | None) -> None:
     """The diff on stdout (text or JSON) and the optional report file."""
     if report_path is not None:
         if report_path.suffix.lower() == ".md":
-            from traceforensics.report.diff_markdown import render_diff_markdown
-
-            text = render_diff_markdown(diff, command=_command_line())
+            from traceforensics.report.diff_markdown import render_diff_markdown as render
         else:
-            from traceforensics.report.diff_html import render_diff_html
-
-            text = render_diff_html(diff, command=_command_line())
+            from traceforensics.report.diff_html import render_diff_html as render
+        text = render(diff, command=command_line())
         report_path.write_text(text, encoding="utf-8", errors="backslashreplace")
     if as_json:
         for w in diff.warnings:  # a script reads the JSON; the person running it sees these

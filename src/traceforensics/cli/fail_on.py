@@ -28,18 +28,20 @@ EXIT_GATE = 1
 #: The exit code a broken rule gives, added to the commands' help after ``EXIT_CODES_HELP``.
 FAIL_ON_EXIT_HELP = " With --fail-on: 1 when a rule broke (one line per broken rule on stderr)."
 
+_HELP_FIGURES = (
+    " Figures: step_time, idle, idle.CAUSE, busy, busy.KIND, comm, comm.exposed, copy.exposed, "
+    "mfu (docs/diff.md)."
+)
 _HELP_ABSOLUTE = (
     "Exit 1 when this rule holds for the run (repeatable): FIGURE OP VALUE, e.g. 'idle>30%' "
     "(share of the window), 'idle.data_loading>10ms' (per step), 'step_time>150ms' (median "
-    "step), 'mfu<25%'. Figures: step_time, idle, idle.CAUSE, busy, busy.KIND, comm, "
-    "comm.exposed, copy.exposed, mfu (docs/diff.md)."
+    "step), 'mfu<25%'." + _HELP_FIGURES
 )
 _HELP_RELATIVE = (
     "Exit 1 when this rule holds (repeatable): a signed value is a change from BEFORE to AFTER "
     "('idle.data_loading>+20%', 'step_time>+5%', 'step_time>+5ms', 'mfu<-3%', 'idle>+2pp'; "
     "changes within step-to-step noise never count), an unsigned one a threshold on AFTER "
-    "('idle>30%', 'mfu<25%'). Figures: step_time, idle, idle.CAUSE, busy, busy.KIND, comm, "
-    "comm.exposed, copy.exposed, mfu (docs/diff.md)."
+    "('idle>30%', 'mfu<25%')." + _HELP_FIGURES
 )
 
 

@@ -81,11 +81,9 @@ def store_run(
 ) -> None:
     """Record a finished analysis when ``--store`` was given (``store``: None absent, ``""``
     the default store, else its URL), labelled with ``$TF_LABELS`` and ``labels`` (``--label``
-    wins for a key in both). One line on stderr: stdout stays the report or the pure JSON.
-    ``--label`` without ``--store`` is refused (the labels would be lost)."""
+    wins for a key in both; ``--label`` without ``--store`` was refused by ``store_value``).
+    One line on stderr: stdout stays the report or the pure JSON."""
     if store is None:
-        if labels:
-            raise InputError("--label: labels are stored with the run; add --store")
         return
     run_id = history.record_run(
         document(), url=store or None, labels=env_labels() | labels, inputs=inputs

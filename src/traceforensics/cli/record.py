@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -14,13 +16,25 @@ from traceforensics.cli.analyze import analysis_of
 from traceforensics.cli.options import EXIT_CODES_HELP
 from traceforensics.model.errors import InputError, ToolMissingError
 from traceforensics.recording import child
-from traceforensics.recording.settings import DEFAULT_OUT_DIR, CaptureSettings
+from traceforensics.recording.settings import DEFAULT_OUT_DIR, SCHEDULE_MIN, CaptureSettings
 from traceforensics.recording.summary import host_loader_lines, recording_line
 from traceforensics.report.json_out import build_json, dumps
 from traceforensics.report.progress import progress_line
 from traceforensics.report.terminal import render_text
 
-_D = CaptureSettings()
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _schedule_option(name: str, help_text: str) -> Callable[[F], F]:
+    """``--<name>``: a schedule setting, its default and lowest value read from the settings
+    (one definition for ``capture()`` and ``tf record``)."""
+    return click.option(
+        f"--{name}",
+        type=click.IntRange(min=SCHEDULE_MIN[name]),
+        default=getattr(CaptureSettings(), name),
+        show_default=True,
+        help=help_text,
+    )
 
 
 @click.command(
@@ -45,33 +59,11 @@ _D = CaptureSettings()
     show_default=True,
     help="Folder for the traces: one rank-N.pt.trace.json.gz per rank.",
 )
-@click.option(
-    "--wait",
-    type=click.IntRange(min=0),
-    default=_D.wait,
-    show_default=True,
-    help="Steps run unprofiled first (start-up).",
-)
-@click.option(
-    "--warmup",
-    type=click.IntRange(min=0),
-    default=_D.warmup,
-    show_default=True,
-    help="Steps profiled but not kept (the profiler's own start-up).",
-)
-@click.option(
-    "--active",
-    type=click.IntRange(min=1),
-    default=_D.active,
-    show_default=True,
-    help="Steps recorded.",
-)
-@click.option(
-    "--repeat",
-    type=click.IntRange(min=0),
-    default=_D.repeat,
-    show_default=True,
-    help="Cycles recorded, each into OUT/cycle-N/ when not 1 (0: every cycle until the end).",
+@_schedule_option("wait", "Steps run unprofiled first (start-up).")
+@_schedule_option("warmup", "Steps profiled but not kept (the profiler's own start-up).")
+@_schedule_option("active", "Steps recorded.")
+@_schedule_option(
+    "repeat", "Cycles recorded, each into OUT/cycle-N/ when not 1 (0: every cycle until the end)."
 )
 @click.option("--no-shapes", is_flag=True, help="Do not record operator shapes (no FLOPs, no MFU).")
 @click.option("--with-stack", is_flag=True, help="Record Python stacks (large, slow).")
@@ -121,11 +113,10 @@ def record_command(
             "nsys (Nsight Systems) is not on PATH; run the command printed above where it is "
             f"(copy {boot} along), then tf analyze {child.nsys_report(out)}"
         )
-    run = child.nsys_command(argv, out) if nsys else argv
-    code = child.run(run, child.environment(settings, out, boot, mode), as_json)
+    to_run = child.nsys_command(argv, out) if nsys else argv
+    code = child.run(to_run, child.environment(settings, out, boot, mode), as_json)
     got = child.collect(out, settings, mode, code)
-    head = f"tf record: {recording_line(got.traces, got.steps)}"
-    click.echo(head + (f"\n  note: {got.note}" if got.note else ""), err=as_json)
+    click.echo(recording_line("record", got.traces, got.steps, got.note), err=as_json)
     if not no_analyze:
         _report(got.path, as_json, no_cache)
     if code != 0:
@@ -141,6 +132,7 @@ def _report(path: Path, as_json: bool, no_cache: bool) -> None:
         return
     text = render_text(result)
     if not result.devices:  # no GPU work: the host's loader share still says something
+        # (loaded again: the analysis of a folder's rank files keeps no events of its own)
         from traceforensics import load
 
         extra = host_loader_lines(load(path, use_cache=not no_cache))

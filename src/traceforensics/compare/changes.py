@@ -81,12 +81,16 @@ class KernelChange:
         }
 
 
-def _steps_of(key: Key, steps: Mapping[Key, tuple[int, int]]) -> tuple[int, int]:
-    return steps.get(key, (0, 0))
-
-
 def _per(value: float | None, n: int, per_step: bool) -> float | None:
     return None if value is None else (value / n if per_step else value)
+
+
+def _delta(figure: str, before: float | None, after: float | None, per_step: bool) -> FigureDelta:
+    """A figure per step (the window total over the steps: findings and kernels carry no
+    per-step values) or, without steps on a side, as window totals."""
+    if per_step:
+        return FigureDelta(figure, "ns/step", "window_per_step", before, after)
+    return FigureDelta(figure, "ns", "total", before, after)
 
 
 def finding_changes(
@@ -103,15 +107,12 @@ def finding_changes(
     out: list[FindingChange] = []
     for key in dict.fromkeys([*b, *a]):
         cat, rank, dev = key
-        nb, na = _steps_of((rank, dev), steps)
+        nb, na = steps.get((rank, dev), (0, 0))
         per_step = nb > 0 and na > 0
         fb, fa = b.get(key), a.get(key)
         vb = _per(fb["recoverable_ns"] if fb else 0, nb, per_step)
         va = _per(fa["recoverable_ns"] if fa else 0, na, per_step)
-        basis = "window_per_step" if per_step else "total"
-        unit = "ns/step" if per_step else "ns"
-        noise = noise_of.get(key)
-        delta = FigureDelta(f"findings.{cat}", unit, basis, vb, va)
+        delta = _delta(f"findings.{cat}", vb, va, per_step)
         out.append(
             FindingChange(
                 category=cat,
@@ -122,7 +123,7 @@ def finding_changes(
                 title_before=fb.get("title") if fb else None,
                 title_after=fa.get("title") if fa else None,
                 minor_after=bool(fa.get("minor")) if fa else None,
-                within_noise=noise if fb is not None and fa is not None else None,
+                within_noise=noise_of.get(key) if fb is not None and fa is not None else None,
             )
         )
     out.sort(key=lambda c: -abs(c.recoverable.delta or 0.0))
@@ -144,17 +145,16 @@ def kernel_changes(
     before: Sequence[Mapping[str, Any]],
     after: Sequence[Mapping[str, Any]],
     steps: Mapping[Key, tuple[int, int]],
-    limit: int = TOP_KERNEL_CHANGES,
 ) -> list[KernelChange]:
-    """The kernels whose total time changed most, per matched device (module doc); ``before``
-    and ``after`` are the two documents' ``devices[]`` lists."""
+    """The ``TOP_KERNEL_CHANGES`` kernels whose total time changed most, per matched device
+    (module doc); ``before`` and ``after`` are the two documents' ``devices[]`` lists."""
     b_dev = {(int(d["rank"]), int(d["device"])): d for d in before}
     out: list[KernelChange] = []
     for d in after:
         key = (int(d["rank"]), int(d["device"]))
         if key not in b_dev:
             continue
-        nb, na = _steps_of(key, steps)
+        nb, na = steps.get(key, (0, 0))
         per_step = nb > 0 and na > 0
         tb = {k["name"]: k for k in b_dev[key].get("top_kernels") or []}
         ta = {k["name"]: k for k in d.get("top_kernels") or []}
@@ -165,21 +165,14 @@ def kernel_changes(
             kb, ka = tb.get(name), ta.get(name)
             vb = _per(kb["total_ns"], nb, per_step) if kb else None
             va = _per(ka["total_ns"], na, per_step) if ka else None
-            total = FigureDelta(
-                "kernel",
-                "ns/step" if per_step else "ns",
-                "window_per_step" if per_step else "total",
-                vb,
-                va,
-            )
             rows.append(
                 KernelChange(
-                    name, key[0], key[1], total, _count(kb), _count(ka),
-                    _magnitude(vb, va, floor_b, floor_a),
+                    name, key[0], key[1], _delta("kernel", vb, va, per_step), _count(kb),
+                    _count(ka), _magnitude(vb, va, floor_b, floor_a),
                 )
             )  # fmt: skip
         rows.sort(key=lambda r: -r.magnitude)
-        out += rows[:limit]
+        out += rows[:TOP_KERNEL_CHANGES]
     return out
 
 

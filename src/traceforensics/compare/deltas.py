@@ -29,8 +29,6 @@ _STEP_BASIS = {
     "step_time.mean": "mean_step",
     "step_time.iqr": "step_iqr",
 }
-#: The series behind each step-time figure's noise test.
-_NOISE_SERIES = {name: "step_time" for name in STEP_FIGURES}
 
 
 @dataclass(frozen=True)
@@ -166,7 +164,7 @@ def figure_delta(before: Side | None, after: Side, name: str, basis: str) -> Fig
     b, _ = figure_value(before, name, basis) if before is not None else (None, basis)
     a, used = figure_value(after, name, basis)
     unit = "fraction" if name == "mfu" else ("ns/step" if used.endswith("per_step") else "ns")
-    series = _NOISE_SERIES.get(name, name)
+    series = "step_time" if name in STEP_FIGURES else name  # step figures: the step durations
     noise = None
     if before is not None and name != "step_time.iqr":  # a spread has no per-step values
         res = RESOLUTION["fraction" if name == "mfu" else "time"]

@@ -16,8 +16,12 @@ from typing import Any
 import polars as pl
 
 from traceforensics._version import __version__
-from traceforensics.compare.changes import FindingChange, KernelChange, finding_changes
-from traceforensics.compare.changes import kernel_changes as _kernel_changes
+from traceforensics.compare.changes import (
+    FindingChange,
+    KernelChange,
+    finding_changes,
+    kernel_changes,
+)
 from traceforensics.compare.deltas import (
     DeviceDiff,
     FigureDelta,
@@ -29,8 +33,8 @@ from traceforensics.compare.figures import check_document, device_sides, figure_
 from traceforensics.compare.verdict import Verdict, build_verdict
 
 SCHEMA_DIFF = "traceforensics.diff/1"
-#: Finding categories whose change is judged by a per-step figure's noise test.
-_FINDING_FIGURE = {"exposed_communication": "comm.exposed"}
+#: Figures whose noise test judges a finding category other than ``idle.<category>``'s.
+_FIGURE_CATEGORY = {"comm.exposed": "exposed_communication"}
 
 
 @dataclass(frozen=True)
@@ -132,33 +136,29 @@ def diff_documents(
     ]
     steps = {(d.rank or 0, d.device or 0): (d.steps_before, d.steps_after) for d in devices}
     noise = {
-        (cat, d.rank or 0, d.device or 0): d.figures[fig].within_noise
+        (_category(name), d.rank or 0, d.device or 0): f.within_noise
         for d in devices
-        for fig in d.figures
-        if fig.startswith("idle.") or fig in _FINDING_FIGURE.values()
-        for cat in [_category_of(fig)]
+        for name, f in d.figures.items()
+        if name.startswith("idle.") or name in _FIGURE_CATEGORY
     }
     job = device_diff(job_b, job_a, names)
+    a_findings = a_doc.get("findings") or []
     return Diff(
         before=RunInfo.of(b_doc, before_label, job_b.n_steps),
         after=RunInfo.of(a_doc, after_label, job_a.n_steps),
         job=job,
         devices=devices,
         unmatched=unmatched,
-        findings=finding_changes(
-            b_doc.get("findings") or [], a_doc.get("findings") or [], steps, noise
-        ),
-        kernels=_kernel_changes(b_doc["devices"], a_doc["devices"], steps),
-        verdict=build_verdict(job, a_doc.get("findings") or [], job_a.n_steps),
+        findings=finding_changes(b_doc.get("findings") or [], a_findings, steps, noise),
+        kernels=kernel_changes(b_doc["devices"], a_doc["devices"], steps),
+        verdict=build_verdict(job, a_findings),
         warnings=_warnings(b_doc, a_doc, unmatched, job),
     )
 
 
-def _category_of(figure: str) -> str:
-    for cat, fig in _FINDING_FIGURE.items():
-        if fig == figure:
-            return cat
-    return figure.removeprefix("idle.")
+def _category(figure: str) -> str:
+    """The finding category whose noise verdict is this figure's."""
+    return _FIGURE_CATEGORY.get(figure) or figure.removeprefix("idle.")
 
 
 def _warnings(

@@ -137,7 +137,8 @@ def _device_side(
     mfu_row: Mapping[str, Any] | None,
     mfu_rows: list[Mapping[str, Any]],
 ) -> Side:
-    causes = tuple((d.get("idle_by_cause") or {}).keys())
+    by_cause = d.get("idle_by_cause") or {}
+    causes = tuple(by_cause)
     kinds = d.get("busy_by_kind") or {}
     totals: dict[str, float] = {
         "idle": d.get("idle_ns") or 0,
@@ -146,7 +147,7 @@ def _device_side(
         "comm.exposed": d.get("exposed_comm_ns") or 0,
         "copy.exposed": d.get("exposed_copy_ns") or 0,
     }
-    totals.update({f"idle.{c}": ns or 0 for c, ns in (d.get("idle_by_cause") or {}).items()})
+    totals.update({f"idle.{c}": ns or 0 for c, ns in by_cause.items()})
     totals.update({f"busy.{k}": kinds.get(k) or 0 for k in BUSY_KINDS})
     series: dict[str, list[float]] = {}
     if steps:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from traceforensics.compare.deltas import FigureDelta
 from traceforensics.compare.figures import BUSY_KINDS, STEP_FIGURES, figure_names, is_time_figure
-from traceforensics.compare.words import fmt_change, fmt_delta, fmt_pct, fmt_value
+from traceforensics.compare.words import fmt_change, fmt_delta, fmt_pair, fmt_pct, fmt_value
 from traceforensics.model.errors import OptionError
 
 _RULE_RE = re.compile(
@@ -101,7 +101,7 @@ def parse_rule(
     number = float(m["num"]) * (-1 if sign == "-" else 1)
     value_text = f"{sign or ''}{m['num']}{m['unit']}"
     if unit in _NS:
-        return Rule(text, figure, m["op"], bool(sign), "ns", number * _NS[unit], value_text)
+        unit, number = "ns", number * _NS[unit]
     return Rule(text, figure, m["op"], bool(sign), unit, number, value_text)
 
 
@@ -153,7 +153,7 @@ def check_rule(rule: Rule, d: FigureDelta) -> Check:
     if value is None:
         return Check(rule, True, False, f"{rule.text}: cannot be checked ({_missing(rule, d)})")
     crossed = _OPS[rule.op](value, rule.threshold)
-    line = f"{_describe(rule, d)} {rule.op} {rule.value_text}"
+    line = f"{_describe(rule, d, value)} {rule.op} {rule.value_text}"
     if crossed and rule.relative and d.within_noise is True and d.noise is not None:
         band = fmt_value(d.noise.band, "ns" if rule.figure != "mfu" else "fraction")
         note = f"{line}, but within step-to-step noise (±{band}): not counted"
@@ -181,30 +181,30 @@ def _measured(rule: Rule, d: FigureDelta) -> float | None:
     if rule.unit == "ns":
         return d.delta
     if rule.unit == "pp":
-        if is_time_figure(rule.figure):
-            b, a = d.share_before, d.share_after
-        else:
-            b, a = d.before, d.after
+        b, a = _pp_base(rule.figure, d)
         return None if a is None or b is None else 100 * (a - b)
     if d.before == 0 and d.after is not None:  # from nothing: any rise is infinite
         return math.inf if d.after > 0 else 0.0
     return d.delta_pct
 
 
-def _describe(rule: Rule, d: FigureDelta) -> str:
-    """What was measured, in words: ``idle.data_loading +10 142% (0.46 → 47.28 ms/step)``."""
+def _pp_base(figure: str, d: FigureDelta) -> tuple[float | None, float | None]:
+    """What a ``pp`` rule compares: shares of the window for time figures, else the values."""
+    return (d.share_before, d.share_after) if is_time_figure(figure) else (d.before, d.after)
+
+
+def _describe(rule: Rule, d: FigureDelta, value: float) -> str:
+    """What was measured (``value``: ``_measured``), in words: ``idle.data_loading +10 142%
+    (0.46 → 47.28 ms/step)``."""
     what = rule.figure
+    of = " of the window" if is_time_figure(what) else ""
     if not rule.relative:
         if rule.unit == "ns":
             return f"{what} {fmt_value(d.after, d.unit)}"
-        of = " of the window" if is_time_figure(what) else ""
-        return f"{what} {fmt_pct(_measured(rule, d), sign=False)}{of}"
+        return f"{what} {fmt_pct(value, sign=False)}{of}"
     if rule.unit == "pp":
-        pp = _measured(rule, d) or 0.0
-        shares = (d.share_before, d.share_after) if is_time_figure(what) else (d.before, d.after)
-        of = " of the window" if is_time_figure(what) else ""
-        pair = " → ".join(f"{100 * (s or 0):.1f}%" for s in shares)
-        return f"{what} {fmt_pct(pp).removesuffix('%')} pp ({pair}{of})"
+        pair = " → ".join(f"{100 * (s or 0):.1f}%" for s in _pp_base(what, d))
+        return f"{what} {fmt_pct(value).removesuffix('%')} pp ({pair}{of})"
     if rule.unit == "ns":
-        return f"{what} {fmt_delta(d)} ({fmt_change(d).partition(' (')[2].rstrip(')')})"
+        return f"{what} {fmt_delta(d)} ({fmt_pair(d.before, d.after, d.unit)})"
     return f"{what} {fmt_change(d)}"

@@ -74,9 +74,7 @@ def targeted_cause(job: DeviceDiff) -> str | None:
     return best
 
 
-def build_verdict(
-    job: DeviceDiff, after_findings: Sequence[Mapping[str, Any]], steps_after: int
-) -> Verdict:
+def build_verdict(job: DeviceDiff, after_findings: Sequence[Mapping[str, Any]]) -> Verdict:
     """The verdict of the job's figures and AFTER's findings (module doc)."""
     target = targeted_cause(job)
     cause = job.figures.get(f"idle.{target}") if target else None
@@ -102,7 +100,7 @@ def build_verdict(
     if outcome == "mixed" and cause is not None:
         moved = "fell" if (cause.delta or 0) < 0 else "rose"
         text += f" although {target} idle {moved}"
-    loss = _largest_loss(after_findings, steps_after)
+    loss = _largest_loss(after_findings, job.steps_after)
     if loss is not None:
         text += f"; the largest loss is now {loss['category']} ({loss['text']} to give back)"
     return Verdict(outcome, target, text + ".", loss)

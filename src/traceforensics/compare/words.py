@@ -34,7 +34,7 @@ def fmt_pct(p: float | None, sign: bool = True) -> str:
 
 def fmt_value(v: float | None, unit: str) -> str:
     """One value in its unit: ``126.68 ms``, ``0.46 ms/step``, ``37.1%`` (MFU)."""
-    return fmt_pair(None, v, unit).split(" → ")[-1]
+    return fmt_pair(None, v, unit)
 
 
 def fmt_cells(before: float | None, after: float | None, unit: str) -> tuple[str, str]:

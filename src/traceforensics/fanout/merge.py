@@ -127,14 +127,11 @@ def _job_evidence(part: RankPart, kept: int) -> list[Finding]:
     ``kept`` gaps among the rank's first items, in order."""
     assert part.results is not None
     res = part.results
-    return [
-        replace(
-            f, evidence=[e for e, o in zip(f.evidence, gaps, strict=True) if o is None or o < kept]
-        )
-        if any(o is not None and o >= kept for o in gaps)
-        else f
-        for f, gaps in zip(res.findings, res.evidence_gaps, strict=True)
-    ]
+    out = []
+    for f, gaps in zip(res.findings, res.evidence_gaps, strict=True):
+        evidence = [e for e, g in zip(f.evidence, gaps, strict=True) if g is None or g < kept]
+        out.append(f if len(evidence) == len(f.evidence) else replace(f, evidence=evidence))
+    return out
 
 
 def _efficiency(part: RankPart, kernels: KernelAnalysis, program: Program) -> list[Finding]:

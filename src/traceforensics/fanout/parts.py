@@ -19,7 +19,6 @@ from typing import Any, NoReturn, TypeVar
 import polars as pl
 
 from traceforensics.analysis.devices import DeviceRecord
-from traceforensics.analysis.findings.program import Program
 from traceforensics.analysis.findings.results import Finding
 from traceforensics.analysis.idle.gaps import IdleAnalysis
 from traceforensics.analysis.idle.results import Evidence
@@ -89,7 +88,6 @@ class RankResults:
     idle: IdleAnalysis
     kernels: KernelAnalysis
     patterns: list[DevicePattern]
-    program: Program
     findings: list[Finding]
     collectives: pl.DataFrame
     steps: pl.DataFrame

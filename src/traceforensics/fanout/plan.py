@@ -29,7 +29,12 @@ from typing import Any
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.fanout.parts import Failure, RankPart, RankTask, relabel
 from traceforensics.ingest.kineto import meta as kmeta
-from traceforensics.ingest.ranksets import assign_ranks, directory_set, merge_sessions
+from traceforensics.ingest.ranksets import (
+    assign_ranks,
+    clock_shifts,
+    directory_set,
+    merge_sessions,
+)
 from traceforensics.model.errors import UnsupportedFormatError
 from traceforensics.model.schema import empty_args, empty_events
 from traceforensics.model.session import TraceMeta, TraceSession
@@ -73,19 +78,10 @@ def tasks(
         base = bases[i]
         if isinstance(base, Failure):
             base.raise_()
-    known = [b for b in bases if isinstance(b, int)]
-    origin = min(known) if known else None
+    _, shifts = clock_shifts([b if isinstance(b, int) else None for b in bases])
     return [
-        RankTask(
-            i,
-            p,
-            rs.fmt,
-            options,
-            rank=rs.ranks[i],
-            shift_ns=b - origin if isinstance(b, int) and origin is not None else 0,
-            use_cache=use_cache,
-        )
-        for i, (p, b) in enumerate(zip(paths, bases, strict=True))
+        RankTask(i, p, rs.fmt, options, rank=rs.ranks[i], shift_ns=shift, use_cache=use_cache)
+        for i, (p, shift) in enumerate(zip(paths, shifts, strict=True))
     ]
 
 
@@ -117,25 +113,21 @@ def _raise_first(parts: Sequence[RankPart]) -> None:
             p.failure.raise_()
 
 
-def _metas(parts: Sequence[RankPart]) -> list[TraceMeta]:
-    return [p.meta for p in parts if p.meta is not None]
-
-
 def _nsys_meta(rs: RankSet, parts: list[RankPart]) -> TraceMeta:
     # the joint merge itself, on sessions without events: same ranks, shifts, warnings
-    sessions = [(p.rank, TraceSession(empty_events(), m, empty_args())) for p, m in _pairs(parts)]
+    sessions = [
+        (p.rank, TraceSession(empty_events(), p.meta, empty_args()))
+        for p in parts
+        if p.meta is not None
+    ]
     warnings = rs.notes + ([rs.rank_warning] if rs.rank_warning else [])
     meta = merge_sessions(sessions, rs.rank_source, warnings).meta
     meta.warnings += _graph_notes(parts)
     return meta
 
 
-def _pairs(parts: list[RankPart]) -> list[tuple[RankPart, TraceMeta]]:
-    return [(p, p.meta) for p in parts if p.meta is not None]
-
-
 def _kineto_meta(parts: list[RankPart], warnings: list[str], source: str) -> TraceMeta:
-    metas = _metas(parts)
+    metas = [p.meta for p in parts if p.meta is not None]
     versions = [m.format_version or "" for m in metas]
     by_rank = {str(p.rank): p.info for p in parts if p.info is not None}
     first: dict[str, Any] = next(iter(by_rank.values()), {})

@@ -7,7 +7,9 @@ send back the part (``parts.RankPart``) and let the event table go. The rules of
 loader are kept:
 
 - nsys: ``rank`` from the task; times shifted by ``shift_ns`` onto the earliest session start
-  of the job (``ingest.ranksets``), so gaps, steps and windows carry the same absolute ns;
+  of the job (``ingest.ranksets.on_job_clock``, as the joint merge places each rank), so gaps,
+  steps and windows carry the same absolute ns; the metadata keeps the file's own session
+  start, from which the parent's merge of the metadata (``plan``) derives the same shifts;
 - Kineto: the file's own rank (``distributedInfo``, else an explicit ``rank3`` file name,
   else 0) and its ``distributedInfo`` go back; the parent applies the rank rules of the whole
   set (collisions, positions) and relabels (``parts.relabel``). A file that is not a trace is
@@ -24,11 +26,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import polars as pl
-
 from traceforensics.analysis.context import prepare
 from traceforensics.analysis.findings.busy_losses import attention_scores
-from traceforensics.analysis.findings.program import name_counts
 from traceforensics.analysis.options import RangeOptions
 from traceforensics.analysis.pipeline import analyze_context
 from traceforensics.analysis.ranks.collectives import collective_kernels
@@ -36,10 +35,10 @@ from traceforensics.analysis.restrict import restrict
 from traceforensics.fanout.parts import Failure, RankPart, RankResults, RankTask
 from traceforensics.ingest import load_path
 from traceforensics.ingest.detect import SQLITE_MAGIC
+from traceforensics.ingest.ranksets import on_job_clock
 from traceforensics.ingest.suspects import graph_launch_notes
 from traceforensics.model.errors import InputError, OptionError, UnsupportedFormatError
 from traceforensics.model.memory import release_free_memory
-from traceforensics.model.session import TraceSession
 
 
 def analyse_rank(task: RankTask) -> RankPart:
@@ -73,7 +72,7 @@ def _analyse(task: RankTask) -> RankPart:
     session.meta.warnings = [w for w in session.meta.warnings if w not in graph]
     info = None
     if task.fmt == "nsys" and task.rank is not None:
-        session = _on_job_clock(session, task.rank, task.shift_ns)
+        session = on_job_clock(session, task.rank, task.shift_ns)
     elif task.fmt == "kineto":
         info = {k: v for k, v in session.meta.distributed.items() if k != "rank_source"} or None
     rank = session.meta.inputs[0].rank if session.meta.inputs else 0
@@ -97,32 +96,14 @@ def _analyse(task: RankTask) -> RankPart:
         idle=result.idle,
         kernels=result.kernels,
         patterns=result.patterns,
-        program=result.program,
         findings=result.findings,
         collectives=collective_kernels(ctx.work, ctx.session.args),
         steps=ctx.steps,
-        names=name_counts(ctx.session),
+        names=ctx.name_counts,
         evidence_gaps=[[from_gap.get(id(e)) for e in f.evidence] for f in result.findings],
         attention=attention_scores(ctx).get(rank),
     )
     return part
-
-
-def _on_job_clock(session: TraceSession, rank: int, shift: int) -> TraceSession:
-    """One nsys export as rank ``rank`` of the job, shifted by ``shift`` ns onto the job's
-    clock (the earliest session start), as ``ingest.ranksets.merge_sessions`` does for the
-    joint session. Its metadata keeps its own session start: the parent's merge of the
-    metadata (``plan``) derives the same shifts from it."""
-    events = session.events.with_columns(
-        (pl.col("start_ns") + shift).alias("start_ns"),
-        pl.lit(rank, dtype=pl.Int32()).alias("rank"),
-    )
-    meta = replace(
-        session.meta,
-        inputs=[replace(i, rank=rank) for i in session.meta.inputs],
-        devices=[replace(d, rank=rank) for d in session.meta.devices],
-    )
-    return TraceSession(events, meta, session.args)
 
 
 def session_start(path: str) -> int | Failure | None:

@@ -30,10 +30,12 @@ from traceforensics.compare import analysis_figures
 from traceforensics.compare.figures import BUSY_KINDS, figure_names
 from traceforensics.model.errors import InputError
 
-#: The ``tf_figures`` columns a listing reads, and the rows it reads (``query.LISTED``).
+#: The ``tf_figures`` columns a listing reads, and the rows it reads (``query.LISTED``: these
+#: names and every ``idle.<cause>``).
 FIGURE_COLUMNS = ("run_id", "name", "value", "share")
 LISTED_NAMES = ("idle", "step_time", "mfu")
-LISTED_PREFIX = "idle."
+#: How the name of a cause's idle figure starts (``idle.data_loading``).
+CAUSE_PREFIX = "idle."
 #: Placeholders that stand for any cause id / busy kind in help texts and messages.
 CAUSE_WORD, KIND_WORD = "CAUSE", "KIND"
 
@@ -84,14 +86,16 @@ def trend_name(text: str, causes: Sequence[str]) -> str:
     """``check_figure`` against the cause ids a store holds (``stored_causes``); with none
     stored yet, any ``idle.<cause>`` passes: nothing to trend, and no cause list to judge by."""
     name = text.strip().lower()
-    if not causes and name.startswith("idle.") and name != "idle.":
+    if not causes and name.startswith(CAUSE_PREFIX) and name != CAUSE_PREFIX:
         return name
     return check_figure(text, causes)
 
 
 def stored_causes(names: Sequence[str]) -> tuple[str, ...]:
     """The cause ids behind stored ``idle.<cause>`` figure names, in first-seen order."""
-    return tuple(dict.fromkeys(n.removeprefix("idle.") for n in names if n.startswith("idle.")))
+    return tuple(
+        dict.fromkeys(n.removeprefix(CAUSE_PREFIX) for n in names if n.startswith(CAUSE_PREFIX))
+    )
 
 
 def listed_figures(rows: pl.DataFrame) -> pl.DataFrame:
@@ -102,11 +106,11 @@ def listed_figures(rows: pl.DataFrame) -> pl.DataFrame:
     it is the cause with the most idle ns); ties by name; null without idle. A choice among
     compare's figures, not a figure of its own."""
     top = (
-        rows.filter(pl.col("name").str.starts_with("idle.") & (pl.col("share") > 0))
+        rows.filter(pl.col("name").str.starts_with(CAUSE_PREFIX) & (pl.col("share") > 0))
         .sort(["run_id", "share", "name"], descending=[False, True, False])
         .group_by("run_id", maintain_order=True)
         .first()
-        .select("run_id", pl.col("name").str.strip_prefix("idle.").alias("top_cause"))
+        .select("run_id", pl.col("name").str.strip_prefix(CAUSE_PREFIX).alias("top_cause"))
     )
 
     def pick(name: str, column: str) -> pl.Expr:

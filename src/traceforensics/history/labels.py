@@ -23,7 +23,7 @@ _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 
 def check_label(key: str, value: str) -> None:
     """An ``InputError`` (one line) when ``key=value`` breaks the label rules above."""
-    shown = _shown(f"{key}={value}")
+    shown = repr(f"{key}={value}")  # quoted, control characters escaped: one line
     if not _KEY_RE.fullmatch(key) or len(key) > KEY_MAX:
         raise InputError(
             f"label {shown}: the key must start with a letter or _ and hold letters, digits, "
@@ -40,9 +40,7 @@ def parse_label(text: str) -> tuple[str, str]:
     """``KEY=VALUE`` split at the first ``=`` and checked."""
     key, sep, value = text.partition("=")
     if not sep:
-        raise InputError(
-            f"label {_shown(text)}: no '='; pass KEY=VALUE, e.g. git=abc123 or run=baseline"
-        )
+        raise InputError(f"label {text!r}: no '='; pass KEY=VALUE, e.g. git=abc123 or run=baseline")
     check_label(key.strip(), value.strip())
     return key.strip(), value.strip()
 
@@ -94,18 +92,13 @@ def parse_selector(text: str) -> Selector:
     raw = text.strip()
     if raw.startswith("#"):
         if not raw[1:].isdigit():
-            raise InputError(f"run {_shown(text)}: # must be followed by a run id, e.g. #12")
+            raise InputError(f"run {text!r}: # must be followed by a run id, e.g. #12")
         return Selector(raw, run_id=int(raw[1:]))
     if "=" in raw:
         key, value = parse_label(raw)
         return Selector(raw, key=key, value=value)
     if not raw or not raw.isprintable():
         raise InputError(
-            f"run {_shown(text)}: empty; pass KEY=VALUE, a label value or #ID, e.g. run=baseline"
+            f"run {text!r}: empty; pass KEY=VALUE, a label value or #ID, e.g. run=baseline"
         )
     return Selector(raw, run_id=int(raw) if raw.isdigit() else None, value=raw)
-
-
-def _shown(text: str) -> str:
-    """``text`` quoted with control characters escaped (a message stays one line)."""
-    return repr(text)

@@ -17,7 +17,6 @@ computed by ``compare.analysis_figures`` exactly as ``record_run`` does; run ids
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -30,21 +29,11 @@ from traceforensics.history.rows import (
     RunRows,
     add_analysis_rows,
     check_document,
-    decode_document,
+    inflate,
     insert_children,
+    parse_document,
 )
-from traceforensics.history.tables import (
-    DEVICES,
-    DOCUMENTS,
-    FIGURES,
-    FINDINGS,
-    IDLE,
-    INPUTS,
-    LABELS,
-    METADATA,
-    RUNS,
-    SCHEMA,
-)
+from traceforensics.history.tables import METADATA, RUNS, SCHEMA
 from traceforensics.model.errors import InputError
 
 SCHEMA_VERSION = 1
@@ -126,12 +115,14 @@ def _applied(conn: sa.Connection, version: int) -> None:
 def _v0_to_v1(conn: sa.Connection) -> None:
     """Version 0 -> 1: new tables and columns, each run's labels and document moved out of
     ``tf_runs``, its device, idle, figure and finding rows filled from its document."""
-    METADATA.create_all(
-        conn, tables=[SCHEMA, INPUTS, LABELS, DEVICES, IDLE, FIGURES, FINDINGS, DOCUMENTS]
-    )
-    for column in ("document_schema VARCHAR(64)", "source_format VARCHAR(32)"):
+    new = [t for t in METADATA.sorted_tables if t is not RUNS]  # version 0 has tf_runs
+    METADATA.create_all(conn, tables=new)
+    for column in (
+        "document_schema VARCHAR(64)",
+        "source_format VARCHAR(32)",
+        "trace_sha256 VARCHAR(64)",
+    ):
         conn.exec_driver_sql(f"ALTER TABLE tf_runs ADD COLUMN {column}")
-    conn.exec_driver_sql("ALTER TABLE tf_runs ADD COLUMN trace_sha256 VARCHAR(64)")
     ids = conn.execute(sa.select(V0_RUNS.c.id).order_by(V0_RUNS.c.id)).scalars().all()
     for run_id in ids:  # one document in memory at a time
         labels, body = conn.execute(
@@ -166,7 +157,8 @@ def _v0_to_v1(conn: sa.Connection) -> None:
 def _v0_rows(labels: str, body: bytes) -> tuple[dict[str, Any], RunRows]:
     """The document of a version 0 run and its version 1 rows (the job's figures from
     ``compare``, as ``record_run`` computes them)."""
-    document = decode_document(ENCODING, body)
+    raw = inflate(ENCODING, body)
+    document = parse_document(raw)
     check_document(document)
     rows = RunRows(run={})
     rows.labels = [
@@ -174,7 +166,7 @@ def _v0_rows(labels: str, body: bytes) -> tuple[dict[str, Any], RunRows]:
         for k, _, v in (pair.partition("=") for pair in labels.split(";") if "=" in pair)
     ]
     add_analysis_rows(rows, document, "the stored document")
-    rows.document = {"encoding": ENCODING, "raw_bytes": len(zlib.decompress(body)), "body": body}
+    rows.document = {"encoding": ENCODING, "raw_bytes": len(raw), "body": body}
     return document, rows
 
 

@@ -11,18 +11,18 @@ run with that id), ``#ID`` the run with that id; ``since`` keeps runs recorded a
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import polars as pl
 import sqlalchemy as sa
 
 from traceforensics.history.figures import (
+    CAUSE_PREFIX,
     FIGURE_COLUMNS,
     LISTED_NAMES,
-    LISTED_PREFIX,
     listed_figures,
     stored_causes,
     trend_name,
@@ -32,11 +32,16 @@ from traceforensics.history.store import db_errors, load_document, opened, store
 from traceforensics.history.tables import DEVICES, FIGURES, FINDINGS, INPUTS, LABELS, RUNS
 from traceforensics.model.errors import InputError
 
+T = TypeVar("T")
 _CHUNK = 500  # ids per IN (...) list
+#: Listings' order, and which run a selector names when several match: the newest.
+_NEWEST = (RUNS.c.recorded_at.desc(), RUNS.c.id.desc())
 
-#: The ``tf_figures`` rows a listing reads (a WHERE clause): built here, beside SQLAlchemy, so
-#: ``history.figures`` (figure names for the CLI's help) imports no database code.
-LISTED = FIGURES.c.name.in_(LISTED_NAMES) | FIGURES.c.name.like(LISTED_PREFIX + "%")
+#: WHERE clauses on ``tf_figures``, built here, beside SQLAlchemy, so ``history.figures``
+#: (figure names for the CLI's help) imports no database code: every ``idle.<cause>`` row, and
+#: the rows a listing reads.
+CAUSE_FIGURES = FIGURES.c.name.like(CAUSE_PREFIX + "%")
+LISTED = FIGURES.c.name.in_(LISTED_NAMES) | CAUSE_FIGURES
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,7 @@ def matching_ids(conn: sa.Connection, flt: RunFilter) -> list[int]:
     if flt.since is not None:
         since = flt.since if flt.since.tzinfo else flt.since.replace(tzinfo=UTC)
         where = sa.and_(where, RUNS.c.recorded_at >= since)
-    query = sa.select(RUNS.c.id).where(where).order_by(RUNS.c.recorded_at.desc(), RUNS.c.id.desc())
+    query = sa.select(RUNS.c.id).where(where).order_by(*_NEWEST)
     if flt.limit is not None:
         query = query.limit(flt.limit)
     return list(conn.execute(query).scalars())
@@ -188,7 +193,7 @@ def _runs(conn: sa.Connection, ids: Sequence[int]) -> pl.DataFrame:
     )
 
 
-def _with_store(url: str | None, read: Any) -> Any:
+def _with_store(url: str | None, read: Callable[[sa.Connection, str], T]) -> T | None:
     """``read(conn, shown)`` on the store, or None when no store exists yet."""
     with opened(url, write=False) as store:
         if store is None:
@@ -245,7 +250,7 @@ def trend(url: str | None, figure: str, filters: RunFilter | None = None) -> pl.
     An unknown name is a one-line ``InputError`` (``figures.trend_name``)."""
 
     def read(conn: sa.Connection, _shown: str) -> pl.DataFrame:
-        stored = sa.select(FIGURES.c.name).distinct().where(FIGURES.c.name.like("idle.%"))
+        stored = sa.select(FIGURES.c.name).distinct().where(CAUSE_FIGURES)
         name = trend_name(figure, stored_causes(list(conn.execute(stored).scalars())))
         ids = matching_ids(conn, filters or RunFilter())
         columns = ("run_id", "unit", "basis", "value", "share")
@@ -258,7 +263,7 @@ def trend(url: str | None, figure: str, filters: RunFilter | None = None) -> pl.
             .reverse()
         )
 
-    frame: pl.DataFrame | None = _with_store(url, read)
+    frame = _with_store(url, read)
     if frame is None:
         trend_name(figure, ())
         return pl.DataFrame(schema=_TREND_SCHEMA)
@@ -286,7 +291,7 @@ def find_baseline(selector: str, url: str | None = None) -> dict[str, Any]:
             f"no stored run {sel.describe()} in {store_shown(url)}: no runs stored yet; store "
             "one with tf analyze TRACE --store"
         )
-    return dict(doc)
+    return doc
 
 
 def _baseline_id(conn: sa.Connection, sel: Selector) -> int | None:
@@ -295,9 +300,5 @@ def _baseline_id(conn: sa.Connection, sel: Selector) -> int | None:
         if found is not None or sel.value is None:
             return found
         sel = Selector(sel.text, value=sel.value)
-    ids = matching_ids(conn, RunFilter(labels=(_as_filter(sel),), limit=1))
-    return ids[0] if ids else None
-
-
-def _as_filter(sel: Selector) -> str:
-    return f"{sel.key}={sel.value}" if sel.key is not None else str(sel.value)
+    query = sa.select(RUNS.c.id).where(_condition([sel])).order_by(*_NEWEST).limit(1)
+    return conn.execute(query).scalar()

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
+from traceforensics.compare.figures import SCHEMA_ANALYSIS
 from traceforensics.history.figures import figure_rows
 from traceforensics.history.tables import (
     DEVICES,
@@ -31,7 +32,6 @@ from traceforensics.history.tables import (
 )
 from traceforensics.model.errors import InputError
 
-DOCUMENT_SCHEMA = "traceforensics.analysis/1"
 ENCODING = "zlib+json"
 #: Bytes read at a time when hashing a trace (traces can be GBs: never read whole).
 HASH_BLOCK = 1 << 20
@@ -41,7 +41,8 @@ Row = dict[str, Any]
 
 @dataclass
 class RunRows:
-    """The rows of one run, without ``run_id`` (the database gives it at insert)."""
+    """The rows of one run, without ``run_id`` (the database gives it at insert) and
+    ``recorded_at`` (set inside the writing transaction)."""
 
     run: Row
     inputs: list[Row] = field(default_factory=list)
@@ -56,31 +57,27 @@ class RunRows:
 def check_document(document: Mapping[str, Any]) -> None:
     """An ``InputError`` unless ``document`` is an analysis document the store can read."""
     schema = document.get("schema") if isinstance(document, Mapping) else None
-    if schema != DOCUMENT_SCHEMA:
+    if schema != SCHEMA_ANALYSIS:
         raise InputError(
-            f"not a {DOCUMENT_SCHEMA} document (schema {schema!r}); store what "
+            f"not a {SCHEMA_ANALYSIS} document (schema {schema!r}); store what "
             "tf analyze --json writes"
         )
     for key in ("devices", "findings", "step_summary", "inputs"):
         if not isinstance(document.get(key), list):
-            raise InputError(f"{DOCUMENT_SCHEMA} document without a {key} list; store it whole")
+            raise InputError(f"{SCHEMA_ANALYSIS} document without a {key} list; store it whole")
 
 
 def run_rows(
-    document: Mapping[str, Any],
-    labels: Mapping[str, str],
-    inputs: Sequence[str],
-    recorded_at: Any,
+    document: Mapping[str, Any], labels: Mapping[str, str], inputs: Sequence[str]
 ) -> RunRows:
-    """Every row of a run recorded now (``recorded_at``, UTC) from its document."""
+    """Every row of a new run from its document."""
     check_document(document)
     formats = {str(i.get("format")) for i in document["inputs"] if isinstance(i, Mapping)}
     fmt = formats.pop() if len(formats) == 1 else document.get("source_format")
     rows = RunRows(
         run={
-            "recorded_at": recorded_at,
             "tool_version": str(document.get("tool_version", "unknown"))[:64],
-            "document_schema": DOCUMENT_SCHEMA,
+            "document_schema": SCHEMA_ANALYSIS,
             "source_format": document.get("source_format"),
             "trace_sha256": trace_digest(document),
         },
@@ -127,8 +124,13 @@ def add_analysis_rows(rows: RunRows, document: Mapping[str, Any], label: str) ->
         )
         for pos, (cause, ns) in enumerate(d.get("idle_by_cause", {}).items()):
             rows.idle.append(
-                {"rank": d["rank"], "device": d["device"], "cause": cause}
-                | {"position": pos, "idle_ns": ns}
+                {
+                    "rank": d["rank"],
+                    "device": d["device"],
+                    "cause": cause,
+                    "position": pos,
+                    "idle_ns": ns,
+                }
             )
     for pos, f in enumerate(document["findings"]):
         rows.findings.append(
@@ -156,23 +158,34 @@ def encode_document(document: Mapping[str, Any]) -> Row:
     return {"encoding": ENCODING, "raw_bytes": len(raw), "body": zlib.compress(raw, 6)}
 
 
-def decode_document(encoding: str, body: bytes) -> dict[str, Any]:
-    """The document of a stored document row."""
+def inflate(encoding: str, body: bytes) -> bytes:
+    """The JSON bytes of a stored document row (``parse_document`` reads them)."""
     if encoding != ENCODING:
         raise InputError(
             f"stored document in unknown encoding {encoding!r}; upgrade traceforensics"
         )
     try:
-        raw = zlib.decompress(body)
+        return zlib.decompress(body)
+    except zlib.error as exc:
+        raise _unreadable(exc) from exc
+
+
+def parse_document(raw: bytes) -> dict[str, Any]:
+    """The document of ``inflate``'s bytes."""
+    try:
         try:
             doc = orjson.loads(raw)
         except orjson.JSONDecodeError:  # escaped lone surrogates: the stdlib reads them back
             doc = json.loads(raw)
-    except (zlib.error, ValueError) as exc:
-        raise InputError(f"stored document unreadable ({exc}); the store is damaged") from exc
+    except ValueError as exc:
+        raise _unreadable(exc) from exc
     if not isinstance(doc, dict):
         raise InputError("stored document is not a JSON object; the store is damaged")
     return doc
+
+
+def _unreadable(exc: Exception) -> InputError:
+    return InputError(f"stored document unreadable ({exc}); the store is damaged")
 
 
 def trace_digest(document: Mapping[str, Any]) -> str | None:

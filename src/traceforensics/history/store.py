@@ -27,7 +27,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from traceforensics.history import labels as label_rules
 from traceforensics.history.migrate import SCHEMA_VERSION, check_known, store_version, upgrade
-from traceforensics.history.rows import decode_document, insert_children, run_rows
+from traceforensics.history.rows import inflate, insert_children, parse_document, run_rows
 from traceforensics.history.tables import DOCUMENTS, RUNS
 from traceforensics.history.urls import (
     WRITE_OPTION,
@@ -148,11 +148,11 @@ def record_run(
     the content hash: no lock is held meanwhile). One transaction: all of it lands, or (a
     crash, a kill) none of it."""
     checked = label_rules.checked(labels or {})
-    rows = run_rows(document, checked, [str(p) for p in inputs], None)  # before locking
+    rows = run_rows(document, checked, [str(p) for p in inputs])  # before locking
 
     def write(conn: sa.Connection) -> int:
-        rows.run["recorded_at"] = datetime.now(UTC)
-        key = conn.execute(RUNS.insert().values(**rows.run)).inserted_primary_key
+        run = RUNS.insert().values(**rows.run, recorded_at=datetime.now(UTC))
+        key = conn.execute(run).inserted_primary_key
         assert key is not None  # an INSERT always has one
         run_id = int(key[0])
         insert_children(conn, run_id, rows)
@@ -179,7 +179,7 @@ def load_document(conn: sa.Connection, run_id: int) -> dict[str, Any]:
     ).one_or_none()
     if row is None:
         raise InputError(f"run {run_id} has no stored document; the store is damaged")
-    return decode_document(row.encoding, row.body)
+    return parse_document(inflate(row.encoding, row.body))
 
 
 def store_shown(url: str | None) -> str:

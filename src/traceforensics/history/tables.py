@@ -153,6 +153,3 @@ DOCUMENTS = sa.Table(
     sa.Column("body", sa.LargeBinary, nullable=False),
     sa.PrimaryKeyConstraint("run_id"),
 )
-
-#: Every table a run writes to, parents first (deleting or checking a run walks these).
-RUN_TABLES = (RUNS, INPUTS, LABELS, DEVICES, IDLE, FIGURES, FINDINGS, DOCUMENTS)

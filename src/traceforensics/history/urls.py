@@ -104,7 +104,11 @@ def check_url(text: str | None) -> URL:
     """The store URL ``text`` names (``resolve_url`` rules), checked without connecting: a
     supported database whose driver is installed. Lets a command refuse a bad store before a
     long analysis."""
-    url = parse_url(resolve_url(text))
+    return _driver_checked(parse_url(resolve_url(text)))
+
+
+def _driver_checked(url: URL) -> URL:
+    """``url`` when its driver is installed (SQLAlchemy would fail with a bare ImportError)."""
     if is_postgres(url):
         try:
             import psycopg  # noqa: F401  (only to name the missing package)
@@ -116,9 +120,10 @@ def check_url(text: str | None) -> URL:
 
 
 def make_engine(url: URL) -> Engine:
-    """An engine for the store. No connection pool: a command opens one or two connections
-    and ends, and a pooled connection must never cross into a forked child."""
-    check_url(url.render_as_string(hide_password=False))
+    """An engine for the store (a URL from :func:`parse_url`). No connection pool: a command
+    opens one or two connections and ends, and a pooled connection must never cross into a
+    forked child."""
+    _driver_checked(url)
     if is_postgres(url):
         return sa.create_engine(
             url, poolclass=NullPool, connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S}

@@ -33,15 +33,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TypeVar
 
 import polars as pl
 
 from traceforensics.ingest.detect import KINETO_SUFFIXES, NSYS_REP_SUFFIXES, SQLITE_MAGIC
 from traceforensics.model.errors import InputError
-from traceforensics.model.session import DeviceInfo, InputInfo, TraceMeta, TraceSession
-
-_Ranked = TypeVar("_Ranked", DeviceInfo, InputInfo)
+from traceforensics.model.session import TraceMeta, TraceSession
 
 _RANK_NAME_RES = (
     re.compile(r"rank[-_]?(\d+)", re.IGNORECASE),
@@ -80,7 +77,8 @@ def nsys_files(directory: Path) -> tuple[list[Path], list[Path]]:
         if p.name.endswith(NSYS_REP_SUFFIXES) and _stem(p) not in exported and p not in exports
     ]
     chosen = sorted(exports + reports)
-    return chosen, [p for p in files if p not in chosen and not _is_companion(p, exported)]
+    taken = set(chosen)
+    return chosen, [p for p in files if p not in taken and not _is_companion(p, exported)]
 
 
 def _stem(path: Path) -> str:
@@ -127,15 +125,37 @@ def load_nsys_ranks(
     return merge_sessions(sessions, source, warnings)
 
 
+def clock_shifts(starts: Sequence[int | None]) -> tuple[int | None, list[int]]:
+    """``(earliest session start, shift of each file onto it)`` (module docstring); a file
+    without a session start is not shifted. ``fanout`` shifts ranks analysed apart by the same
+    rule, so both paths give the same absolute ns."""
+    known = [s for s in starts if s is not None]
+    origin = min(known) if known else None
+    return origin, [0 if s is None or origin is None else s - origin for s in starts]
+
+
+def on_job_clock(session: TraceSession, rank: int, shift: int) -> TraceSession:
+    """One rank's session as rank ``rank`` of the job, its times shifted by ``shift`` ns onto
+    the job's clock; its metadata keeps its own session start (``clock_base_ns``)."""
+    events = session.events.with_columns(
+        (pl.col("start_ns") + shift).alias("start_ns"),
+        pl.lit(rank, dtype=pl.Int32()).alias("rank"),
+    )
+    meta = replace(
+        session.meta,
+        inputs=[replace(i, rank=rank) for i in session.meta.inputs],
+        devices=[replace(d, rank=rank) for d in session.meta.devices],
+    )
+    return TraceSession(events, meta, session.args)
+
+
 def merge_sessions(
     sessions: Sequence[tuple[int, TraceSession]], rank_source: str, warnings: list[str]
 ) -> TraceSession:
     """One session of several single-rank ones (``(rank, session)`` in rank order)."""
-    bases = [s.meta.clock_base_ns for _, s in sessions]
-    known = [b for b in bases if b is not None]
-    origin = min(known) if known else None
-    shifts = [0 if b is None or origin is None else b - origin for b in bases]
-    if known and len(known) < len(bases):
+    starts = [s.meta.clock_base_ns for _, s in sessions]
+    origin, shifts = clock_shifts(starts)
+    if origin is not None and None in starts:
         missing = [str(s.meta.inputs[0].path) for _, s in sessions if s.meta.clock_base_ns is None]
         warnings.append(
             f"{', '.join(missing)}: no session start time, so these ranks could not be put on "
@@ -144,19 +164,14 @@ def merge_sessions(
     frames, arg_frames, devices, inputs = [], [], [], []
     offset = 0
     for (rank, session), shift in zip(sessions, shifts, strict=True):
-        ev = session.events
-        frames.append(
-            ev.with_columns(
-                (pl.col("event_id") + offset).alias("event_id"),
-                (pl.col("start_ns") + shift).alias("start_ns"),
-                pl.lit(rank, dtype=pl.Int32()).alias("rank"),
-            )
-        )
+        placed = on_job_clock(session, rank, shift)
+        frames.append(placed.events.with_columns(pl.col("event_id") + offset))
         arg_frames.append(session.args.with_columns(pl.col("event_id") + offset))
-        if ev.height:  # ids stay unique: the next rank starts after this one's largest id
-            offset += int(ev.select(pl.col("event_id").max()).item()) + 1
-        devices += [_with_rank(d, rank) for d in session.meta.devices]
-        inputs += [_with_rank(i, rank) for i in session.meta.inputs]
+        # ids stay unique: the next rank starts after this one's largest id
+        if session.events.height:
+            offset += int(session.events.select(pl.col("event_id").max()).item()) + 1
+        devices += placed.meta.devices
+        inputs += placed.meta.inputs
         warnings.extend(session.meta.warnings)
     first = sessions[0][1].meta
     meta = TraceMeta(
@@ -178,10 +193,6 @@ def merge_sessions(
     return TraceSession.from_frames(events, meta, pl.concat(arg_frames))
 
 
-def _with_rank(item: _Ranked, rank: int) -> _Ranked:
-    return replace(item, rank=rank)
-
-
 def directory_set(directory: Path) -> tuple[str, list[Path], list[str]]:
     """``(format, files, notes)`` of a directory of rank files (module docstring)."""
     exports, others = nsys_files(directory)
@@ -194,8 +205,8 @@ def directory_set(directory: Path) -> tuple[str, list[Path], list[str]]:
                 f"left out ({names})"
             )
         return "nsys", exports, notes
-    files = [p for p in sorted(directory.iterdir()) if p.is_file()]
-    kineto = [p for p in files if p.name.endswith(KINETO_SUFFIXES)]
+    # no nsys file: ``others`` holds every file of the directory, in name order
+    kineto = [p for p in others if p.name.endswith(KINETO_SUFFIXES)]
     if not kineto:
         raise InputError(
             f"{directory}: the directory holds no trace files (.json/.json.gz PyTorch Profiler "

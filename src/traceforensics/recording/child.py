@@ -12,6 +12,7 @@ several cycles were recorded, or ``OUT/report.nsys-rep`` with ``--nsys``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shlex
@@ -27,6 +28,7 @@ from traceforensics.ingest.detect import KINETO_SUFFIXES, NSYS_REP_SUFFIXES
 from traceforensics.model.errors import InputError
 from traceforensics.recording import inject
 from traceforensics.recording.settings import (
+    CYCLE_DIR,
     ENV_VAR,
     INSTALL_HINT,
     NSYS_FLAGS,
@@ -61,7 +63,7 @@ def old_traces(out: Path) -> list[Path]:
         p
         for p in out.iterdir()
         if (p.is_file() and p.name.endswith(_TRACE_SUFFIXES))
-        or (p.is_dir() and p.name.startswith("cycle-"))
+        or (p.is_dir() and p.name.startswith(CYCLE_DIR.format(cycle="")))
     )
 
 
@@ -215,6 +217,5 @@ def _why_nothing(found: list[dict[str, Any]], settings: CaptureSettings, code: i
 
 
 def _torch_here() -> bool:
-    import importlib.util
-
+    """Whether ``torch`` is installed here (found, not imported: only a hint depends on it)."""
     return importlib.util.find_spec("torch") is not None

@@ -50,12 +50,23 @@ if TYPE_CHECKING:
 ENV_VAR = "TF_CAPTURE"  # settings.ENV_VAR (a test keeps them equal)
 
 
-def trace_path(cfg: Mapping[str, Any], rank: int, cycle: int) -> Path:
-    """File of ``rank``'s trace of cycle ``cycle`` (from 1): straight in the output folder
-    when one cycle is recorded, else in its cycle folder (``settings`` docstring)."""
+def write_trace(prof: profile, cfg: Mapping[str, Any], rank: int, cycle: int) -> Path:
+    """Write ``rank``'s trace of cycle ``cycle`` (from 1) and return its file: straight in the
+    output folder when one cycle is recorded, else in its cycle folder (``settings``
+    docstring). The ``on_trace_ready`` of both ``capture()`` and ``Recorder``."""
     out = Path(cfg["out"])
     folder = out if cfg["repeat"] == 1 else out / str(cfg["cycle_dir"]).format(cycle=cycle)
-    return folder / (str(cfg["trace_stem"]).format(rank=rank) + (".gz" if cfg["gzip"] else ""))
+    path = folder / (str(cfg["trace_stem"]).format(rank=rank) + (".gz" if cfg["gzip"] else ""))
+    folder.mkdir(parents=True, exist_ok=True)
+    prof.export_chrome_trace(os.fspath(path))
+    return path
+
+
+def _active_steps(cfg: Mapping[str, Any]) -> range:
+    """The ``ProfilerStep`` numbers of the first active window (``CaptureSettings.first_step``
+    spelled again: this file cannot import the settings)."""
+    first = cfg["wait"] + cfg["warmup"]
+    return range(first, first + cfg["active"])
 
 
 def new_profiler(cfg: Mapping[str, Any], on_trace_ready: Callable[[profile], None]) -> profile:
@@ -132,27 +143,24 @@ class Recorder:
         import torch
 
         cuda: Any = torch.cuda  # (nvtx and cudart are untyped in torch)
-        c = self.cfg
-        first = c["wait"] + c["warmup"]
+        window = _active_steps(self.cfg)
         if self.nvtx_open:
             cuda.nvtx.range_pop()
             self.nvtx_open = False
-            if step == first + c["active"]:
+            if step == window.stop:
                 cuda.synchronize()  # the last step's GPU work inside the range
                 cuda.cudart().cudaProfilerStop()
                 self.traces.append("nsys")
-        if first <= step < first + c["active"]:
-            if step == first:
+        if step in window:
+            if step == window.start:
                 self.rank = process_rank()
                 cuda.cudart().cudaProfilerStart()
             cuda.nvtx.range_push(f"ProfilerStep#{step}")
             self.nvtx_open = True
 
     def _write(self, prof: profile) -> None:
-        path = trace_path(self.cfg, self.rank, len(self.traces) + 1)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        prof.export_chrome_trace(os.fspath(path))
-        self.traces.append(os.fspath(path))
+        path = write_trace(prof, self.cfg, self.rank, len(self.traces) + 1)
+        self.traces.append(os.fspath(path))  # (the status file is JSON)
 
     def fail(self, message: str) -> None:
         self.error = message
@@ -164,8 +172,8 @@ class Recorder:
             if self.prof is not None:
                 prof, self.prof = self.prof, None
                 prof.stop()
-            elif self.nvtx_open:
-                self._nsys(self.cfg["wait"] + self.cfg["warmup"] + self.cfg["active"])
+            elif self.nvtx_open:  # the window was cut short: close the range nsys records
+                self._nsys(_active_steps(self.cfg).stop)
         except Exception as exc:
             self.fail(f"{type(exc).__name__}: {exc}")
         status = {

@@ -18,6 +18,7 @@ more when the iterable is exhausted, so ``N`` batches make ``N`` steps and each
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import nullcontext
 from typing import Final, TypeVar
 
 T = TypeVar("T")
@@ -43,17 +44,12 @@ def timed_batches(iterable: Iterable[T], step: Callable[[], None] | None = None)
 
     name = fetch_range_name(iterable)
     items = iter(iterable)
-    first = True
     while True:
-        if step is not None and not first:
-            step()
-        first = False
         try:
-            if name is None:
+            with nullcontext() if name is None else record_function(name):
                 item = next(items)
-            else:
-                with record_function(name):
-                    item = next(items)
         except StopIteration:
             return
         yield item
+        if step is not None:  # resumed for the next fetch: this batch's step has ended
+            step()

@@ -7,11 +7,11 @@ analyse what was recorded.
         for batch in cap.loader(train_loader):   # or: ... cap.step() at the end of each iteration
             train_step(batch)
 
-One file per rank (``settings.CaptureSettings.trace_name``) is written when the schedule's
-active window ends (or, when the block ends inside it, at the end of the block: the last step
-then runs to the end of the block). On a normal exit rank 0 analyses its own file and prints
-the verdict (``print_verdict``) or only keeps it (``Capture.analysis``); other ranks only
-record (``tf analyze OUT_DIR`` reads every rank). An exception inside the block stops the
+One file per rank (``inject.write_trace``) is written when the schedule's active window ends
+(or, when the block ends inside it, at the end of the block: the last step then runs to the end
+of the block). On a normal exit rank 0 analyses its own file and prints the verdict
+(``print_verdict``) or only keeps it (``Capture.analysis``); other ranks only record
+(``tf analyze OUT_DIR`` reads every rank). An exception inside the block stops the
 profiler, keeps what was written and propagates, unanalysed.
 
 Step counting: ``ProfilerStep#0`` starts with the block; every ``step()`` ends one step and
@@ -29,7 +29,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from traceforensics.model.errors import InputError, TraceForensicsError
-from traceforensics.recording.inject import new_profiler, process_rank, trace_path
+from traceforensics.recording.inject import new_profiler, process_rank, write_trace
 from traceforensics.recording.loader import timed_batches
 from traceforensics.recording.settings import CaptureSettings, require_torch
 from traceforensics.recording.summary import capture_report, no_trace_message, partial_note
@@ -112,11 +112,8 @@ class Capture:
             self._finish()
 
     def _write(self, prof: profile) -> None:
-        """``on_trace_ready``: one file per cycle (``inject.trace_path``)."""
-        path = trace_path(self._cfg, self.rank, len(self.traces) + 1)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        prof.export_chrome_trace(os.fspath(path))
-        self.traces.append(path)
+        """``on_trace_ready``: one file per cycle (``inject.write_trace``)."""
+        self.traces.append(write_trace(prof, self._cfg, self.rank, len(self.traces) + 1))
 
     def _finish(self) -> None:
         if not self.traces:

@@ -22,7 +22,7 @@ What each setting buys (docs/recording.md has the measured sizes and overhead):
 Trace files are named ``rank-{rank}.pt.trace.json[.gz]`` (``ingest.ranksets`` reads the rank
 from ``rank-N`` in a name), the rank from ``torch.distributed`` when it is initialised, else the
 ``RANK`` environment variable (set by ``torchrun``), else 0 (``inject.process_rank``,
-``inject.trace_path``).
+``inject.write_trace``).
 """
 
 from __future__ import annotations
@@ -59,6 +59,9 @@ NSYS_FLAGS: Final[tuple[str, ...]] = (
 )
 #: Report name (without ``.nsys-rep``) that ``tf record --nsys`` writes into the output folder.
 NSYS_REPORT: Final = "report"
+#: Lowest value of each schedule setting (the others are flags): ``check`` and the ``tf record``
+#: flags both read it, so the library and the CLI refuse the same values.
+SCHEDULE_MIN: Final = {"wait": 0, "warmup": 0, "active": 1, "repeat": 0}
 
 
 @dataclass(frozen=True)
@@ -78,17 +81,14 @@ class CaptureSettings:
 
     def check(self) -> CaptureSettings:
         """Raise ``OptionError`` naming the setting when a value is out of range; else self."""
-        least = {"wait": 0, "warmup": 0, "active": 1, "repeat": 0}
-        for name, low in least.items():
-            value = getattr(self, name)
-            if type(value) is not int or value < low:
-                raise OptionError(f"{name} {value!r}: must be an integer >= {low}", name)
         for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name not in least and not (
-                isinstance(value, bool) or (f.name == "cuda" and value is None)
-            ):
-                raise OptionError(f"{f.name} {value!r}: must be True or False", f.name)
+            name, value = f.name, getattr(self, f.name)
+            low = SCHEDULE_MIN.get(name)
+            if low is not None:  # (``type``, not ``isinstance``: True is no step count)
+                if type(value) is not int or value < low:
+                    raise OptionError(f"{name} {value!r}: must be an integer >= {low}", name)
+            elif not (isinstance(value, bool) or (name == "cuda" and value is None)):
+                raise OptionError(f"{name} {value!r}: must be True or False", name)
         return self
 
     @property

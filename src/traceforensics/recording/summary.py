@@ -13,7 +13,6 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 
 from traceforensics.analysis import intervals
@@ -21,8 +20,8 @@ from traceforensics.analysis.idle.causes import BUILTIN_DATA_RE
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.analysis.steps import STEP_MARKER_RE
 from traceforensics.model.session import TraceSession
-from traceforensics.model.units import fmt_bytes, fmt_ns, fmt_pct
 from traceforensics.recording.settings import CaptureSettings
+from traceforensics.report.format import fmt_bytes, fmt_ns, fmt_pct
 from traceforensics.report.terminal import render_text
 
 
@@ -83,12 +82,15 @@ def loader_share(session: TraceSession) -> tuple[int, int, int, int] | None:
         for start, dur in rank_steps.select("start_ns", "dur_ns").iter_rows():
             loading += intervals.total(*intervals.clip(us, ue, start, start + dur))
     ranks = steps.get_column("rank").n_unique()
-    return ranks, steps.height, int(np.sum(steps.get_column("dur_ns").to_numpy())), loading
+    return ranks, steps.height, int(steps.get_column("dur_ns").sum()), loading
 
 
-def recording_line(traces: Sequence[Path], first_last: tuple[int, int] | None) -> str:
-    """Where the trace went (paths under the working folder shown relative to it) and which
-    steps it holds."""
+def recording_line(
+    tool: str, traces: Sequence[Path], first_last: tuple[int, int] | None, note: str = ""
+) -> str:
+    """``tf <tool>: recorded ...``: where the trace went (paths under the working folder shown
+    relative to it) and which steps it holds, then the ``note`` (``partial_note``) on a second
+    line when there is one."""
     size = sum(p.stat().st_size for p in traces if p.exists())
     shown = [_shown(p) for p in traces]
     files = shown[0] if len(shown) == 1 else f"{len(shown)} files in {os.path.commonpath(shown)}"
@@ -96,7 +98,8 @@ def recording_line(traces: Sequence[Path], first_last: tuple[int, int] | None) -
     if first_last is not None:
         first, last = first_last
         held = f"steps #{first}-#{last} ({last - first + 1}) "
-    return f"recorded {held}into {files} ({fmt_bytes(size)})"
+    line = f"tf {tool}: recorded {held}into {files} ({fmt_bytes(size)})"
+    return line + (f"\n  note: {note}" if note else "")
 
 
 def _shown(path: Path) -> str:
@@ -116,11 +119,10 @@ def capture_report(
 ) -> str:
     """The text ``capture()`` prints: recording line, the verdict, the CPU-only loader line,
     and the command for the full report."""
-    head = f"tf capture: {recording_line(traces[-1:], recorded_steps(settings, steps))}"
-    lines = [head] + ([f"  note: {note}"] if note else [])
+    head = recording_line("capture", traces[-1:], recorded_steps(settings, steps), note)
     body = render_text(analysis, sections=("verdict",)).rstrip("\n")
     host = host_loader_lines(analysis.session) if not analysis.devices else []
-    return "\n".join([*lines, body, *host, full_report_line(traces)]) + "\n"
+    return "\n".join([head, body, *host, full_report_line(traces)]) + "\n"
 
 
 def host_loader_lines(session: TraceSession) -> list[str]:
@@ -141,5 +143,6 @@ def host_loader_lines(session: TraceSession) -> list[str]:
 
 
 def full_report_line(traces: Sequence[Path]) -> str:
+    """The ``tf analyze`` command that reads the folder of the last trace."""
     folder = traces[-1].parent if traces else Path()
     return f"full report: tf analyze {_shown(folder)}"

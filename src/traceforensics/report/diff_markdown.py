@@ -15,24 +15,23 @@ from traceforensics.report.diff_tables import (
     FIGURE_HEADER,
     NOISE_LEGEND,
     basis_text,
-    busy_rows,
-    cause_rows,
     device_rows,
+    figure_tables,
     finding_rows,
     kernel_rows,
     one_device,
     per_step_unit,
-    step_rows,
+    several_devices,
+    steps_text,
 )
 from traceforensics.report.format import truncate
-from traceforensics.report.markdown import _cell, _table
+from traceforensics.report.markdown import cell, table
 
 
 def _run(tag: str, run: RunInfo) -> str:
-    steps = f"{run.steps} step{'s' if run.steps != 1 else ''}" if run.steps else "no steps"
-    inputs = ", ".join(f"`{_cell(str(i.get('path')))}`" for i in run.inputs)
-    label = _cell(run.label)
-    return f"- {tag}: `{label}` ({run.source_format or '?'}, {steps})" + (
+    inputs = ", ".join(f"`{cell(str(i.get('path')))}`" for i in run.inputs)
+    label = cell(run.label)
+    return f"- {tag}: `{label}` ({run.source_format or '?'}, {steps_text(run)})" + (
         f"; inputs {inputs}" if inputs and run.label not in inputs else ""
     )
 
@@ -43,24 +42,18 @@ def render_diff_markdown(diff: Diff, command: str | None = None) -> str:
     unit = per_step_unit(job)
     lines = ["# traceforensics diff", "", f"- tool: traceforensics {__version__}"]
     if command:
-        lines.append(f"- command: `{_cell(command)}`")
+        lines.append(f"- command: `{cell(command)}`")
     lines += [_run("before", diff.before), _run("after", diff.after)]
     lines.append(f"- time figures {basis_text(job)}; MFU over the GPU-active span")
-    lines += [f"- warning: {_cell(w)}" for w in diff.warnings]
-    lines += ["", "## Verdict", "", f"**{_cell(diff.verdict.text)}**"]
-    lines += ["", f"## Idle time by cause ({unit})", ""]
-    lines += _table(FIGURE_HEADER, [r.cells() for r in cause_rows(job)])
-    if job.steps_before and job.steps_after:
-        lines += ["", f"## Step time ({job.steps_before} → {job.steps_after} steps)", ""]
-        lines += _table(FIGURE_HEADER, [r.cells() for r in step_rows(job)])
-    busy = busy_rows(job)
-    if busy:
-        lines += ["", f"## MFU and busy time ({unit})", ""]
-        lines += _table(FIGURE_HEADER, [r.cells() for r in busy])
+    lines += [f"- warning: {cell(w)}" for w in diff.warnings]
+    lines += ["", "## Verdict", "", f"**{cell(diff.verdict.text)}**"]
+    for t in figure_tables(job):
+        lines += ["", f"## {t.title} ({t.scope})", ""]
+        lines += table(FIGURE_HEADER, [r.cells() for r in t.rows])
     lines += ["", f"*noise*: {NOISE_LEGEND}."]
     lines += ["", f"## Findings (time to give back, {unit})", ""]
     cut = 1 if one_device(diff) else 0  # one device: no rank/GPU column
-    lines += _table(
+    lines += table(
         CHANGE_HEADER[cut:],
         [[r.where, f"`{r.what}`", *r.cells()[2:]][cut:] for r in finding_rows(diff)],
         "No findings on either side.",
@@ -68,12 +61,12 @@ def render_diff_markdown(diff: Diff, command: str | None = None) -> str:
     kernels = kernel_rows(diff)
     if kernels:
         lines += ["", f"## Kernels whose time changed most ({unit})", ""]
-        lines += _table(
+        lines += table(
             CHANGE_HEADER[cut:],
             [[r.where, truncate(r.what, 90), *r.cells()[2:]][cut:] for r in kernels],
         )
-    if len(diff.devices) > 1 or diff.unmatched:
-        lines += ["", "## Devices", "", *_table(DEVICE_HEADER, device_rows(diff))]
+    if several_devices(diff):
+        lines += ["", "## Devices", "", *table(DEVICE_HEADER, device_rows(diff))]
         lines += [
             f"- only in {u['side'].upper()}: rank {u['rank']} GPU {u['device']}"
             for u in diff.unmatched

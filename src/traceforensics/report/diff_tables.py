@@ -1,7 +1,8 @@
 """The rows of the diff's tables, built once for the terminal, Markdown and HTML renderers.
 
-Which figures each table lists, in what order, and every cell's text (values in one unit per
-row, signed changes, the noise mark) live here; the renderers only add layout and markup.
+Which tables the report holds, which figures each lists, in what order, and every cell's text
+(values in one unit per row, signed changes, the noise mark) live here; the renderers only add
+layout and markup.
 Cell text is plain text straight from the documents (kernel names are not escaped here).
 
 Noise marks: ``~`` the change is within step-to-step noise, ``?`` too few steps to tell,
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from traceforensics.compare import Diff
 from traceforensics.compare.changes import FindingChange, KernelChange
 from traceforensics.compare.deltas import DeviceDiff, FigureDelta
+from traceforensics.compare.diff import RunInfo
 from traceforensics.compare.words import fmt_cells, fmt_delta, fmt_pct
 
 NOISE_LEGEND = (
@@ -64,6 +66,11 @@ def basis_text(dd: DeviceDiff) -> str:
     return _BASIS_WORDS.get(dd.basis, dd.basis)
 
 
+def steps_text(run: RunInfo) -> str:
+    """``6 steps``, ``1 step`` or ``no steps``: a run's steps in its header line."""
+    return f"{run.steps} step{'s' if run.steps != 1 else ''}" if run.steps else "no steps"
+
+
 def cause_rows(dd: DeviceDiff) -> list[FigureRow]:
     """All idle first, then every cause with time on either side, largest change first."""
     causes = [
@@ -98,6 +105,31 @@ def busy_rows(dd: DeviceDiff) -> list[FigureRow]:
 
 
 @dataclass(frozen=True)
+class FigureTable:
+    """One table of the job's figures: its title, what its rows count (``per step``, ``6 → 6
+    steps``), the rows, and ``order``: how they are sorted when not in figure order."""
+
+    title: str
+    scope: str
+    rows: list[FigureRow]
+    order: str = ""
+
+
+def figure_tables(dd: DeviceDiff) -> list[FigureTable]:
+    """The figure tables in report order: idle by cause, step time (steps on both sides),
+    MFU and busy time (when any)."""
+    unit = per_step_unit(dd)
+    tables = [FigureTable("Idle time by cause", unit, cause_rows(dd), "largest change first")]
+    if dd.steps_before and dd.steps_after:
+        steps = f"{dd.steps_before} → {dd.steps_after} steps"
+        tables.append(FigureTable("Step time", steps, step_rows(dd)))
+    busy = busy_rows(dd)
+    if busy:
+        tables.append(FigureTable("MFU and busy time", unit, busy))
+    return tables
+
+
+@dataclass(frozen=True)
 class ChangeRow:
     """A finding or kernel change: where, what, before, after, change, and a note."""
 
@@ -117,43 +149,49 @@ def one_device(diff: Diff) -> bool:
     return len(diff.devices) == 1 and not diff.unmatched
 
 
+def several_devices(diff: Diff) -> bool:
+    """More than one device matched, or a device on one side only: the devices table."""
+    return len(diff.devices) > 1 or bool(diff.unmatched)
+
+
 def finding_rows(diff: Diff) -> list[ChangeRow]:
     """Every finding change, largest change of time to give back first."""
     return [_finding_row(f) for f in diff.findings]
 
 
-def _finding_row(f: FindingChange) -> ChangeRow:
-    d = f.recoverable
+def _change_row(rank: int, device: int, what: str, d: FigureDelta, note: str) -> ChangeRow:
     before, after = fmt_cells(d.before, d.after, d.unit)
+    pct = "" if d.delta_pct is None else f", {fmt_pct(d.delta_pct)}"
+    return ChangeRow(f"{rank}/{device}", what, before, after, fmt_delta(d) + pct, note)
+
+
+def _finding_row(f: FindingChange) -> ChangeRow:
     notes = [f.change]
     notes += ["within step-to-step noise"] if f.within_noise else []
     notes += ["minor now"] if f.minor_after and f.change != "disappeared" else []
-    note = ", ".join(notes)
-    pct = "" if d.delta_pct is None else f", {fmt_pct(d.delta_pct)}"
-    return ChangeRow(f"{f.rank}/{f.device}", f.category, before, after, fmt_delta(d) + pct, note)
+    return _change_row(f.rank, f.device, f.category, f.recoverable, ", ".join(notes))
 
 
-def kernel_rows(diff: Diff, limit: int = KERNEL_ROWS) -> list[ChangeRow]:
-    """The kernels whose total time changed most (one side unknown: not in its top list)."""
-    rows = sorted(diff.kernels, key=lambda k: -k.magnitude)[:limit]
+def kernel_rows(diff: Diff) -> list[ChangeRow]:
+    """The ``KERNEL_ROWS`` kernels whose total time changed most over all devices (one side
+    unknown: not in its top list)."""
+    rows = sorted(diff.kernels, key=lambda k: -k.magnitude)[:KERNEL_ROWS]
     return [_kernel_row(k) for k in rows]
 
 
 def _kernel_row(k: KernelChange) -> ChangeRow:
     d = k.total
-    before, after = fmt_cells(d.before, d.after, d.unit)
     if d.before is None:
         note = "entered the top list"
     elif d.after is None:
         note = "left the top list"
     else:
         note = f"calls {k.count_before} → {k.count_after}"
-    pct = "" if d.delta_pct is None else f", {fmt_pct(d.delta_pct)}"
-    return ChangeRow(f"{k.rank}/{k.device}", k.name, before, after, fmt_delta(d) + pct, note)
+    return _change_row(k.rank, k.device, k.name, d, note)
 
 
 def per_step_unit(dd: DeviceDiff) -> str:
-    """``per step`` or ``total``: how the time rows of a table are counted."""
+    """``per step`` or ``window totals``: how the time rows of a table are counted."""
     return "per step" if dd.basis == "per_step" else "window totals"
 
 

@@ -19,26 +19,27 @@ from traceforensics.report.diff_tables import (
     ChangeRow,
     FigureRow,
     basis_text,
-    busy_rows,
-    cause_rows,
     device_rows,
+    figure_tables,
     finding_rows,
     kernel_rows,
     one_device,
     per_step_unit,
-    step_rows,
+    several_devices,
+    steps_text,
 )
 from traceforensics.report.format import truncate
 
 
 def run_line(tag: str, run: RunInfo) -> str:
     """``BEFORE: path (kineto, 1 GPU, 6 steps)``."""
-    steps = f"{run.steps} step{'s' if run.steps != 1 else ''}" if run.steps else "no steps"
     gpus = f"{run.devices} GPU" + ("s" if run.devices != 1 else "")
-    return f"{tag}: {run.label} ({run.source_format or '?'}, {gpus}, {steps})"
+    return f"{tag}: {run.label} ({run.source_format or '?'}, {gpus}, {steps_text(run)})"
 
 
-def _columns(rows: list[list[str]], widths: list[int], right: set[int]) -> list[str]:
+def _columns(rows: list[list[str]], right: set[int]) -> list[str]:
+    """Aligned columns, each as wide as its widest cell; ``right``: right-aligned ones."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     out = []
     for r in rows:
         cells = [
@@ -51,9 +52,7 @@ def _columns(rows: list[list[str]], widths: list[int], right: set[int]) -> list[
 
 def figure_table(rows: list[FigureRow]) -> list[str]:
     """Aligned columns: label, before, after, change, change %, noise."""
-    table = [FIGURE_HEADER] + [r.cells() for r in rows]
-    widths = [max(len(r[i]) for r in table) for i in range(len(FIGURE_HEADER))]
-    return _columns(table, widths, right={1, 2, 3, 4})
+    return _columns([FIGURE_HEADER] + [r.cells() for r in rows], right={1, 2, 3, 4})
 
 
 def finding_lines(rows: list[ChangeRow], where: bool = True) -> list[str]:
@@ -93,37 +92,20 @@ def render_diff_text(diff: Diff, width: int = 100) -> str:
     ]
     lines += [f"  warning: {w}" for w in diff.warnings]
     lines += ["", "== Verdict ==", *textwrap.wrap(diff.verdict.text, width)]
-    unit = per_step_unit(job)
-    lines += [
-        "",
-        f"== Idle time by cause ({unit}, largest change first) ==",
-        *figure_table(cause_rows(job)),
-    ]
-    if job.steps_before and job.steps_after:
-        steps = f"{job.steps_before} → {job.steps_after} steps"
-        lines += ["", f"== Step time ({steps}) ==", *figure_table(step_rows(job))]
-    busy = busy_rows(job)
-    if busy:
-        lines += ["", f"== MFU and busy time ({unit}) ==", *figure_table(busy)]
+    for t in figure_tables(job):
+        scope = f"{t.scope}, {t.order}" if t.order else t.scope
+        lines += ["", f"== {t.title} ({scope}) ==", *figure_table(t.rows)]
     lines += ["", f"  {NOISE_LEGEND}"]
+    unit, where = per_step_unit(job), not one_device(diff)
     findings = finding_rows(diff)
     lines += ["", f"== Findings (time to give back, {unit}) =="]
-    lines += (
-        finding_lines(findings, not one_device(diff))
-        if findings
-        else ["  no findings on either side"]
-    )
+    lines += finding_lines(findings, where) if findings else ["  no findings on either side"]
     kernels = kernel_rows(diff)
     if kernels:
-        lines += [
-            "",
-            f"== Kernels whose time changed most ({unit}) ==",
-            *kernel_lines(kernels, width, not one_device(diff)),
-        ]
-    if len(diff.devices) > 1 or diff.unmatched:
-        table = [DEVICE_HEADER, *device_rows(diff)]
-        widths = [max(len(r[i]) for r in table) for i in range(len(DEVICE_HEADER))]
-        lines += ["", "== Devices ==", *_columns(table, widths, right={2, 3})]
+        lines += ["", f"== Kernels whose time changed most ({unit}) =="]
+        lines += kernel_lines(kernels, width, where)
+    if several_devices(diff):
+        lines += ["", "== Devices ==", *_columns([DEVICE_HEADER, *device_rows(diff)], {2, 3})]
         lines += [
             f"  only in {u['side'].upper()}: rank {u['rank']} GPU {u['device']}"
             for u in diff.unmatched

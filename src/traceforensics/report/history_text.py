@@ -18,7 +18,7 @@ import polars as pl
 
 from traceforensics.compare.deltas import FigureDelta
 from traceforensics.compare.figures import is_time_figure
-from traceforensics.compare.words import fmt_change, fmt_delta, fmt_value
+from traceforensics.compare.words import fmt_change, fmt_delta, fmt_pair, fmt_value
 from traceforensics.report.format import fmt_ns, fmt_pct, one_line, truncate
 
 HISTORY_SCHEMA = "traceforensics.history/1"
@@ -121,7 +121,7 @@ def _change(name: str, unit: str, first: dict[str, Any], last: dict[str, Any]) -
         return f"{text}, {fmt_delta(d)}"
     if is_time_figure(name) and first["share"] is not None and last["share"] is not None:
         shares = FigureDelta(name, "fraction", "share", first["share"], last["share"])
-        pair = " → ".join(f"{100 * v:.1f}%" for v in (first["share"], last["share"]))
+        pair = fmt_pair(shares.before, shares.after, "fraction")
         text += f"; share of the window {pair} ({fmt_delta(shares)})"
     return text
 

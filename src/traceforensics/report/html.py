@@ -30,7 +30,7 @@ from traceforensics.report.tables import (
 )
 from traceforensics.report.verdict import device_verdict, verdict_text
 
-_STYLE = """
+STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.5em 0;width:100%}
@@ -44,7 +44,7 @@ border:1px solid #555}
 """
 
 
-def _e(text: object) -> str:
+def escape(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
@@ -53,7 +53,7 @@ class _Markup(str):
     the trace as it is)."""
 
 
-def _table(
+def table(
     header: Iterable[str],
     rows: Sequence[Iterable[object]],
     nowrap: int = 0,
@@ -63,11 +63,11 @@ def _table(
     long names anywhere so the table fits the page. ``empty`` (a ``tables.EMPTY`` sentence)
     is written instead of a table with no rows."""
     if not rows and empty is not None:
-        return f"<p>{_e(empty)}</p>"
+        return f"<p>{escape(empty)}</p>"
 
     def cell(tag: str, i: int, c: object) -> str:
         cls = " class='n'" if i < nowrap else ""
-        body = c if isinstance(c, _Markup) else _e(c)
+        body = c if isinstance(c, _Markup) else escape(c)
         return f"<{tag}{cls}>{body}</{tag}>"
 
     head = "".join(cell("th", i, h) for i, h in enumerate(header))
@@ -82,31 +82,35 @@ def render_html(analysis: Analysis, command: str | None = None, top: int = 10) -
     meta = analysis.session.meta
     parts = [f"<h1>traceforensics report</h1><div class='meta'><p>traceforensics {__version__}"]
     if command:
-        parts.append(f" · <code>{_e(command)}</code>")
+        parts.append(f" · <code>{escape(command)}</code>")
     parts.append("</p><ul>")
-    parts += [f"<li>input: <code>{_e(i.path)}</code> ({_e(i.format)})</li>" for i in meta.inputs]
-    parts.append(f"<li>window: <code>{_e(analysis.options.idle.window)}</code></li>")
-    parts += [f"<li>warning: {_e(w)}</li>" for w in analysis.warnings]
+    parts += [
+        f"<li>input: <code>{escape(i.path)}</code> ({escape(i.format)})</li>" for i in meta.inputs
+    ]
+    parts.append(f"<li>window: <code>{escape(analysis.options.idle.window)}</code></li>")
+    parts += [f"<li>warning: {escape(w)}</li>" for w in analysis.warnings]
     parts.append("</ul></div>")
     if not analysis.devices:
         parts.append("<p>No GPU activity in this trace (CPU-only): nothing to attribute.</p>")
-        return _page(parts)
+        return page(parts)
     parts.append("<h2>Verdict</h2>")
     for d in analysis.devices:
         head, change = verdict_text(device_verdict(d, analysis.findings_of(d.rank, d.device)))
-        parts.append(f"<div class='verdict'><p><b>{_e(head)}</b></p>")
-        parts.append(f"<p>{_e(change)}</p></div>" if change else "</div>")
+        parts.append(f"<div class='verdict'><p><b>{escape(head)}</b></p>")
+        parts.append(f"<p>{escape(change)}</p></div>" if change else "</div>")
     p = analysis.program
-    parts.append(f"<h2>Findings (top {top})</h2><p>Program: {_e(p.framework)} on {_e(p.vendor)}")
-    parts.append(f" ({_e(p.evidence)}).</p>")
+    parts.append(
+        f"<h2>Findings (top {top})</h2><p>Program: {escape(p.framework)} on {escape(p.vendor)}"
+    )
+    parts.append(f" ({escape(p.evidence)}).</p>")
     parts.append(_findings(analysis, top))
     parts += _figure(analysis)
     parts += _evidence_tables(analysis, top)
-    return _page(parts)
+    return page(parts)
 
 
 def _findings(analysis: Analysis, top: int) -> str:
-    return _table(
+    return table(
         ["#", "category", "rank/GPU", "gives back", "confidence", "what", "change", "evidence"],
         [
             [r.number, r.category, r.where(), r.gives_back, r.confidence, r.title, r.remedy,
@@ -128,8 +132,8 @@ def _figure(analysis: Analysis) -> list[str]:
     out = ["<h2>Figures</h2>"]
     for name, caption, png in pngs:
         data = base64.b64encode(png).decode("ascii")
-        out.append(f"<h3 id='fig-{_e(name)}'>{_e(caption)}</h3>")
-        out.append(f"<img alt='{_e(caption)}' src='data:image/png;base64,{data}'>")
+        out.append(f"<h3 id='fig-{escape(name)}'>{escape(caption)}</h3>")
+        out.append(f"<img alt='{escape(caption)}' src='data:image/png;base64,{data}'>")
     return out
 
 
@@ -138,11 +142,11 @@ def _evidence_tables(analysis: Analysis, top: int) -> list[str]:
     out = []
     text, rank_rows = rank_table(analysis.ranks)
     if rank_rows:
-        out.append("<h2>Ranks</h2>" + "".join(f"<p>{_e(t)}</p>" for t in text))
-        out.append(_table(RANK_HEADER, [rank_cells(r) for r in rank_rows]))
+        out.append("<h2>Ranks</h2>" + "".join(f"<p>{escape(t)}</p>" for t in text))
+        out.append(table(RANK_HEADER, [rank_cells(r) for r in rank_rows]))
     out.append("<h2>Devices</h2>")
     out.append(
-        _table(
+        table(
             ["rank/GPU", "name", "window", "busy", "idle", "busy by kind", "exposed comm"],
             [
                 [d.where(), d.name, d.window, d.busy, d.idle, d.busy_by_kind, d.exposed_comm]
@@ -157,16 +161,14 @@ def _evidence_tables(analysis: Analysis, top: int) -> list[str]:
     ]
     if copies:
         out.append(
-            _table(
-                ["rank/GPU", "copies", "count", "bytes", "time", "bandwidth", "pageable"], copies
-            )
+            table(["rank/GPU", "copies", "count", "bytes", "time", "bandwidth", "pageable"], copies)
         )
     out.append("<h2>Idle time by cause</h2>")
     out.append(
-        _table(
+        table(
             ["rank/GPU", "cause", "time", "of idle", "of window"],
             [
-                [c.where(), _Markup(swatch_html(c.cause) + _e(c.cause)), c.time, c.of_idle,
+                [c.where(), _Markup(swatch_html(c.cause) + escape(c.cause)), c.time, c.of_idle,
                  c.of_window]
                 for c in cause_rows(analysis)
             ],
@@ -175,11 +177,11 @@ def _evidence_tables(analysis: Analysis, top: int) -> list[str]:
     )  # fmt: skip
     out.append(f"<h2>Largest idle gaps (top {top})</h2>")
     out.append(
-        _table(
+        table(
             ["rank/GPU", "length", "causes", "evidence"],
             [
                 [g.where(), g.length,
-                 _Markup(", ".join(f"<span class='n'>{swatch_html(c)}{_e(c)} {v}</span>"
+                 _Markup(", ".join(f"<span class='n'>{swatch_html(c)}{escape(c)} {v}</span>"
                                    for c, v in g.causes)),
                  "; ".join(f"{e.label}: {e.detail}" for e in g.evidence)]
                 for g in gap_rows(analysis, top)
@@ -190,7 +192,7 @@ def _evidence_tables(analysis: Analysis, top: int) -> list[str]:
     if analysis.kernels.short_kernels:
         out.append(f"<h2>Short kernels worth fusing (top {top})</h2>")
         out.append(
-            _table(
+            table(
                 ["rank/GPU", "kernel", "launching op", "count", "total", "recoverable", "remedy"],
                 [
                     [r.where(), r.name, r.launching_op, r.count, r.total, r.recoverable, r.remedy]
@@ -201,11 +203,12 @@ def _evidence_tables(analysis: Analysis, top: int) -> list[str]:
     return out
 
 
-def _page(parts: list[str]) -> str:
+def page(parts: list[str], title: str = "traceforensics report", style: str = "") -> str:
+    """One self-contained HTML page of ``parts`` with the reports' style (plus ``style``)."""
     body = "".join(parts)
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>traceforensics report</title><style>{_STYLE}</style></head>"
+        f"<title>{title}</title><style>{STYLE}{style}</style></head>"
         f"<body>{body}</body></html>\n"
     )

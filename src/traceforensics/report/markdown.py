@@ -22,16 +22,16 @@ from traceforensics.report.tables import (
 from traceforensics.report.verdict import device_verdict, verdict_text
 
 
-def _table(header: list[str], rows: list[list[str]], empty: str | None = None) -> list[str]:
+def table(header: list[str], rows: list[list[str]], empty: str | None = None) -> list[str]:
     """A table; ``empty`` (a ``tables.EMPTY`` sentence) instead when there are no rows."""
     if not rows and empty is not None:
         return [empty]
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
+    out += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
     return out
 
 
-def _cell(text: str) -> str:
+def cell(text: str) -> str:
     """A table cell: pipes escaped and line breaks flattened, so a trace's names (which can
     hold ``|`` or newlines) never break the table."""
     return " ".join(text.split("\n")).replace("\r", " ").replace("|", "\\|")
@@ -74,8 +74,8 @@ def render_markdown(
     text, rank_rows = rank_table(analysis.ranks)
     if rank_rows:
         header = [h.replace("rank/GPU", "rank:GPU") for h in RANK_HEADER]
-        cells = [[_cell(str(c)) for c in rank_cells(r, ":")] for r in rank_rows]
-        lines += ["", "## Ranks", "", *(f"- {_cell(t)}" for t in text), "", *_table(header, cells)]
+        cells = [[cell(str(c)) for c in rank_cells(r, ":")] for r in rank_rows]
+        lines += ["", "## Ranks", "", *(f"- {cell(t)}" for t in text), "", *table(header, cells)]
     lines += ["", "## Devices", "", *_device_table(analysis)]
     lines += ["", "### Busy time by kind and copies by direction", "", *_busy_table(analysis)]
     lines += ["", "## Idle time by cause", "", *_cause_table(analysis)]
@@ -126,7 +126,7 @@ def _verdict_lines(analysis: Analysis) -> list[str]:
 def _findings_table(analysis: Analysis, top: int) -> list[str]:
     p = analysis.program
     head = [f"Program: {p.framework} on {p.vendor} ({p.evidence}).", ""]
-    return head + _table(
+    return head + table(
         ["#", "category", "rank/GPU", "gives back", "confidence", "what", "change"],
         [
             [str(r.number), f"`{r.category}`", r.where(), r.gives_back, r.confidence,
@@ -147,11 +147,11 @@ def _busy_table(analysis: Analysis) -> list[str]:
             rows.append([d.where(), t.direction, size, t.bandwidth, paged])
         if d.exposed_copies is not None:
             rows.append([d.where(), "copies not overlapped", d.exposed_copies, "", ""])
-    return _table(["rank/GPU", "what", "amount", "bandwidth", "note"], rows)
+    return table(["rank/GPU", "what", "amount", "bandwidth", "note"], rows)
 
 
 def _device_table(analysis: Analysis) -> list[str]:
-    return _table(
+    return table(
         [
             "rank",
             "GPU",
@@ -188,11 +188,11 @@ def _cause_table(analysis: Analysis) -> list[str]:
     rows = [
         [c.where(":"), f"`{c.cause}`", c.time, c.of_idle, c.of_window] for c in cause_rows(analysis)
     ]
-    return _table(["rank:GPU", "cause", "time", "of idle", "of window"], rows, EMPTY["causes"])
+    return table(["rank:GPU", "cause", "time", "of idle", "of window"], rows, EMPTY["causes"])
 
 
 def _gap_table(analysis: Analysis, top: int) -> list[str]:
-    return _table(
+    return table(
         ["rank:GPU", "length", "causes", "evidence"],
         [
             [
@@ -208,7 +208,7 @@ def _gap_table(analysis: Analysis, top: int) -> list[str]:
 
 
 def _step_table(analysis: Analysis) -> list[str]:
-    return _table(
+    return table(
         ["rank:GPU", "step", "span", "busy", "idle", "exposed comm"],
         [
             [
@@ -225,7 +225,7 @@ def _step_table(analysis: Analysis) -> list[str]:
 
 
 def _short_kernel_table(analysis: Analysis, top: int) -> list[str]:
-    return _table(
+    return table(
         ["rank:GPU", "kernel", "launching op", "count", "total", "recoverable", "remedy"],
         [
             [r.where(":"), truncate(r.name, 50), r.launching_op or "-", str(r.count), r.total,
@@ -238,7 +238,7 @@ def _short_kernel_table(analysis: Analysis, top: int) -> list[str]:
 def _mfu_table(analysis: Analysis) -> list[str]:
     # a suspect MFU (kernels.suspect) is shown as computed, marked `!`, its reason listed once
     rows = analysis.kernels.mfu_by_device
-    table = _table(
+    lines = table(
         ["rank:GPU", "TFLOPS", "peak", "MFU"],
         [
             [
@@ -252,4 +252,4 @@ def _mfu_table(analysis: Analysis) -> list[str]:
     )
     reasons = dict.fromkeys(m.suspect_reason for m in rows if m.suspect and m.suspect_reason)
     # blank line first: a line right under a table would be read as one more row
-    return table + ([""] if reasons else []) + [f"- `!` {r}" for r in reasons]
+    return lines + ([""] if reasons else []) + [f"- `!` {r}" for r in reasons]

@@ -68,7 +68,9 @@ def rank_analysis(
     rows = rank_rows(records, coll, charged, steps, devs)
     straggler = find_straggler(rows, charged, devs, step_medians(idle))
     if straggler is not None:
-        rows = [r if r.rank == straggler.rank else _waiting(r, straggler.rank) for r in rows]
+        rows = [
+            r if r.rank == straggler.rank else replace(r, waiting_for=straggler.rank) for r in rows
+        ]
     loaded = len({r.rank for r in rows})
     return RankAnalysis(
         world_size=_world_size(distributed.get("world_size"), loaded),
@@ -81,10 +83,6 @@ def rank_analysis(
         collectives=coll.rows,
         notes=coll.notes,
     )
-
-
-def _waiting(row: RankRow, rank: int) -> RankRow:
-    return replace(row, waiting_for=rank)
 
 
 def _world_size(value: object, loaded: int) -> int:

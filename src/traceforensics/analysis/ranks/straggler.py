@@ -107,7 +107,7 @@ def find_straggler(
     """The straggler and its cause, or None when the ranks arrive together."""
     if len(rows) < 2 or charged.height == 0:
         return None
-    totals = charged.group_by("dev").agg(pl.col("blame_ns").sum(), pl.len().alias("n"))
+    totals = charged.group_by("dev").agg(pl.col("blame_ns").sum())
     top = totals.sort("blame_ns", "dev", descending=[True, False]).row(0, named=True)
     all_blame = int(totals["blame_ns"].sum())
     rank, device = devs[int(top["dev"])]
@@ -125,10 +125,10 @@ def find_straggler(
     wait_per_step = mean_wait / max(me.steps, 1)
     if excess < MIN_EXPLAINED * wait_per_step and mean_wait < LARGE_WAIT_SHARE * mean_window:
         return None
-    share = int(top["n"]) / charged.height
+    share = me.last_arrivals / charged.height
     evidence.insert(
         0,
-        f"rank {rank} arrives last at {int(top['n'])} of {charged.height} matched collectives; "
+        f"rank {rank} arrives last at {me.last_arrivals} of {charged.height} matched collectives; "
         f"the other ranks wait {mean_wait / 1e6:.2f} ms each in collectives",
     )
     return Straggler(rank, device, cause, excess, int(mean_wait), share, evidence)
@@ -149,21 +149,21 @@ def _cause(
             return per.get(cause, 0.0)
         return _per_step(row.idle_by_cause.get(cause, 0), row.steps)
 
-    excess: dict[str, float] = {}
-    for cause in me.idle_by_cause:
-        theirs = median(idle_of(r, cause) for r in others)
-        excess[cause] = idle_of(me, cause) - theirs
-    theirs_compute = median(_per_step(r.compute_ns, r.steps) for r in others)
-    excess[SLOW_GPU] = _per_step(me.compute_ns, steps) - theirs_compute
-    ordered = ranked_causes({k: round(v) for k, v in excess.items() if k != SLOW_GPU})
+    idle_excess = {
+        cause: round(idle_of(me, cause) - median(idle_of(r, cause) for r in others))
+        for cause in me.idle_by_cause
+    }
+    ordered = ranked_causes(idle_excess)
     best_idle = ordered[0] if ordered else ("unknown", 0)
-    if excess[SLOW_GPU] > best_idle[1]:
-        ratio = _per_step(me.compute_ns, steps) / theirs_compute if theirs_compute else 0.0
+    mine_compute = _per_step(me.compute_ns, steps)
+    theirs_compute = median(_per_step(r.compute_ns, r.steps) for r in others)
+    if mine_compute - theirs_compute > best_idle[1]:
+        ratio = mine_compute / theirs_compute if theirs_compute else 0.0
         return (
             SLOW_GPU,
-            round(excess[SLOW_GPU]),
+            round(mine_compute - theirs_compute),
             [
-                f"its compute kernels take {_per_step(me.compute_ns, steps) / 1e6:.2f} ms/step "
+                f"its compute kernels take {mine_compute / 1e6:.2f} ms/step "
                 f"against {theirs_compute / 1e6:.2f} ms/step on the other ranks (x{ratio:.2f}): "
                 "a slower or throttled GPU (check clocks and temperature with tf monitor)"
             ],
