@@ -8,6 +8,7 @@ generic path (``orjson`` over the whole file, the reader used before issue 12) i
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 from concurrent.futures import Future
@@ -235,3 +236,29 @@ class _Sink:
 
     def add(self, events: list[Any]) -> None:
         self.c.events_seen += len(events)
+
+
+def test_decode_worker_pauses_the_cyclic_gc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker is a fresh interpreter with the GC on; a chunk is reduced with it paused (it
+    scans the growing, cycle-free lists over and over) and the previous state comes back."""
+    seen: list[bool] = []
+    real = parallel.build_batch
+
+    def watching(events: list[Any]) -> Any:
+        seen.append(gc.isenabled())
+        return real(events)
+
+    monkeypatch.setattr(parallel, "build_batch", watching)
+    text = b'[{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]'
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        cols = parallel.decode_batch(text)
+        assert seen == [False] and gc.isenabled()
+        gc.disable()  # a caller that had paused it keeps it paused
+        parallel.decode_batch(text)
+        assert seen == [False, False] and not gc.isenabled()
+    finally:
+        if was:
+            gc.enable()
+    assert cols is not None and cols.rows == 1

@@ -31,7 +31,12 @@ import polars as pl
 
 from traceforensics.ingest.kineto import categories as cats
 from traceforensics.ingest.kineto import gpu
-from traceforensics.ingest.kineto.flows import FlowPoints, add_flow_points, thread_key
+from traceforensics.ingest.kineto.flows import (
+    FlowPoints,
+    add_flow_arrays,
+    add_flow_points,
+    thread_key,
+)
 from traceforensics.ingest.kineto.payload import json_texts
 from traceforensics.ingest.kineto.timeconv import TimeValueError, us_to_ns, usable_us
 from traceforensics.ingest.kineto.typed import ARGS_TYPES, UNSET, args_dicts
@@ -180,16 +185,46 @@ class ColumnBuilder:
             ts_ns = us_to_ns(ts).tolist()
         if not set(map(type, ids)) <= {int}:
             ids = [gpu.parse_int(v) for v in ids]
-        pairs = list(zip(map(gpu.key_of, pid), map(gpu.key_of, tid), strict=True))
-        threads = {p: (thread_key(p[0]), thread_key(p[1])) for p in set(pairs)}
+        if None in ids:  # an endpoint without a usable id is not one
+            has_id = [v is not None for v in ids]
+            pid, tid, ts_ns, ids = (list(compress(col, has_id)) for col in (pid, tid, ts_ns, ids))
+        try:
+            pairs = list(zip(pid, tid, strict=True))
+            distinct = set(pairs)
+        except TypeError:  # a list or dict pid/tid (damaged): keyed by its repr
+            pairs = list(zip(map(gpu.key_of, pid), map(gpu.key_of, tid), strict=True))
+            distinct = set(pairs)
+        threads = {p: (thread_key(p[0]), thread_key(p[1])) for p in distinct}
+        try:
+            times = np.array(ts_ns, dtype=np.int64)
+            flow_ids = np.array(ids, dtype=np.int64)
+        except OverflowError:  # an id beyond int64 (damaged): checked one by one
+            self._flows_by_thread(pairs, threads, ts_ns, ids)
+            return
+        # one code per thread, then each thread's endpoints in file order (stable sort)
+        codes: dict[Any, int] = {}
+        pair_code = {p: codes.setdefault(key, len(codes)) for p, key in threads.items()}
+        code = np.fromiter(map(pair_code.__getitem__, pairs), dtype=np.int64, count=len(pairs))
+        order = np.argsort(code, kind="stable")
+        cuts = np.searchsorted(code[order], np.arange(len(codes) + 1))
+        for key, c in codes.items():
+            rows = order[cuts[c] : cuts[c + 1]]
+            add_flow_arrays(self.c.flows, key, times[rows], flow_ids[rows])
+
+    def _flows_by_thread(
+        self,
+        pairs: list[tuple[Any, Any]],
+        threads: dict[tuple[Any, Any], Any],
+        ts_ns: list[int],
+        ids: list[int],
+    ) -> None:
         grouped: dict[Any, tuple[list[int], list[int]]] = {}
         for pair, t, flow_id in zip(pairs, ts_ns, ids, strict=True):
-            if flow_id is not None:
-                key = threads[pair]
-                if key not in grouped:
-                    grouped[key] = ([], [])
-                grouped[key][0].append(t)
-                grouped[key][1].append(flow_id)
+            key = threads[pair]
+            if key not in grouped:
+                grouped[key] = ([], [])
+            grouped[key][0].append(t)
+            grouped[key][1].append(flow_id)
         for key, (times, flow_ids) in grouped.items():
             add_flow_points(self.c.flows, key, times, flow_ids)
 

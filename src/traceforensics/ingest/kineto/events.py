@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,7 +61,13 @@ def map_unique(values: Sequence[Any], fn: Callable[[Any], T]) -> list[T]:
         table = {v: fn(v) for v in set(values)}
     except TypeError:  # an unhashable value (malformed event): no memo
         return [fn(v) for v in values]
-    return [table[v] for v in values]
+    return list(map(table.__getitem__, values))
+
+
+def _positions(kind: list[str], kinds: frozenset[str]) -> list[int]:
+    """Row positions whose kind is one of ``kinds`` (decided once per distinct kind)."""
+    member = {k: k in kinds for k in set(kind)}
+    return list(compress(range(len(kind)), map(member.__getitem__, kind)))
 
 
 def _warnings(src: Path, c: Columns) -> list[str]:
@@ -87,7 +94,7 @@ def _concat(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
 
 def _category_series(cat: list[Any]) -> pl.Series:
     """``category`` column: the ``cat`` text, null where it is missing or not a string."""
-    if not all(type(c) is str or c is None for c in cat):
+    if not set(map(type, cat)) <= {str, type(None)}:
         cat = [c if type(c) is str else None for c in cat]
     return pl.Series(cat, dtype=pl.Categorical)
 
@@ -182,7 +189,7 @@ def extract(src: Path, c: Columns, rank: int, id_offset: int, base_ns: int | Non
     # host ids for every row, then GPU rows get device/stream instead of an OS thread
     pid: list[int | None] = map_unique(c.pid_raw, gpu.parse_int)
     tid: list[int | None] = map_unique(c.tid_raw, gpu.parse_int)
-    gpu_idx = [i for i, k in enumerate(kind) if k in cats.GPU_ROW_KINDS]
+    gpu_idx = _positions(kind, cats.GPU_ROW_KINDS)
     device, stream = place_gpu_rows(
         gpu_idx,
         c.args,
@@ -196,7 +203,7 @@ def extract(src: Path, c: Columns, rank: int, id_offset: int, base_ns: int | Non
     correlation = c.correlation
     flow_filled = fill_correlation_from_flows(
         c.flows,
-        [i for i, k in enumerate(kind) if k in cats.CORRELATED_KINDS],
+        _positions(kind, cats.CORRELATED_KINDS),
         correlation,
         pid_raw=c.pid_raw,
         tid_raw=c.tid_raw,
@@ -223,7 +230,7 @@ def extract(src: Path, c: Columns, rank: int, id_offset: int, base_ns: int | Non
         events=frame,
         args=args_frame,
         devices_seen=sorted({d for d in device if d is not None}),
-        runtime_names=sorted({c.name[i] for i, k in enumerate(kind) if k == "cuda_api"}),
+        runtime_names=sorted(set(compress(c.name, map("cuda_api".__eq__, kind)))),
         legacy_categories=any(x in cats.LEGACY_CATEGORIES for x in set(map_unique(c.cat, str))),
         float_timestamps=c.float_timestamps,
         flow_filled=flow_filled,

@@ -85,6 +85,19 @@ def add_flow_points(
     points[key][1].extend(flow_ids)
 
 
+def add_flow_arrays(
+    points: dict[Any, FlowPoints],
+    key: Any,
+    ts_ns: npt.NDArray[np.int64],
+    flow_ids: npt.NDArray[np.int64],
+) -> None:
+    """``add_flow_points`` for endpoints already in int64 arrays (in range by construction)."""
+    if key not in points:
+        points[key] = (array("q"), array("q"))
+    points[key][0].frombytes(np.ascontiguousarray(ts_ns, dtype=np.int64).tobytes())
+    points[key][1].frombytes(np.ascontiguousarray(flow_ids, dtype=np.int64).tobytes())
+
+
 def fill_correlation_from_flows(
     points: dict[Any, FlowPoints],
     candidates: list[int],

@@ -1,10 +1,13 @@
 """A second process that decodes chunks of a big Kineto file while this one decodes others.
 
 Decoding a chunk and reducing it to columns is pure Python and C work under one interpreter
-lock; on a machine with two cores or more, a worker process does every other chunk::
+lock; on a machine with two cores or more, a worker process does about half the chunks::
 
-    this process   | read | chunk 0 | chunk 2 | chunk 4 | ... | tail | join in order |
-    worker         |      | (start) | chunk 1 | chunk 3 | ... |
+    this process   | read | chunk 1 | chunk 2 | chunk 4 | ... | tail | join in order |
+    worker         | (start)  | chunk 0 | chunk 3 | chunk 5 | ... |
+
+(the worker is handed a chunk whenever it holds fewer than ``stream.WORKER_QUEUE``; this
+process decodes the others). The worker's cyclic GC is paused while it decodes, as here.
 
 The worker gets a chunk's JSON text (``[`` events ``]``) and returns its ``Columns`` (pickled:
 compact lists, arrays and small frames, not event objects); results are joined in file order,
@@ -19,6 +22,7 @@ the ``spawn`` start method needs); library users may, in a script with an
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from multiprocessing import get_context
@@ -78,8 +82,17 @@ def release() -> None:
 def decode_batch(text: bytes) -> Columns | None:
     """The columns of one chunk's events (``[`` ... ``]``), or None when the text does not
     decode as a list of events (the caller then reads the file another way)."""
-    events = decode_chunk(text)
-    return None if events is None else build_batch(events)
+    # the worker is a fresh interpreter: its cyclic GC is on, and would scan the chunk's
+    # (cycle-free) lists and dicts again and again as they grow (~40 % of a chunk's time);
+    # the loading process pauses it the same way (``load_kineto``)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        events = decode_chunk(text)
+        return None if events is None else build_batch(events)
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def submit(pool: Executor | None, text: bytes) -> Future[Columns | None] | Columns | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -130,9 +131,13 @@ def _kernel_dims(
     dims: dict[str, tuple[list[int], list[list[int]]]] = {}
     for prefix in ("grid", "block"):
         found = [(i, v) for i in kernel_idx if (v := args[i].get(prefix)) is not None]
-        if not all(type(v) is list and len(v) == 3 for _, v in found) or not (
-            {type(x) for _, v in found for x in v} <= {int}
-        ):  # a damaged value somewhere: the per-value rule keeps the good ones
+        values = [v for _, v in found]
+        clean = (
+            set(map(type, values)) <= {list}
+            and set(map(len, values)) <= {3}
+            and set(map(type, chain.from_iterable(values))) <= {int}
+        )
+        if not clean:  # a damaged value somewhere: the per-value rule keeps the good ones
             found = [(i, v) for i, v in found if _dim3(v) is not None]
         dims[prefix] = ([i for i, _ in found], [v for _, v in found])
     return dims
