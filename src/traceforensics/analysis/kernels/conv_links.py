@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterable
 
 import polars as pl
 
-from traceforensics.analysis.kernels.flops import conv_flops_from_output, parse_json_list
+from traceforensics.analysis.kernels.conv_flops import conv_flops_from_output
+from traceforensics.analysis.kernels.flops import parse_json_list
 from traceforensics.analysis.names import matching
 from traceforensics.model.schema import ARG_INPUT_DIMS, ARG_SEQUENCE
 
