@@ -7,7 +7,7 @@ import random
 import numpy as np
 
 from tests.conftest import plain_union
-from traceforensics.analysis.intervals import holes, total, union
+from traceforensics.analysis.intervals import holes, sorted_unique, total, union, unique_inverse
 
 
 def _plain_union(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -51,3 +51,18 @@ def test_huge_epoch_ns_values_stay_exact() -> None:
         np.array([base, base + 3], dtype=np.int64), np.array([base + 5, base + 9], dtype=np.int64)
     )
     assert us.tolist() == [base] and ue.tolist() == [base + 9]
+
+
+def test_sorted_unique_and_inverse_match_a_plain_computation() -> None:
+    rng = random.Random(7)
+    for n in (0, 1, 2, 50, 5000):
+        values = [
+            rng.choice([rng.randrange(-5, 5), rng.randrange(-(2**62), 2**62)]) for _ in range(n)
+        ]
+        arr = np.array(values, dtype=np.int64)
+        want = sorted(set(values))
+        assert sorted_unique(arr).tolist() == want
+        keys, inverse = unique_inverse(arr)
+        assert keys.tolist() == want
+        assert [want[i] for i in inverse.tolist()] == values
+        assert inverse.dtype == np.int64

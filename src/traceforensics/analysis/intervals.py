@@ -77,7 +77,8 @@ def union(starts: I64, ends: I64) -> tuple[I64, I64]:
 
 
 def sorted_unique(x: I64) -> I64:
-    """Sorted distinct values (numpy's hash-based ``unique`` is slower on int64 keys)."""
+    """Sorted distinct values, as ``np.unique``: numpy 2.4's hash-based ``unique`` is 10-18x
+    slower on int64 keys (0.20 vs 0.02 s for 400k op ends, 4.2 vs 0.24 s for 4M)."""
     if x.size == 0:
         return np.asarray(x, dtype=np.int64)
     s = np.sort(x, kind="stable")  # timsort: the keys are nearly sorted already (runs)
@@ -86,6 +87,13 @@ def sorted_unique(x: I64) -> I64:
     keep[1:] = s[1:] != s[:-1]
     out: I64 = s[keep]
     return out
+
+
+def unique_inverse(values: I64) -> tuple[I64, I64]:
+    """``(sorted distinct values, position of each value among them)``, as
+    ``np.unique(values, return_inverse=True)`` (see ``sorted_unique`` for why)."""
+    keys = sorted_unique(values)
+    return keys, np.searchsorted(keys, values).astype(np.int64, copy=False)
 
 
 def overlap_components(ks: I64, ke: I64) -> tuple[I64, I64]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from traceforensics.analysis.intervals import sorted_unique
 from traceforensics.model.units import I64, Mask
 
 #: Host kinds that can enclose (parent) other host rows.
@@ -87,7 +88,7 @@ def _parents(group: I64, start: I64, end: I64, can_parent: Mask, ids: I64) -> I6
     out = np.where(found, ids[np.maximum(j, 0)], -1)
     bad = can_parent & found & (end > end[np.maximum(j, 0)])
     if bad.any():
-        for g in np.unique(group[bad]).tolist():
+        for g in sorted_unique(group[bad]).tolist():
             # rows are sorted by group: each group is one contiguous slice
             sl = slice(
                 int(np.searchsorted(group, g, "left")), int(np.searchsorted(group, g, "right"))
@@ -110,7 +111,7 @@ def _nearest_open(start: I64, end: I64, can_parent: Mask) -> I64:
     while descending. A full int64 table is log2(n) x 8 bytes per row (1.9 GB for 10M
     launch calls); this holds about log2(n) / 4 + 3 levels of 4 bytes."""
     n = len(start)
-    ends = np.unique(end)
+    ends = sorted_unique(end)
     # rank r of an end: end <= s  <=>  r < (number of distinct ends <= s)
     base = np.where(can_parent, np.searchsorted(ends, end), -1).astype(np.int32)
     s_rank = np.searchsorted(ends, start, side="right").astype(np.int32)

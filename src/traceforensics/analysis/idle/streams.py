@@ -14,7 +14,7 @@ import numpy as np
 
 from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.idle.results import StreamIdle
-from traceforensics.analysis.intervals import grouped_union, pack_shift
+from traceforensics.analysis.intervals import grouped_union, pack_shift, unique_inverse
 
 
 def stream_idle(ctx: AnalysisContext) -> list[StreamIdle]:
@@ -24,7 +24,7 @@ def stream_idle(ctx: AnalysisContext) -> list[StreamIdle]:
         return []
     dev = np.repeat(np.arange(len(ctx.devices), dtype=np.int64), ctx.dev_hi - ctx.dev_lo)
     pair = dev * (1 << 32) + (o.stream & 0xFFFFFFFF)
-    keys, group = np.unique(pair, return_inverse=True)
+    keys, group = unique_inverse(pair)
     del dev, pair  # one int64 per op each: gone before the union's own temporaries
     group = group.astype(np.int64, copy=False)
     # (stream, time) keys that cannot fit int64 mean mixed clocks: an error, never a silent []
