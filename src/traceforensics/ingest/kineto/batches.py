@@ -218,6 +218,8 @@ class ColumnBuilder:
         ts_ns: list[int],
         ids: list[int],
     ) -> None:
+        """The grouping one endpoint at a time, for ids that do not fit int64 (dropped by
+        ``add_flow_points``)."""
         grouped: dict[Any, tuple[list[int], list[int]]] = {}
         for pair, t, flow_id in zip(pairs, ts_ns, ids, strict=True):
             key = threads[pair]

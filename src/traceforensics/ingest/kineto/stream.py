@@ -50,14 +50,18 @@ from traceforensics.model.errors import CorruptTraceError
 #: that a batch's structs and lists stay in the allocators' reused memory. 4 MB against 16 MB
 #: on the 10x ResNet-50 trace: a quarter fewer page faults, ~0.4 s less CPU and wall time.
 CHUNK_BYTES: Final = 4 << 20
+#: Chunks decoded or in flight but not yet joined, at most: 64 MB of text. While the worker
+#: starts (about a second) this process goes on decoding instead of waiting for its first chunk.
+MAX_UNJOINED: Final = max(4, (64 << 20) // CHUNK_BYTES)
 #: Text without an element boundary beyond this (bytes) is not a stream of events.
 MAX_EVENT_BYTES: Final = 64 << 20
 #: Compressed bytes read per step, and most decompressed bytes produced per step.
 _READ: Final = 4 << 20
 #: The header must end (``"traceEvents": [`` found) within this many bytes.
 HEADER_LIMIT: Final = 64 << 20
-#: Chunks handed to the decode worker and not yet done, at most (``_Ordered.split``).
-WORKER_QUEUE: Final = 2
+#: Chunks handed to the decode worker and not yet done, at most (``_Ordered.split``). With
+#: one, the worker idled between chunks (10x ResNet-50: 2 -> 5.6 from 6.0 s, 4 another ~4 %).
+WORKER_QUEUE: Final = 4
 #: Element boundaries tried per chunk before more text is read.
 MAX_TRIES: Final = 16
 _EVENTS_KEY: Final = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -228,15 +232,15 @@ class _Ordered:
             return
         text = _closed(pending, end)
         _keep_from(pending, nxt)
-        # keep the worker fed, decode the rest here meanwhile: with one chunk queued behind
-        # the one it works on, it never waits for this process to finish a chunk of its own
-        # before it gets the next (10x ResNet-50: 6.0 -> 5.6 s; a third chunk gains nothing)
+        # keep the worker fed, decode the rest here meanwhile: with chunks queued behind the
+        # one it works on, it never waits for this process to finish a chunk of its own
+        # before it gets the next (a chunk's round trip is about twice its decode)
         in_flight = sum(1 for p, _ in self.queue if isinstance(p, Future) and not p.done())
         if in_flight < WORKER_QUEUE:
             self.queue.append((parallel.submit(self.pool, text), text))
         else:
             self.queue.append((parallel.decode_batch(text), b""))
-        self.drain(keep=4)
+        self.drain(keep=MAX_UNJOINED)
 
     def drain(self, keep: int = 0) -> None:
         """Join finished chunks at the head of the queue; wait while more than ``keep`` are
