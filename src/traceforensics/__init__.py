@@ -22,13 +22,18 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from traceforensics._allocator import TF_ALLOCATOR_CONF
+
 # polars allocates through its own jemalloc, which by default keeps freed pages for 10 s: a
 # load builds and drops whole columns, and that retained memory was ~15 % of the peak of a
-# 3M-event analysis. Returned at once instead (time cost within noise; docs/benchmarks.md).
-# Only when polars is not loaded yet (the setting is read once) and nobody chose otherwise.
-# (Rank workers of ``fanout`` keep pages 1 s instead: they reuse them rank after rank.)
+# 3M-event analysis. Returned after 100 ms instead: at once (0 ms), every temporary was
+# faulted in afresh (0.5 M page faults, ~0.5 s of system time on the 10x ResNet-50 trace),
+# while 100 ms adds ~5 % to that peak and nothing measurable at 3M-10M events
+# (docs/benchmarks.md). Only when polars is not loaded yet (the setting is read once) and
+# nobody chose otherwise. (Rank workers of ``fanout`` keep pages 1 s: they reuse them rank
+# after rank.)
 if "polars" not in sys.modules and "TF_KEEP_ALLOCATOR" not in os.environ:
-    os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
+    os.environ.setdefault("_RJEM_MALLOC_CONF", TF_ALLOCATOR_CONF)
     if "MALLOC_ARENA_MAX" not in os.environ:  # likewise glibc's per-thread arenas
         from traceforensics.model.memory import limit_arenas
 

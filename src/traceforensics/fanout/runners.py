@@ -30,14 +30,14 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 from multiprocessing import get_context
 from typing import Any, TypeVar
 
+from traceforensics._allocator import TF_ALLOCATOR_CONF
 from traceforensics.model.errors import OptionError, TraceForensicsError
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-#: polars' jemalloc as ``traceforensics/__init__.py`` sets it (freed pages returned at once),
-#: and in rank workers: freed pages kept 1 s for the next rank.
-TF_ALLOCATOR_CONF = "dirty_decay_ms:0,muzzy_decay_ms:0"
+#: polars' jemalloc in rank workers: freed pages kept 1 s for the next rank (tf's own setting
+#: is ``_allocator.TF_ALLOCATOR_CONF``).
 WORKER_ALLOCATOR_CONF = "dirty_decay_ms:1000,muzzy_decay_ms:1000"
 #: The scheduler address that starts a local cluster instead.
 LOCAL = "local"
