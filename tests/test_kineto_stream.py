@@ -262,3 +262,29 @@ def test_decode_worker_pauses_the_cyclic_gc(monkeypatch: pytest.MonkeyPatch) -> 
         if was:
             gc.enable()
     assert cols is not None and cols.rows == 1
+
+
+def test_decode_worker_round_trip_death_and_cleanup() -> None:
+    """Chunks go to the worker as files and come back as columns; a worker that dies fails
+    its chunks (the caller decodes them itself) and its folder is removed at shutdown."""
+    from traceforensics.ingest.kineto.worker import DecodeWorker
+
+    text = b'[{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]'
+    worker = DecodeWorker()
+    try:
+        first = worker.submit(None, text)
+        worker.wait(first)
+        assert first.result().rows == 1
+        assert not any(Path(worker.folder).iterdir())  # chunk and result files are gone
+        worker.proc.terminate()
+        worker.proc.join()
+        try:
+            second = worker.submit(None, text)
+        except RuntimeError:
+            pass  # the pipe is already broken: refused at once
+        else:
+            worker.wait(second)
+            assert isinstance(second.exception(), RuntimeError)
+    finally:
+        worker.shutdown()
+    assert not Path(worker.folder).exists()

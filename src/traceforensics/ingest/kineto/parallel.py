@@ -10,7 +10,9 @@ lock; on a machine with two cores or more, a worker process does about half the 
 process decodes the others). The worker's cyclic GC is paused while it decodes, as here.
 
 The worker gets a chunk's JSON text (``[`` events ``]``) and returns its ``Columns`` (pickled:
-compact lists, arrays and small frames, not event objects); results are joined in file order,
+compact lists, arrays and small frames, not event objects), both through files and taken by
+this process itself (``worker``: no helper threads waiting for the interpreter lock);
+results are joined in file order,
 so the table is the same as a sequential load. If the worker cannot start or fails, that chunk
 is decoded here: a load never depends on it.
 
@@ -24,17 +26,17 @@ from __future__ import annotations
 import atexit
 import gc
 import os
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
-from multiprocessing import get_context
+from concurrent.futures import Future
 from typing import Any
 
 from traceforensics.ingest.kineto.batches import Columns, build_batch
 from traceforensics.ingest.kineto.typed import decode_chunk
+from traceforensics.ingest.kineto.worker import DecodeWorker
 
 
 class _State:
     workers = 0
-    pool: Executor | None = None
+    pool: DecodeWorker | None = None
 
 
 _STATE = _State()
@@ -47,8 +49,8 @@ def set_workers(n: int) -> None:
     _STATE.workers = max(0, min(int(n), 1))
 
 
-def pool_for(json_bytes_estimate: int) -> Executor | None:
-    """The worker pool when it is on, the machine has a spare core and the file is big."""
+def pool_for(json_bytes_estimate: int) -> DecodeWorker | None:
+    """The decode worker when it is on, the machine has a spare core and the file is big."""
     if (
         _STATE.workers == 0
         or os.environ.get("TF_INGEST_WORKERS", "") == "0"
@@ -58,7 +60,7 @@ def pool_for(json_bytes_estimate: int) -> Executor | None:
         return None
     if _STATE.pool is None:
         try:
-            _STATE.pool = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn"))
+            _STATE.pool = DecodeWorker()
         except (OSError, ValueError, RuntimeError):
             return None
     return _STATE.pool
@@ -95,11 +97,19 @@ def decode_batch(text: bytes) -> Columns | None:
             gc.enable()
 
 
-def submit(pool: Executor | None, text: bytes) -> Future[Columns | None] | Columns | None:
+def collect(pool: Any) -> None:
+    """Take the results the worker has finished (its futures are completed here, by polling:
+    ``worker`` says why no thread does it)."""
+    if isinstance(pool, DecodeWorker):
+        pool.poll()
+
+
+def submit(pool: Any, text: bytes) -> Future[Columns | None] | Columns | None:
     """Hand ``text`` to the worker, or decode it here when there is none or it fails."""
     if pool is not None:
         try:
-            return pool.submit(decode_batch, text)
+            fut: Future[Columns | None] = pool.submit(decode_batch, text)
+            return fut
         except RuntimeError:  # a broken or shut-down pool
             _shutdown()
     return decode_batch(text)
@@ -109,6 +119,8 @@ def result(pending: Any, text: bytes) -> Columns | None:
     """The columns of a submitted chunk; decoded here if the worker failed."""
     if not isinstance(pending, Future):
         return pending  # type: ignore[no-any-return]
+    if isinstance(_STATE.pool, DecodeWorker):
+        _STATE.pool.wait(pending)
     try:
         return pending.result()  # type: ignore[no-any-return]
     except Exception:  # the worker died or could not pickle: do it here

@@ -13,7 +13,7 @@ Memory holds one chunk of JSON text and its decoded events, never the whole file
   after the list (``baseTimeNanoseconds``, ``traceName``, ...).
 
 Reading and gunzip run on a thread ahead of the decode (zlib releases the interpreter lock).
-With a worker pool (``parallel``), a chunk is cut at the last boundary without a trial decode
+With the decode worker (``parallel``), a chunk is cut at the last boundary without a trial decode
 and goes to the worker while it has fewer than ``WORKER_QUEUE`` chunks, else is decoded here;
 results join in file order.
 
@@ -31,7 +31,7 @@ import threading
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Final
 
@@ -216,7 +216,7 @@ def _emit(pending: bytearray, sink: Callable[[list[Any]], None]) -> int:
 class _Ordered:
     """Chunks handed to the worker or decoded here, joined into ``builder`` in file order."""
 
-    def __init__(self, builder: ColumnBuilder, pool: Executor) -> None:
+    def __init__(self, builder: ColumnBuilder, pool: Any) -> None:
         self.builder = builder
         self.pool = pool
         self.queue: deque[tuple[Any, bytes]] = deque()
@@ -235,6 +235,7 @@ class _Ordered:
         # keep the worker fed, decode the rest here meanwhile: with chunks queued behind the
         # one it works on, it never waits for this process to finish a chunk of its own
         # before it gets the next (a chunk's round trip is about twice its decode)
+        parallel.collect(self.pool)
         in_flight = sum(1 for p, _ in self.queue if isinstance(p, Future) and not p.done())
         if in_flight < WORKER_QUEUE:
             self.queue.append((parallel.submit(self.pool, text), text))
@@ -256,9 +257,7 @@ class _Ordered:
             self.builder.c.extend(batch)
 
 
-def stream_events(
-    path: Path, builder: ColumnBuilder, pool: Executor | None = None
-) -> dict[str, Any]:
+def stream_events(path: Path, builder: ColumnBuilder, pool: Any = None) -> dict[str, Any]:
     """Decode the file's events in batches into ``builder``; return its other top-level keys.
     With a ``pool`` (``parallel``), every other chunk is decoded by its worker.
 
