@@ -272,14 +272,14 @@ def test_decode_worker_round_trip_death_and_cleanup() -> None:
     text = b'[{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]'
     worker = DecodeWorker()
     try:
-        first = worker.submit(None, text)
+        first = worker.submit(text)
         worker.wait(first)
         assert first.result().rows == 1
         assert not any(Path(worker.folder).iterdir())  # chunk and result files are gone
         worker.proc.terminate()
         worker.proc.join()
         try:
-            second = worker.submit(None, text)
+            second = worker.submit(text)
         except RuntimeError:
             pass  # the pipe is already broken: refused at once
         else:

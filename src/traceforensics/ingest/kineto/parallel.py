@@ -68,7 +68,7 @@ def pool_for(json_bytes_estimate: int) -> DecodeWorker | None:
 
 def _shutdown(wait: bool = False) -> None:
     if _STATE.pool is not None:
-        _STATE.pool.shutdown(wait=wait, cancel_futures=True)
+        _STATE.pool.shutdown(wait=wait)
         _STATE.pool = None
 
 
@@ -108,7 +108,7 @@ def submit(pool: Any, text: bytes) -> Future[Columns | None] | Columns | None:
     """Hand ``text`` to the worker, or decode it here when there is none or it fails."""
     if pool is not None:
         try:
-            fut: Future[Columns | None] = pool.submit(decode_batch, text)
+            fut: Future[Columns | None] = pool.submit(text)
             return fut
         except RuntimeError:  # a broken or shut-down pool
             _shutdown()

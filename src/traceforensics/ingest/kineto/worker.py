@@ -76,9 +76,9 @@ class DecodeWorker:
         self.pending: dict[int, Future[Any]] = {}
         self._next = 0
 
-    def submit(self, _fn: Any, text: bytes) -> Future[Any]:
-        """Hand ``text`` over (the function is always ``decode_batch``; the argument keeps the
-        executor's signature). Raises ``RuntimeError`` when the worker cannot take it."""
+    def submit(self, text: bytes) -> Future[Any]:
+        """Hand ``text`` over to be decoded (``parallel.decode_batch``). Raises
+        ``RuntimeError`` when the worker cannot take it."""
         ticket = self._next
         self._next += 1
         path = os.path.join(self.folder, f"t{ticket}")
@@ -121,9 +121,9 @@ class DecodeWorker:
                 return
             self.poll(block=True)
 
-    def shutdown(self, wait: bool = True, cancel_futures: bool = True) -> None:
-        """Stop the worker and remove its folder; futures still pending fail."""
-        del cancel_futures  # pending chunks are failed, never run later
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop the worker and remove its folder; futures still pending fail (never run
+        later)."""
         with contextlib.suppress(OSError, ValueError):
             self.conn.send(None)
         if wait:
