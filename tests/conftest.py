@@ -7,9 +7,12 @@ import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import pytest
+
+if TYPE_CHECKING:
+    from traceforensics.model.session import TraceSession
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / "tools"
@@ -87,3 +90,15 @@ def nonempty(items: Iterable[T]) -> list[T]:
     out = list(items)
     assert out, "nothing to check: the list is empty"
     return out
+
+
+def tree_parents(session: TraceSession) -> dict[int, int | None]:
+    """Parent of every host range and launch call, as ``prepare`` computes them."""
+    import polars as pl
+
+    from traceforensics.analysis.context import host_rows
+    from traceforensics.analysis.optree import host_tree
+
+    ev = session.events.lazy().with_columns((pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"))
+    tree = host_tree(host_rows(ev).collect())
+    return dict(zip(tree["event_id"].to_list(), tree["parent_id"].to_list(), strict=True))

@@ -20,6 +20,7 @@ from traceforensics.analysis import (
     analyze_utilization,
     prepare,
 )
+from traceforensics.analysis.context import PREPARE_ONLY_COLUMNS
 from traceforensics.analysis.devices import device_records
 from traceforensics.analysis.export import device_json
 from traceforensics.analysis.idle.causes import CAUSE_INDEX
@@ -192,7 +193,9 @@ def _check_links(session: TraceSession) -> None:
         & pl.col("device").is_not_null()
     ).height
     assert work.height == n_gpu == work.get_column("event_id").n_unique()
-    assert set(LINK_COLUMNS) <= set(work.columns)
+    # the link columns only ``prepare`` reads are dropped from the context's table
+    assert set(LINK_COLUMNS) - set(PREPARE_ONLY_COLUMNS) <= set(work.columns)
+    assert not set(PREPARE_ONLY_COLUMNS) & set(work.columns)
     # the rule, recomputed independently
     want = _plain_links(session)
     got = dict(work.select("event_id", "api_id").iter_rows())
@@ -209,6 +212,10 @@ def _check_links(session: TraceSession) -> None:
     assert kl.sort("kernel_id").equals(mine.sort("kernel_id"))
     has_thread = work.get_column("l_thr").is_not_null().to_numpy()
     assert ((ctx.ops.thr >= 0) == has_thread).all()
+    # the launching thread's tid, read back through its thread index, is the launch call's own
+    call_tid = dict(session.events.select("event_id", "tid").iter_rows())
+    for api_id, thr in work.filter(pl.col("l_thr").is_not_null()).select("api_id", "l_thr").rows():
+        assert int(ctx.host.thread_tid[thr]) == call_tid[api_id]
     linked = work.get_column("launch_start_ns").fill_null(0).to_numpy()
     assert (ctx.ops.launch_start == linked).all()
     # the blocking-copy rule: exactly the calls linked to device-to-host copies are host_sync

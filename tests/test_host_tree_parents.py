@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from tests.conftest import tree_parents
 from traceforensics.analysis import optree
 from traceforensics.analysis.context import prepare
 from traceforensics.analysis.optree import _parents
@@ -71,9 +72,12 @@ def test_host_tree_nested_ranges() -> None:
             "dur_ns": [100, 50, 5, 2, 10, 20, 1],
         }
     )
-    tree = prepare(TraceSession.from_frames(ev, TraceMeta(source_format="test"))).tree
-    parent = dict(zip(tree["event_id"].to_list(), tree["parent_id"].to_list(), strict=True))
+    session = TraceSession.from_frames(ev, TraceMeta(source_format="test"))
+    parent = tree_parents(session)
     assert parent == {1: None, 2: 1, 3: 2, 4: 1, 5: None, 6: 5, 7: 6}
+    # the context keeps the ranges only: the launch calls are leaves, needed to link launches
+    kept = prepare(session).tree
+    assert dict(kept.select("event_id", "parent_id").rows()) == {1: None, 2: 1, 5: None, 6: 5}
 
 
 def _nested(rng: np.random.Generator, n: int) -> tuple[np.ndarray, ...]:

@@ -244,9 +244,9 @@ def test_host_tree_and_launch_links() -> None:
     ).with_columns(pl.lit(0).alias("rank"), pl.lit(9).alias("pid"))
     session = TraceSession.from_frames(frame, TraceMeta(source_format="test"))
     ctx = prepare(session)
-    tree = ctx.tree
-    parent = dict(zip(tree["event_id"].to_list(), tree["parent_id"].to_list(), strict=True))
-    assert parent == {1: None, 2: 1, 3: 2, 4: 3, 5: 1, 6: None}
+    from tests.conftest import tree_parents
+
+    assert tree_parents(session) == {1: None, 2: 1, 3: 2, 4: 3, 5: 1, 6: None}
     kl = kernel_links(ctx)
     assert kl.select("kernel_id", "api_id", "op_id").row(0) == (7, 4, 3)
     # outermost flagged ancestor: linear (2) over addmm (3)

@@ -128,7 +128,17 @@ def device_busy(work: pl.DataFrame, n_dev: int, t0_ns: int, span_ns: int) -> Dev
     n_cls = len(BUSY_CLASSES)
     shift = pack_shift(span_ns, max(n_dev * n_cls, 1))
     ug, us, ue = grouped_union(dev, start, end, t0_ns, shift)
-    kg, ks, ke = grouped_union(dev * n_cls + cls, start, end, t0_ns, shift)
+    kgroup = dev * n_cls + cls
+    del cls
+    if kgroup.size < 2 or bool(((kgroup[1:] == kgroup[:-1]) | (dev[1:] != dev[:-1])).all()):
+        # every device runs one class only (a kernel-only program): each class union is its
+        # device's busy union, shared rather than computed and held twice (16 bytes/interval)
+        class_of = np.zeros(n_dev, dtype=np.int64)
+        class_of[dev] = kgroup
+        kg, ks, ke = class_of[ug], us, ue
+    else:
+        kg, ks, ke = grouped_union(kgroup, start, end, t0_ns, shift)
+    del kgroup
     busy = np.zeros(n_dev, dtype=np.int64)
     np.add.at(busy, ug, ue - us)
     by_kind = np.zeros(n_dev * n_cls, dtype=np.int64)

@@ -10,7 +10,8 @@ Python loops:
 - ``windows``: the analysis window of each device (``IdleOptions.window``);
 - ``steps``: the step table (``steps.detect_steps``, honouring the step pattern);
 - ``host``: host rows classified into causes, as a per-thread timeline (``idle.prepare``);
-- ``tree``: the host op tree (``optree.host_tree``);
+- ``tree``: the host op tree (``optree.host_tree``) without its leaves, the launch calls:
+  once the launches are linked, no pass reads them (one row per launch call less);
 - ``cpu_ops`` and ``args``: the operator rows and the args (shapes, dtypes, sequence numbers)
   the FLOPs model reads.
 
@@ -47,16 +48,22 @@ from traceforensics.model.errors import OptionError
 from traceforensics.model.memory import release_free_memory
 from traceforensics.model.schema import BUSY_KINDS
 from traceforensics.model.session import TraceSession
-from traceforensics.model.units import I64, Mask
+from traceforensics.model.units import I8, I64, Mask
 
 #: Kinds whose rows can be step ranges (left out of the trace window: the profiler may leave a
 #: step open until it stops).
 STEP_RANGE_KINDS = ("annotation", "cpu_op", "gpu_annotation")
 #: Args side-table keys the passes read.
 ANALYSIS_ARG_KEYS = FLOP_ARG_KEYS
-#: ``work`` columns only the launch linker reads, left out of ``AnalysisContext.work`` (the
-#: link columns stay: ``links.LINK_COLUMNS``): 160 MB at 10M GPU ops.
-PREPARE_ONLY_COLUMNS = ("pid", "external_id")
+#: ``work`` columns only ``prepare`` reads (the launch linker, the step detector), left out of
+#: ``AnalysisContext.work``: 8 bytes per GPU op each (240 MB at 10M GPU ops). The launching
+#: thread's pid and tid follow from ``l_thr`` (``HostClasses.thread_tid``).
+PREPARE_ONLY_COLUMNS = ("pid", "external_id", "l_pid")
+#: A GPU op's duration (ns) in ``AnalysisContext.work``, which holds its start and end only (the
+#: event table's ``dur_ns`` is ``end_ns - start_ns`` exactly: 80 MB less at 10M GPU ops).
+OP_DUR_NS = (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns")
+#: Columns of the prepared host rows that ``idle.prepare.host_classes`` reads.
+HOST_CLASS_COLUMNS = ("event_id", "thr", "kind", "name", "tid", "start_ns", "end_ns")
 #: Host kinds that can explain idle time (each host row belongs to one thread).
 HOST_KINDS = ("cpu_op", "annotation", "python", "os_call", "cuda_api", "overhead")
 
@@ -78,7 +85,7 @@ class OpTable:
     thr: I64
     launch_start: I64
     launch_end: I64
-    launch_cause: I64
+    launch_cause: I8
     dispatch_start: I64
     wait_ok: Mask
 
@@ -134,10 +141,10 @@ class AnalysisContext:
         )
 
 
-def _host_rows(ev: pl.LazyFrame) -> pl.LazyFrame:
-    """Host rows that can explain idle time, with ``thr``: threads numbered in (rank, pid, tid)
-    order. Sorted by (thr, start, -end, event id): one sort serves the op tree and the host
-    classes."""
+def host_rows(ev: pl.LazyFrame) -> pl.LazyFrame:
+    """Host rows that can explain idle time (``ev``: the event table with ``end_ns``), with
+    ``thr``: threads numbered in (rank, pid, tid) order. Sorted by (thr, start, -end, event
+    id): one sort serves the op tree and the host classes."""
     return (
         ev.filter(pl.col("kind").is_in(HOST_KINDS) & pl.col("tid").is_not_null())
         .select(
@@ -165,7 +172,7 @@ def _queries(session: TraceSession, window: str) -> dict[str, pl.LazyFrame]:
     kind = pl.col("kind")
     out = {
         "bounds": ev.select(pl.col("start_ns").min(), pl.col("end_ns").max()),
-        "host": _host_rows(ev),
+        "host": host_rows(ev),
         "work": ev.filter(kind.is_in(BUSY_KINDS) & pl.col("device").is_not_null()).select(
             "event_id",
             "rank",
@@ -176,7 +183,6 @@ def _queries(session: TraceSession, window: str) -> dict[str, pl.LazyFrame]:
             "name",
             "start_ns",
             "end_ns",
-            "dur_ns",
             "is_comm",
             "correlation",
             "external_id",
@@ -186,7 +192,7 @@ def _queries(session: TraceSession, window: str) -> dict[str, pl.LazyFrame]:
             "dst_mem",
         ),
         "calls": ev.filter((kind == "cuda_api") & pl.col("correlation").is_not_null()).select(
-            "event_id", "rank", "correlation", "pid", "tid", "start_ns", "end_ns", "name"
+            "event_id", "rank", "correlation", "pid", "start_ns", "end_ns", "name"
         ),
         "ext": ev.filter((kind == "cpu_op") & pl.col("external_id").is_not_null())
         .group_by("rank", "external_id")
@@ -248,7 +254,7 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
     first, last = f["bounds"].row(0)
     t0 = int(first or 0)
     trace_span = (t0, int(last or 0))
-    host = f["host"]
+    host = f.pop("host")
     shift = pack_shift(trace_span[1] - t0 + 1, max(host.get_column("thr").n_unique(), 1))
     # the host rows are classified on a second thread while the GPU side is linked (on a
     # big table one after the other, ``side_by_side``); the blocking-copy rule needs the
@@ -259,7 +265,11 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
         if not together:
             rows_f.result()
         tree = host_tree(host)
-        if not together:  # the tree's lifting tables (~150 MB at 1.4M ranges), before the links
+        if not together:
+            # classified and in the tree: the host classes read these columns only (21 bytes
+            # per host row less while the links are joined)
+            host = host.select(HOST_CLASS_COLUMNS)
+            # the tree's lifting tables (~150 MB at 1.4M ranges), before the links
             release_free_memory()
         work = _gpu_work(f.pop("work"), f.pop("calls"), f.pop("ext"), tree)  # not needed again
         blocking = work.filter(
@@ -283,7 +293,7 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
     n = np.arange(len(gpu.devices))
     ops = _op_table(gpu.work, classes, f["waits"], t0, shift)
     # columns only the linker reads: 8 bytes per GPU op each
-    work = gpu.work.drop(PREPARE_ONLY_COLUMNS)
+    work = _nulls_as_constants(gpu.work.drop(PREPARE_ONLY_COLUMNS))
     # the intermediate frames and arrays are garbage now; glibc keeps their pages (its mmap
     # threshold grows with use) unless asked: ~380 MB at 3M events, before the passes peak
     release_free_memory()
@@ -298,7 +308,8 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
         work=work,
         ops=ops,
         host=classes,
-        tree=gpu.tree,
+        # the launch calls are leaves (never a parent): only the linker needed them
+        tree=gpu.tree.filter(pl.col("kind") != "cuda_api"),
         busy=gpu.busy,
         window_lo=gpu.window_lo,
         window_hi=gpu.window_hi,
@@ -307,6 +318,16 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
         cpu_ops=f["cpu_ops"],
         args=f["args"],
     )
+
+
+def _nulls_as_constants(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with every all-null column held as one typed null (polars keeps a constant
+    column unexpanded): a kernel-only program's copy columns, or a trace without launching
+    ops, hold nothing instead of 8 bytes per GPU op each (~190 MB at 10M kernels)."""
+    if frame.height == 0:
+        return frame
+    empty = [c for c, s in frame.to_dict().items() if s.null_count() == frame.height]
+    return frame.with_columns(pl.lit(None, dtype=frame.schema[c]).alias(c) for c in empty)
 
 
 @dataclass
@@ -335,8 +356,10 @@ def _gpu_side(
     devices = [(int(r), int(d)) for r, d, _ in devices_df.iter_rows()]
     busy = device_busy(work, len(devices), t0, trace_span[1] - t0 + 1)
     lo, hi = _windows(f.get("spans"), devices, busy, opts.steps.marker_re)
+    # a query: only host step ranges need it (40 bytes per GPU op when collected)
     launched = (
-        work.filter(pl.col("l_thr").is_not_null())
+        work.lazy()
+        .filter(pl.col("l_thr").is_not_null())
         .select("rank", "device", "l_pid", "launch_start_ns", "start_ns", "end_ns")
         .sort("launch_start_ns")
     )

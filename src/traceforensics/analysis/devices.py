@@ -27,7 +27,7 @@ from typing import Any
 
 import polars as pl
 
-from traceforensics.analysis.context import AnalysisContext
+from traceforensics.analysis.context import OP_DUR_NS, AnalysisContext
 from traceforensics.analysis.idle.causes import ranked_causes
 from traceforensics.analysis.idle.gaps import IdleAnalysis
 from traceforensics.analysis.kernels.results import KernelAnalysis
@@ -175,7 +175,7 @@ def _top_kernels(ctx: AnalysisContext, n: int) -> dict[tuple[int, int], list[tup
     top = (
         ctx.work.filter(pl.col("kind").is_in(["kernel", "cuda_graph"]))
         .group_by("rank", "device", "name")
-        .agg(pl.len().alias("count"), pl.col("dur_ns").sum().alias("total_ns"))
+        .agg(pl.len().alias("count"), OP_DUR_NS.sum().alias("total_ns"))
         .sort(["total_ns", "count", "name"], descending=[True, True, False])
         .group_by("rank", "device", maintain_order=True)
         .head(n)

@@ -27,7 +27,6 @@ import polars as pl
 LINK_COLUMNS = (
     "api_id",
     "l_pid",
-    "l_tid",
     "launch_start_ns",
     "launch_end_ns",
     "l_name",
@@ -42,11 +41,11 @@ def launch_links(
     work: pl.DataFrame, calls: pl.DataFrame, ext: pl.DataFrame, tree: pl.DataFrame
 ) -> pl.DataFrame:
     """``work`` (GPU ops with ``event_id, rank, pid, correlation, external_id``; row order not
-    kept) with ``LINK_COLUMNS`` added: the launch call's event id, pid, tid, start/end (ns),
-    name and thread index, and the launching op's event id.
+    kept) with ``LINK_COLUMNS`` added: the launch call's event id, pid, start/end (ns), name
+    and thread index (its tid: ``HostClasses.thread_tid``), and the launching op's event id.
 
     ``calls``: the ``cuda_api`` rows with a correlation id (``event_id, rank, correlation, pid,
-    tid, start_ns, end_ns, name``); ``ext``: ``rank, external_id, ext_op`` (the lowest cpu_op
+    start_ns, end_ns, name``); ``ext``: ``rank, external_id, ext_op`` (the lowest cpu_op
     event id per External id); ``tree``: the host op tree (``optree.host_tree``)."""
     cand = calls.group_by("rank", "correlation", "pid").agg(pl.col("event_id").min())
     pick = (
@@ -72,7 +71,6 @@ def launch_links(
     detail = calls.select(
         pl.col("event_id").alias("api_id"),
         pl.col("pid").fill_null(-1).alias("l_pid"),
-        pl.col("tid").alias("l_tid"),
         pl.col("start_ns").alias("launch_start_ns"),
         pl.col("end_ns").alias("launch_end_ns"),
         pl.col("name").alias("l_name"),  # categorical: codes, not 10M copies of a few names

@@ -31,20 +31,13 @@ MAX_TREE_DEPTH = 256
 
 def host_tree(host: pl.DataFrame) -> pl.DataFrame:
     """Host ranges (cpu_op, annotation) and cuda_api calls of the prepared host table (columns
-    ``event_id, kind, name, rank, pid, tid, thr, start_ns, end_ns``, sorted by (thr, start,
-    -end, event id); ``thr`` numbers the (rank, pid, tid) threads), in that order, with
-    ``parent_id`` (null at top level); kind and name keep the event table's enum and
-    categorical types (a tree of 1.4M ranges holds ~85 MB less than with strings)."""
+    ``event_id, kind, name, thr, start_ns, end_ns``, sorted by (thr, start, -end, event id);
+    ``thr`` numbers the (rank, pid, tid) threads, which it stands for: 20 bytes per row less
+    than keeping them), in that order, with ``parent_id`` (null at top level); kind and name
+    keep the event table's enum and categorical types (a tree of 1.4M ranges holds ~85 MB less
+    than with strings)."""
     rows = host.filter(pl.col("kind").is_in([*HOST_RANGE_KINDS, "cuda_api"])).select(
-        "event_id",
-        "kind",
-        "name",
-        "rank",
-        "pid",
-        "tid",
-        "thr",
-        "start_ns",
-        "end_ns",
+        "event_id", "kind", "name", "thr", "start_ns", "end_ns"
     )
     if rows.height == 0:
         return rows.with_columns(pl.lit(None, dtype=pl.Int64).alias("parent_id"))

@@ -50,7 +50,7 @@ _SPAN_COLS = ["rank", "device", "name", "start_ns", "end_ns", "source"]
 
 def detect_steps(
     ranges: pl.DataFrame,
-    launched: pl.DataFrame,
+    launched: pl.LazyFrame,
     devices: pl.DataFrame,
     pattern: str | None,
     window: str,
@@ -58,8 +58,9 @@ def detect_steps(
     """The step table (``STEP_SCHEMA``), sorted by (dev, start).
 
     ``ranges``: the gpu_annotation, annotation and cpu_op rows (``kind, rank, device, pid,
-    name, start_ns, end_ns``); ``launched``: GPU ops with a known launch call (``rank, device,
-    l_pid, launch_start_ns, start_ns, end_ns``, sorted by ``launch_start_ns``); ``devices``:
+    name, start_ns, end_ns``); ``launched``: a query of the GPU ops with a known launch call
+    (``rank, device, l_pid, launch_start_ns, start_ns, end_ns``, sorted by
+    ``launch_start_ns``), collected only when host step ranges need it; ``devices``:
     ``rank, device, dev``.
     """
     spans = _device_spans(ranges, launched, pattern)
@@ -88,14 +89,16 @@ def step_number(name: pl.Expr) -> pl.Expr:
 
 
 def _device_spans(
-    ranges: pl.DataFrame, launched: pl.DataFrame, pattern: str | None
+    ranges: pl.DataFrame, launched_q: pl.LazyFrame, pattern: str | None
 ) -> pl.DataFrame:
     """Device-side step spans per source, first source that yields steps per rank."""
     patterns = [pattern] if pattern else [STEP_MARKER_RE, GENERIC_STEP_RE]
     out: list[pl.DataFrame] = []
     done: set[int] = set()
+    launched: pl.DataFrame | None = None
     # only ranks with launched GPU work or GPU step annotations can get steps
-    possible = set(launched.get_column("rank").unique().to_list()) | set(
+    ranks = launched_q.select(pl.col("rank").unique()).collect(engine="in-memory")
+    possible = set(ranks.get_column("rank").to_list()) | set(
         ranges.filter(pl.col("kind") == "gpu_annotation").get_column("rank").unique().to_list()
     )
     for pat in patterns:
@@ -116,6 +119,8 @@ def _device_spans(
         host = named.filter(
             pl.col("kind").is_in(["annotation", "cpu_op"]) & ~pl.col("rank").is_in(list(done))
         )
+        if launched is None and host.height:
+            launched = launched_q.collect(engine="in-memory")
         mapped = _host_steps_on_device(host, launched)
         done |= set(mapped.get_column("rank").to_list())
         out.extend(f.select(_SPAN_COLS) for f in (gpu, mapped) if f.height)
@@ -124,10 +129,10 @@ def _device_spans(
     return pl.concat([f.cast({"rank": pl.Int32, "device": pl.Int32}) for f in out])
 
 
-def _host_steps_on_device(host: pl.DataFrame, launched: pl.DataFrame) -> pl.DataFrame:
+def _host_steps_on_device(host: pl.DataFrame, launched: pl.DataFrame | None) -> pl.DataFrame:
     """Map host step ranges to the device span of the GPU work launched inside them."""
     empty = pl.DataFrame(schema={c: STEP_SCHEMA[c] for c in _SPAN_COLS})
-    if host.height == 0 or launched.height == 0:
+    if host.height == 0 or launched is None or launched.height == 0:
         return empty
     steps = (
         host.select(

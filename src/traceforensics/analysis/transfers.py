@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from traceforensics.analysis.busy import COMMUNICATION, KERNEL, MEMCPY, MEMSET
-from traceforensics.analysis.context import AnalysisContext
+from traceforensics.analysis.context import OP_DUR_NS, AnalysisContext
 from traceforensics.analysis.intervals import exposed, union
 
 #: Report order of the directions.
@@ -120,7 +120,7 @@ def _rows(ctx: AnalysisContext) -> dict[tuple[int, int], list[TransferRow]]:
         .agg(
             pl.len().alias("count"),
             pl.col("bytes").fill_null(0).sum().alias("bytes"),
-            pl.col("dur_ns").sum().alias("time_ns"),
+            OP_DUR_NS.sum().alias("time_ns"),
             pl.col("pageable").sum().alias("pageable_count"),
         )
     )

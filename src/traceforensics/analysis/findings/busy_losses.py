@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from traceforensics.analysis.context import AnalysisContext
+from traceforensics.analysis.context import OP_DUR_NS, AnalysisContext
 from traceforensics.analysis.devices import DeviceRecord
 from traceforensics.analysis.findings import estimates as est
 from traceforensics.analysis.findings.program import Program
@@ -49,6 +49,7 @@ def comm_finding(ctx: AnalysisContext, rec: DeviceRecord, program: Program) -> F
             & (pl.col("start_ns") >= lo)
             & (pl.col("end_ns") <= hi)
         )
+        .with_columns(OP_DUR_NS)
         .sort("dur_ns", descending=True)
         .head(EVIDENCE_KEPT)
     )

@@ -205,11 +205,11 @@ def launch_part_cause(api_names: pl.Series, call_ns: npt.NDArray[np.int64]) -> n
     copies = uniq.filter(uniq.cast(pl.String).str.contains(_MEMCPY_API_RE))
     is_copy = api_names.is_in(copies.implode()).fill_null(False).to_numpy()
     slow = call_ns > SLOW_LAUNCH_CALL_MIN_NS
-    return np.where(
+    return np.where(  # int8: one byte per GPU op (causes are < 128)
         is_copy,
         CAUSE_INDEX[MEMCPY],
         np.where(slow, CAUSE_INDEX[COMPILATION], CAUSE_INDEX[LAUNCH_OVERHEAD]),
-    ).astype(np.int64)
+    ).astype(np.int8)
 
 
 def slow_api_is_compilation(

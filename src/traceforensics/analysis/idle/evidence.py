@@ -49,7 +49,7 @@ def gap_evidence(
     if thr < 0:
         out.append(Evidence(UNTRACED, "none", "", s, e - s, None, "no launch call linked"))
         return out
-    tid = row["l_tid"]
+    tid = _tid(ctx, thr)
     tl = int(parts.tl[i])
     out.append(_launch_evidence(ctx, op, str(row["l_name"]), tid, late=tl - s))
     out.extend(_sync_evidence(ctx, i, s, parts, tid))
@@ -128,9 +128,8 @@ def _launch_evidence(
 def _tid(ctx: AnalysisContext, thr: int) -> int | None:
     if thr < 0:
         return None
-    th = ctx.host.thr
-    j = int(np.searchsorted(th, thr))
-    return int(ctx.host.frame.get_column("tid")[j]) if j < th.size and th[j] == thr else None
+    tids = ctx.host.thread_tid
+    return int(tids[thr]) if thr < tids.size else None
 
 
 def _sync_evidence(

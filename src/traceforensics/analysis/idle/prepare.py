@@ -45,14 +45,14 @@ class SyncIndex:
 
 @dataclass
 class HostClasses:
-    """Classified host rows (``frame``: ``event_id, thr, kind, name, tid, start_ns, end_ns,
-    cause``,
+    """Classified host rows (``frame``: ``event_id, thr, kind, name, start_ns, end_ns, cause``,
     sorted by thread then start; ``thr``, ``start``, ``end``, ``cause`` and ``is_op`` are the
     same columns as numpy arrays), their timeline, the sync index, the dispatch operators
     (packed ``(thread, time)`` keys of the outermost generic operators), the rows that may cut
     a dispatch window (``cut_rows``: classified rows of non-zero length that are not generic
-    CUDA calls, i.e. not of class ``launch_overhead``; ``late.dispatch_cuts``) and the
-    stream-wait calls."""
+    CUDA calls, i.e. not of class ``launch_overhead``; ``late.dispatch_cuts``), the
+    stream-wait calls and ``thread_tid[t]``, the OS thread id of thread index ``t`` (kept once
+    per thread, not once per row)."""
 
     frame: pl.DataFrame
     thr: I64
@@ -66,6 +66,7 @@ class HostClasses:
     dispatch_e: I64
     cut_rows: I64
     waits: WaitCalls
+    thread_tid: I64
 
     def dispatch_start(self, thr: I64, launch: I64, t0_ns: int, shift: int) -> I64:
         """Start (ns) of the outermost generic operator enclosing each launch starting at
@@ -130,9 +131,30 @@ def host_classes(
     # dispatch windows stop at the end of the last range that did other work before the launch
     # (any classified range but a generic CUDA call: those are the launch machinery itself)
     cut_rows = np.flatnonzero((c >= 0) & (c != CAUSE_INDEX[LAUNCH_OVERHEAD]) & (e > s))
-    keep = frame.select("event_id", "thr", "kind", "name", "tid", "start_ns", "end_ns", "cause")
+    keep = frame.select("event_id", "thr", "kind", "name", "start_ns", "end_ns", "cause")
     waits = wait_calls(keep, thr, s, t0_ns=t0_ns, shift=shift)
-    return HostClasses(keep, thr, s, e, c, is_op, tline, sync, comp_s, comp_e, cut_rows, waits)
+    # ``thr`` numbers the threads densely and the rows are sorted by it: each thread's first row
+    thread_tid = frame.get_column("tid").to_numpy()[np.searchsorted(thr, np.arange(_threads(thr)))]
+    return HostClasses(
+        keep,
+        thr,
+        s,
+        e,
+        c,
+        is_op,
+        tline,
+        sync,
+        comp_s,
+        comp_e,
+        cut_rows,
+        waits,
+        np.asarray(thread_tid, dtype=np.int64),
+    )
+
+
+def _threads(thr: I64) -> int:
+    """Number of thread indices of ``thr`` (sorted, dense from 0)."""
+    return int(thr[-1]) + 1 if thr.size else 0
 
 
 def stream_wait_flags(work: pl.DataFrame, syncs: pl.DataFrame) -> pl.Series:

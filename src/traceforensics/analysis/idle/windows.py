@@ -107,13 +107,14 @@ def window_gaps(
     kept_sorted = np.sort(kept)
     launches = LaunchIndex.of(ctx)
     cuts = dispatch_cuts(ctx.host, launches)
+    linked = last_linked(ctx)
     by_window = np.zeros((n_win, N_CAUSES), dtype=np.int64)
     ops: list[I64] = []
     rows: list[I64] = []
     parts: list[Parts] = []
     for a in range(0, max(n, 1), CHUNK_GAPS):  # one (empty) chunk when there is no gap
         b = min(a + CHUNK_GAPS, n)
-        op, mat, pt = _attribute(ctx, g[a:b], s[a:b], e[a:b], launches, cuts)
+        op, mat, pt = _attribute(ctx, g[a:b], s[a:b], e[a:b], launches, cuts, linked)
         by_window += window_sums(w[a:b], mat, n_win)
         j = kept_sorted[np.searchsorted(kept_sorted, a) : np.searchsorted(kept_sorted, b)] - a
         ops.append(op[j])
@@ -137,12 +138,18 @@ def window_gaps(
 
 
 def _attribute(
-    ctx: AnalysisContext, g: I64, s: I64, e: I64, launches: LaunchIndex, cuts: I64
+    ctx: AnalysisContext,
+    g: I64,
+    s: I64,
+    e: I64,
+    launches: LaunchIndex,
+    cuts: I64,
+    linked: I64,
 ) -> tuple[I64, I64, Parts]:
     """``attribute_gaps`` on gaps ``[s, e)`` of devices ``g`` (ns): ``(op ending each gap,
-    matrix, parts)``."""
+    matrix, parts)``; ``linked``: ``last_linked(ctx)``."""
     op = ending_ops(ctx, g, e)
-    prev = ending_ops(ctx, g, s, before=True)
+    prev = ending_ops(ctx, g, s, before=True, linked=linked)
     s0 = gap_begin(ctx, g, s)
     mat, parts = attribute_gaps(
         s,
@@ -199,18 +206,31 @@ def gap_begin(ctx: AnalysisContext, dev: I64, s: I64) -> I64:
     return out
 
 
-def ending_ops(ctx: AnalysisContext, dev: I64, t: I64, *, before: bool = False) -> I64:
+def ending_ops(
+    ctx: AnalysisContext, dev: I64, t: I64, *, before: bool = False, linked: I64 | None = None
+) -> I64:
     """Row of the first GPU op of device ``dev`` starting at or after ``t`` (ns; -1: none);
-    with ``before``, the last op starting before ``t`` that has a known launching thread."""
+    with ``before``, the last op starting before ``t`` that has a known launching thread
+    (``linked``: ``last_linked(ctx)``, computed here when not given)."""
     out = np.full(dev.size, -1, dtype=np.int64)
+    if before and linked is None:
+        linked = last_linked(ctx)
     for g in sorted_unique(dev):
         m = dev == g
         lo, hi = int(ctx.dev_lo[g]), int(ctx.dev_hi[g])
         i = lo + np.searchsorted(ctx.ops.start[lo:hi], t[m], side="left")
-        if before:
-            linked = np.maximum.accumulate(np.where(ctx.ops.thr[lo:hi] >= 0, np.arange(lo, hi), -1))
-            j = linked[np.maximum(i - 1 - lo, 0)] if hi > lo else np.full(i.size, -1)
-            out[m] = np.where(i - 1 >= lo, j, -1)
+        if linked is not None:
+            j = linked[np.maximum(i - 1, 0)]
+            out[m] = np.where((i - 1 >= lo) & (j >= lo), j, -1)  # j < lo: another device's
         else:
             out[m] = np.where(i < hi, i, -1)
+    return out
+
+
+def last_linked(ctx: AnalysisContext) -> I64:
+    """For each row of ``ctx.ops``, the last row at or before it with a known launching
+    thread (-1: none), over the whole table: computed once per idle pass, not per chunk of
+    gaps (each time 24 bytes per op of the device and a pass over them)."""
+    rows = np.arange(ctx.ops.thr.size, dtype=np.int64)
+    out: I64 = np.maximum.accumulate(np.where(ctx.ops.thr >= 0, rows, -1))
     return out

@@ -20,7 +20,7 @@ from typing import Final
 
 import polars as pl
 
-from traceforensics.analysis.context import AnalysisContext
+from traceforensics.analysis.context import OP_DUR_NS, AnalysisContext
 from traceforensics.analysis.optree import ancestors_pick
 from traceforensics.model.memory import release_free_memory
 from traceforensics.model.units import I64
@@ -33,7 +33,7 @@ LINK_COLUMNS: Final[dict[str, pl.Expr]] = {
     "device": pl.col("device"),
     "stream": pl.col("stream"),
     "start_ns": pl.col("start_ns"),
-    "dur_ns": pl.col("dur_ns"),
+    "dur_ns": OP_DUR_NS,
     "kname": pl.col("name"),
     "api_id": pl.col("api_id"),
     "api_start_ns": pl.col("launch_start_ns"),

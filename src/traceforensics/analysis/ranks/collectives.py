@@ -37,6 +37,8 @@ from typing import Final
 
 import polars as pl
 
+from traceforensics.analysis.context import OP_DUR_NS
+
 #: The collective op in a kernel name (NCCL/RCCL spelling), case-insensitive.
 OP_RE: Final = (
     r"(?i)(AllReduce|AllGather|ReduceScatter|AllToAll|Broadcast|SendRecv|Send|Recv|Reduce)"
@@ -65,7 +67,7 @@ def collective_kernels(work: pl.DataFrame, args: pl.DataFrame) -> pl.DataFrame:
     """Collective kernels of ``work`` (``AnalysisContext.work``) with ``op`` and ``group``, and
     ``k``: their order within (participant, group, op), by start."""
     kern = work.filter((pl.col("kind") == "kernel") & pl.col("is_comm")).select(
-        "dev", "rank", "device", "event_id", "name", "start_ns", "end_ns", "dur_ns"
+        "dev", "rank", "device", "event_id", "name", "start_ns", "end_ns", OP_DUR_NS
     )
     pg = (
         args.filter(pl.col("key") == PG_ARG)
