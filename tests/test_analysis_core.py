@@ -11,7 +11,14 @@ import orjson
 import polars as pl
 import pytest
 
-from tests.conftest import FIXTURES, kineto_trace_files, nsys_trace_files, plain_union, shared_trace
+from tests.conftest import (
+    FIXTURES,
+    kineto_trace_files,
+    nsys_trace_files,
+    plain_union,
+    shared_trace,
+    tree_parents,
+)
 from traceforensics.analysis import (
     AnalysisOptions,
     analyze,
@@ -218,6 +225,7 @@ def _check_links(session: TraceSession) -> None:
         assert int(ctx.host.thread_tid[thr]) == call_tid[api_id]
     linked = work.get_column("launch_start_ns").fill_null(0).to_numpy()
     assert (ctx.ops.launch_start == linked).all()
+    _check_link_details(session, work, want)
     # the blocking-copy rule: exactly the calls linked to device-to-host copies are host_sync
     # among the copy calls (recomputed from the plain-Python links)
     copy_kind = dict(session.events.select("event_id", "copy_kind").iter_rows())
@@ -227,6 +235,32 @@ def _check_links(session: TraceSession) -> None:
         if "memcpy" in str(name).lower():
             want_cause = CAUSE_INDEX["host_sync" if eid in d2h_calls else "memcpy"]
             assert cause == want_cause, (eid, name)
+
+
+def _check_link_details(session: TraceSession, work: pl.DataFrame, want: dict[int, Any]) -> None:
+    """The columns read through each link, recomputed from the event table: the launch call's
+    start, end and name, and the launching op: the call's parent in the host tree, or without
+    a call the lowest cpu_op of the op's (rank, External id)."""
+    ev = session.events.with_columns((pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"))
+    call = {r[0]: r[1:] for r in ev.select("event_id", "start_ns", "end_ns", "name").rows()}
+    parent = tree_parents(session)
+    ext_op: dict[tuple[int, int], int] = {}
+    for eid, rank, x in (
+        ev.filter(pl.col("kind") == "cpu_op").select("event_id", "rank", "external_id").rows()
+    ):
+        if x is not None:
+            ext_op[(rank, x)] = min(eid, ext_op.get((rank, x), eid))
+    ext = dict(ev.select("event_id", pl.struct("rank", "external_id")).rows())
+    cols = ("event_id", "launch_start_ns", "launch_end_ns", "l_name", "op_id")
+    for eid, ls, le, name, op in work.select(cols).rows():
+        api = want[eid]
+        if api is None:
+            assert (ls, le, name) == (None, None, None)
+            key = ext[eid]
+            assert op == ext_op.get((key["rank"], key["external_id"]))
+        else:
+            assert (ls, le, name) == call[api]
+            assert op == parent.get(api)
 
 
 @pytest.mark.parametrize("rel", ALL)
@@ -268,9 +302,12 @@ def test_blocking_copy_rule_follows_the_links() -> None:
     _check_links(session)
 
 
-def test_link_rule_priorities_and_external_id_fallback() -> None:
+@pytest.mark.parametrize("wide", [0, 1 << 62], ids=["packed", "wide correlation ids"])
+def test_link_rule_priorities_and_external_id_fallback(wide: int) -> None:
     """Same pid wins over unknown pid over other pid; among equals the lowest event id; an op
-    without a launch call links to the cpu_op of its External id (launching op, no call)."""
+    without a launch call links to the cpu_op of its External id (launching op, no call).
+    ``wide``: correlation ids 7 and 8 shifted by it (too wide to pack beside the rank: coded),
+    with one call whose id is the low id 0 on another rank, so the span is wide."""
     rows = [
         # id, kind, name, start, dur, pid, tid, device, correlation, external_id
         (1, "cpu_op", "aten::mm", 0, 100, 1, 1, None, None, 50),
@@ -290,7 +327,13 @@ def test_link_rule_priorities_and_external_id_fallback() -> None:
     cols = ["event_id", "kind", "name", "start_ns", "dur_ns", "pid", "tid", "device"]
     frame = pl.DataFrame(
         rows, schema=[*cols, "correlation", "external_id"], orient="row"
-    ).with_columns(pl.lit(0).alias("rank"))
+    ).with_columns(pl.lit(0).alias("rank"), pl.col("correlation") + wide)
+    if wide:
+        other_rank = (30, "cuda_api", "cudaLaunchKernel", 5, 1, 1, 1, None, 0, None)
+        extra = pl.DataFrame([other_rank], schema=frame.columns[:-1], orient="row")
+        frame = pl.concat(
+            [frame, extra.with_columns(pl.lit(1).alias("rank"))], how="vertical_relaxed"
+        )
     session = TraceSession.from_frames(frame, TraceMeta(source_format="test"))
     ctx = prepare(session)
     links = {e: (a, o) for e, a, o in ctx.work.select("event_id", "api_id", "op_id").iter_rows()}

@@ -107,11 +107,12 @@ class DeviceBusy:
         return out
 
 
-def op_classes(kind: np.ndarray, is_comm: Mask) -> I64:
-    """``BUSY_CLASSES`` index of each op (``kind``: the op's kind as strings)."""
-    cls = np.full(kind.size, KERNEL, dtype=np.int64)
-    cls[kind == "memcpy"] = MEMCPY
-    cls[kind == "memset"] = MEMSET
+def op_classes(kind: pl.Series, is_comm: Mask) -> I64:
+    """``BUSY_CLASSES`` index of each op (``kind``: the ops' kind column; compared in polars,
+    never converted to a numpy array of Python strings: ~60 bytes per op, 0.6 GB at 10M)."""
+    cls = np.full(kind.len(), KERNEL, dtype=np.int64)
+    cls[(kind == "memcpy").to_numpy()] = MEMCPY
+    cls[(kind == "memset").to_numpy()] = MEMSET
     cls[is_comm] = COMMUNICATION
     return cls
 
@@ -124,7 +125,7 @@ def device_busy(work: pl.DataFrame, n_dev: int, t0_ns: int, span_ns: int) -> Dev
     start = np.asarray(work.get_column("start_ns").to_numpy(), dtype=np.int64)
     end = np.asarray(work.get_column("end_ns").to_numpy(), dtype=np.int64)
     is_comm = work.get_column("is_comm").fill_null(False).to_numpy().astype(bool)
-    cls = op_classes(work.get_column("kind").to_numpy(), is_comm)
+    cls = op_classes(work.get_column("kind"), is_comm)
     n_cls = len(BUSY_CLASSES)
     shift = pack_shift(span_ns, max(n_dev * n_cls, 1))
     ug, us, ue = grouped_union(dev, start, end, t0_ns, shift)

@@ -55,10 +55,13 @@ from traceforensics.model.units import I8, I64, Mask
 STEP_RANGE_KINDS = ("annotation", "cpu_op", "gpu_annotation")
 #: Args side-table keys the passes read.
 ANALYSIS_ARG_KEYS = FLOP_ARG_KEYS
-#: ``work`` columns only ``prepare`` reads (the launch linker, the step detector), left out of
-#: ``AnalysisContext.work``: 8 bytes per GPU op each (240 MB at 10M GPU ops). The launching
-#: thread's pid and tid follow from ``l_thr`` (``HostClasses.thread_tid``).
-PREPARE_ONLY_COLUMNS = ("pid", "external_id", "l_pid")
+#: ``work`` columns only ``prepare`` reads (the launch linker, the step detector, the busy
+#: unions), left out of ``AnalysisContext.work``: 8 bytes per GPU op each (400 MB at 10M GPU
+#: ops). The launching thread's pid and tid follow from ``l_thr``
+#: (``HostClasses.thread_tid``), an op's device index from ``dev_lo``/``dev_hi`` (or
+#: ``device_table``), and its correlation id is read from the event table when shown
+#: (``correlations``).
+PREPARE_ONLY_COLUMNS = ("pid", "external_id", "l_pid", "correlation", "dev")
 #: A GPU op's duration (ns) in ``AnalysisContext.work``, which holds its start and end only (the
 #: event table's ``dur_ns`` is ``end_ns - start_ns`` exactly: 80 MB less at 10M GPU ops).
 OP_DUR_NS = (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns")
@@ -129,6 +132,29 @@ class AnalysisContext:
     def tree_index(self) -> TreeIndex:
         """The op tree as positions (``optree.TreeIndex``), built on first use."""
         return TreeIndex.of(self.tree)
+
+    @property
+    def device_table(self) -> pl.DataFrame:
+        """``rank, device, dev``: each device and its index into ``devices``."""
+        return pl.DataFrame(
+            {
+                "rank": [r for r, _ in self.devices],
+                "device": [d for _, d in self.devices],
+                "dev": list(range(len(self.devices))),
+            },
+            schema={"rank": pl.Int32, "device": pl.Int32, "dev": pl.Int64},
+        )
+
+    def correlations(self, rows: I64) -> list[int | None]:
+        """The correlation id of the GPU ops ``rows`` of ``work`` (-1: None), read from the
+        event table in one pass (for the few ops evidence names)."""
+        ids = self.work.get_column("event_id").gather(pl.Series(np.maximum(rows, 0)))
+        found = dict(
+            self.session.events.filter(pl.col("event_id").is_in(ids.implode()))
+            .select("event_id", "correlation")
+            .iter_rows()
+        )
+        return [found.get(e) if r >= 0 else None for r, e in zip(rows.tolist(), ids, strict=True)]
 
     def dev_union(self, g: int) -> tuple[I64, I64]:
         """Busy union of device ``g`` (index into ``devices``)."""
@@ -283,17 +309,24 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
             else None
         )
         gpu = _gpu_side(f, tree, work, opts, t0, trace_span)
+        del work, tree  # held by ``gpu`` now
         f.pop("ranges")  # the step ranges, used by the step detector only
+        # what only the linker, the step detector and the busy unions read goes before the
+        # host classes are built: the columns of ``PREPARE_ONLY_COLUMNS`` and the launch
+        # calls of the tree (leaves, never a parent)
+        dev = np.asarray(gpu.work.get_column("dev").to_numpy(), dtype=np.int64)
+        n = np.arange(len(gpu.devices))
+        dev_lo = np.searchsorted(dev, n, side="left").astype(np.int64)
+        dev_hi = np.searchsorted(dev, n, side="right").astype(np.int64)
+        del dev
+        gpu.work = _nulls_as_constants(gpu.work.drop(PREPARE_ONLY_COLUMNS))
+        gpu.tree = gpu.tree.filter(pl.col("kind") != "cuda_api")
         if classes_f is None:  # one at a time: the GPU side's working set is gone now
             release_free_memory()
             classes = host_classes(host, rows_f.result(), blocking, t0_ns=t0, shift=shift)
         else:
             classes = classes_f.result()
-    dev = gpu.work.get_column("dev").to_numpy().astype(np.int64)
-    n = np.arange(len(gpu.devices))
     ops = _op_table(gpu.work, classes, f["waits"], t0, shift)
-    # columns only the linker reads: 8 bytes per GPU op each
-    work = _nulls_as_constants(gpu.work.drop(PREPARE_ONLY_COLUMNS))
     # the intermediate frames and arrays are garbage now; glibc keeps their pages (its mmap
     # threshold grows with use) unless asked: ~380 MB at 3M events, before the passes peak
     release_free_memory()
@@ -303,13 +336,12 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
         t0_ns=t0,
         shift=shift,
         devices=gpu.devices,
-        dev_lo=np.searchsorted(dev, n, side="left").astype(np.int64),
-        dev_hi=np.searchsorted(dev, n, side="right").astype(np.int64),
-        work=work,
+        dev_lo=dev_lo,
+        dev_hi=dev_hi,
+        work=gpu.work,
         ops=ops,
         host=classes,
-        # the launch calls are leaves (never a parent): only the linker needed them
-        tree=gpu.tree.filter(pl.col("kind") != "cuda_api"),
+        tree=gpu.tree,
         busy=gpu.busy,
         window_lo=gpu.window_lo,
         window_hi=gpu.window_hi,

@@ -20,7 +20,11 @@ Rule, for GPU op *g* on rank *r* with CUPTI correlation id *c*::
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
+
+from traceforensics.analysis.intervals import unique_inverse
+from traceforensics.model.units import I64, Mask
 
 #: Link columns added to every GPU op (null when unknown); ``l_thr`` is the launching thread's
 #: index in the context's host table.
@@ -40,56 +44,125 @@ SAME_PID, UNKNOWN_PID, OTHER_PID = 0, 1, 2
 def launch_links(
     work: pl.DataFrame, calls: pl.DataFrame, ext: pl.DataFrame, tree: pl.DataFrame
 ) -> pl.DataFrame:
-    """``work`` (GPU ops with ``event_id, rank, pid, correlation, external_id``; row order not
-    kept) with ``LINK_COLUMNS`` added: the launch call's event id, pid, start/end (ns), name
-    and thread index (its tid: ``HostClasses.thread_tid``), and the launching op's event id.
+    """``work`` (GPU ops with ``event_id, rank, pid, correlation, external_id``) with
+    ``LINK_COLUMNS`` added, in its row order: the launch call's event id, pid, start/end (ns),
+    name and thread index (its tid: ``HostClasses.thread_tid``), and the launching op's event id.
 
     ``calls``: the ``cuda_api`` rows with a correlation id (``event_id, rank, correlation, pid,
     start_ns, end_ns, name``); ``ext``: ``rank, external_id, ext_op`` (the lowest cpu_op
-    event id per External id); ``tree``: the host op tree (``optree.host_tree``)."""
+    event id per External id); ``tree``: the host op tree (``optree.host_tree``).
+
+    Memory rule: the links are found as positions (sorted keys and ``searchsorted``) and the
+    link columns gathered beside ``work``; joining ``work`` itself copied all its columns at
+    every join (a 4.9 GB peak at 10M kernels + 10M launch calls)."""
     cand = calls.group_by("rank", "correlation", "pid").agg(pl.col("event_id").min())
-    pick = (
-        work.select("event_id", "rank", "correlation", pl.col("pid").alias("g_pid"))
-        .drop_nulls("correlation")
-        .join(
-            cand.rename({"event_id": "api_id", "pid": "a_pid"}),
-            on=["rank", "correlation"],
-            how="inner",
-        )
-        .with_columns(
-            pl.when(pl.col("g_pid").is_null() | pl.col("a_pid").is_null())
-            .then(pl.lit(UNKNOWN_PID))
-            .when(pl.col("g_pid") == pl.col("a_pid"))
-            .then(pl.lit(SAME_PID))
-            .otherwise(pl.lit(OTHER_PID))
-            .alias("prio")
-        )
-        .sort("event_id", "prio", "api_id")
-        .unique("event_id", keep="first", maintain_order=True)
-        .select("event_id", "api_id")
+    cand = cand.sort("rank", "correlation")
+    w_key, c_key = _pair_keys(work, cand)
+    w_pid, w_pid_ok = _ints(work.get_column("pid"))
+    c_pid, c_pid_ok = _ints(cand.get_column("pid"))
+    api = _pick(w_key, w_pid, w_pid_ok, c_key, c_pid, c_pid_ok, _ints(cand["event_id"])[0])
+    del w_key, c_key, cand
+    has_api = api >= 0
+    at_call = _positions(calls.get_column("event_id"), api)
+    parents = tree.filter(pl.col("kind") == "cuda_api")
+    at_parent = _positions(parents.get_column("event_id"), api)
+    op_id = _gathered(parents.get_column("parent_id"), at_parent)
+    # no launch call: the lowest cpu_op of the op's External id on its rank (old PyTorch traces)
+    fallback = (
+        work.select("rank", "external_id")
+        .with_row_index("_row")
+        .filter(pl.Series(~has_api) & pl.col("external_id").is_not_null())
+        .join(ext, on=["rank", "external_id"], how="inner")
     )
-    detail = calls.select(
-        pl.col("event_id").alias("api_id"),
-        pl.col("pid").fill_null(-1).alias("l_pid"),
-        pl.col("start_ns").alias("launch_start_ns"),
-        pl.col("end_ns").alias("launch_end_ns"),
-        pl.col("name").alias("l_name"),  # categorical: codes, not 10M copies of a few names
-    )
-    parents = tree.filter(pl.col("kind") == "cuda_api").select(
-        pl.col("event_id").alias("api_id"),
-        pl.col("thr").alias("l_thr"),
-        pl.col("parent_id").alias("op_id"),
-    )
-    return (
-        work.join(pick, on="event_id", how="left")
-        .join(detail, on="api_id", how="left")
-        .join(parents, on="api_id", how="left")
-        .join(ext, on=["rank", "external_id"], how="left")
-        .with_columns(
-            pl.when(pl.col("api_id").is_null())
-            .then(pl.col("ext_op"))
-            .otherwise(pl.col("op_id"))
-            .alias("op_id")
-        )
-        .drop("ext_op")
-    )
+    op_id = op_id.scatter(fallback.get_column("_row"), fallback.get_column("ext_op"))
+    links = [
+        _gathered(calls.get_column("event_id"), at_call).alias("api_id"),
+        _gathered(calls.get_column("pid").fill_null(-1), at_call).alias("l_pid"),
+        _gathered(calls.get_column("start_ns"), at_call).alias("launch_start_ns"),
+        _gathered(calls.get_column("end_ns"), at_call).alias("launch_end_ns"),
+        # categorical: codes, not 10M copies of a few names
+        _gathered(calls.get_column("name"), at_call).alias("l_name"),
+        _gathered(parents.get_column("thr"), at_parent).alias("l_thr"),
+        op_id.alias("op_id"),
+    ]
+    return work.hstack(links)
+
+
+def _ints(col: pl.Series) -> tuple[I64, Mask]:
+    """``(values as int64 with 0 for null, is-known mask)``."""
+    ok: Mask = col.is_not_null().to_numpy()
+    values: I64 = col.fill_null(0).cast(pl.Int64).to_numpy()
+    return values, ok
+
+
+def _pair_keys(work: pl.DataFrame, cand: pl.DataFrame) -> tuple[I64, I64]:
+    """int64 keys of the (rank, correlation) pairs of ``work`` and ``cand``: equal pairs, equal
+    keys, in pair order (``cand`` is sorted by the pair: its keys ascend); -1 where ``work``
+    has no correlation. The correlation id sits beside the rank when both fit in 62 bits, else
+    its rank among the distinct ids does."""
+    w_rank, c_rank = _ints(work.get_column("rank"))[0], _ints(cand.get_column("rank"))[0]
+    w_corr, w_ok = _ints(work.get_column("correlation"))
+    c_corr = _ints(cand.get_column("correlation"))[0]
+    corr = np.concatenate([w_corr[w_ok], c_corr])
+    if corr.size == 0:
+        return np.full(w_corr.size, -1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    r_lo = int(min(w_rank.min(initial=0), c_rank.min(initial=0)))
+    r_bits = (int(max(w_rank.max(initial=0), c_rank.max(initial=0))) - r_lo + 1).bit_length()
+    lo, span = int(corr.min()), int(corr.max()) - int(corr.min()) + 1
+    if span.bit_length() + r_bits <= 62:
+        code = corr - lo
+    else:  # ids too wide to pack: their codes
+        distinct, code = unique_inverse(corr)
+        span = distinct.size
+    w_code = np.zeros(w_corr.size, dtype=np.int64)
+    w_code[w_ok] = code[: int(w_ok.sum())]
+    bits = span.bit_length()
+    w_key = np.where(w_ok, ((w_rank - r_lo) << bits) | w_code, -1)
+    c_key = ((c_rank - r_lo) << bits) | code[int(w_ok.sum()) :]
+    return w_key, c_key
+
+
+def _pick(
+    w_key: I64, w_pid: I64, w_pid_ok: Mask, c_key: I64, c_pid: I64, c_pid_ok: Mask, c_id: I64
+) -> I64:
+    """Rule 1 per op: among the candidates (one per pid: the lowest call id) of its key, the
+    lowest (``SAME_PID`` < ``UNKNOWN_PID`` < ``OTHER_PID``, call id); -1 when none. Candidates
+    of one key are contiguous in ``c_key`` order: the j-th of every op is looked at together,
+    j = 0, 1, ... (as many rounds as pids share a correlation id)."""
+    first = np.searchsorted(c_key, w_key, side="left")
+    count = np.searchsorted(c_key, w_key, side="right") - first
+    count[w_key < 0] = 0
+    best_p = np.full(w_key.size, OTHER_PID + 1, dtype=np.int8)
+    best = np.full(w_key.size, -1, dtype=np.int64)
+    rows, j = np.flatnonzero(count > 0), 0
+    while rows.size:
+        c = first[rows] + j
+        unknown = ~w_pid_ok[rows] | ~c_pid_ok[c]
+        same = w_pid[rows] == c_pid[c]
+        p = np.where(unknown, UNKNOWN_PID, np.where(same, SAME_PID, OTHER_PID)).astype(np.int8)
+        cid = c_id[c]
+        better = (p < best_p[rows]) | ((p == best_p[rows]) & (cid < best[rows]))
+        best_p[rows[better]], best[rows[better]] = p[better], cid[better]
+        j += 1
+        rows = rows[count[rows] > j]
+    return best
+
+
+def _positions(ids: pl.Series, q: I64) -> I64:
+    """Row of each id ``q`` in ``ids`` (unique event ids), -1 when absent or ``q < 0``."""
+    values = ids.cast(pl.Int64).to_numpy()
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    if ordered.size == 0:
+        return np.full(q.size, -1, dtype=np.int64)
+    i = np.minimum(np.searchsorted(ordered, q), ordered.size - 1)
+    out: I64 = np.where((q >= 0) & (ordered[i] == q), order[i], -1)
+    return out
+
+
+def _gathered(col: pl.Series, pos: I64) -> pl.Series:
+    """``col[pos]`` with null where ``pos < 0`` (dtype kept)."""
+    got = col.gather(pl.Series(np.maximum(pos, 0), dtype=pl.Int64)) if col.len() else None
+    if got is None:
+        return pl.Series(col.name, [None] * pos.size, dtype=col.dtype)
+    return pl.select(pl.when(pl.Series(pos >= 0)).then(got)).to_series().alias(col.name)

@@ -26,9 +26,18 @@ _MAX_PER_CAUSE = 2
 
 
 def gap_evidence(
-    ctx: AnalysisContext, i: int, *, s: int, e: int, op: int, parts: Parts, causes: dict[str, int]
+    ctx: AnalysisContext,
+    i: int,
+    *,
+    s: int,
+    e: int,
+    op: int,
+    parts: Parts,
+    causes: dict[str, int],
+    correlation: int | None,
 ) -> list[Evidence]:
-    """Evidence for gap ``[s, e)`` (row ``i`` of ``parts``) ended by op row ``op`` (-1: none)."""
+    """Evidence for gap ``[s, e)`` (row ``i`` of ``parts``) ended by op row ``op`` (-1: none;
+    ``correlation``: its correlation id, ``AnalysisContext.correlations``)."""
     if op < 0:
         return _trailing_gap_evidence(ctx, i, s=s, e=e, parts=parts, causes=causes)
     row = ctx.work.row(op, named=True)
@@ -41,8 +50,7 @@ def gap_evidence(
             int(o.start[op]),
             int(o.end[op] - o.start[op]),
             None,
-            f"first GPU work after the gap (stream {row['stream']}, correlation "
-            f"{row['correlation']})",
+            f"first GPU work after the gap (stream {row['stream']}, correlation {correlation})",
         )
     ]
     thr = int(o.thr[op])

@@ -108,13 +108,22 @@ def top_gaps(ctx: AnalysisContext, wg: WindowGaps, n: int) -> list[Gap]:
     """The ``n`` longest gaps (ties: earliest first) with causes and evidence, out of the gaps
     ``wg`` kept (``window_gaps(..., keep=n)`` keeps exactly those)."""
     out: list[Gap] = []
-    for j in range(min(max(n, 0), wg.kept.size)):
+    kept = min(max(n, 0), wg.kept.size)
+    correlations = ctx.correlations(wg.op[:kept])
+    for j in range(kept):
         i = int(wg.kept[j])
-        rank, device = ctx.devices[int(wg.dev[i])]
+        rank, device = ctx.devices[int(wg.window_dev[wg.win[i]])]
         causes = causes_dict(wg.matrix[j])
         s, e = int(wg.start[i]), int(wg.end[i])
         ev: list[Evidence] = gap_evidence(
-            ctx, j, s=s, e=e, op=int(wg.op[j]), parts=wg.parts, causes=causes
+            ctx,
+            j,
+            s=s,
+            e=e,
+            op=int(wg.op[j]),
+            parts=wg.parts,
+            causes=causes,
+            correlation=correlations[j],
         )
         out.append(Gap(rank, device, s, e - s, causes, ev))
     return out

@@ -70,9 +70,11 @@ class HostClasses:
 
     def dispatch_start(self, thr: I64, launch: I64, t0_ns: int, shift: int) -> I64:
         """Start (ns) of the outermost generic operator enclosing each launch starting at
-        ``launch`` on thread ``thr``; ``launch`` itself when none (or no thread) is known."""
+        ``launch`` on thread ``thr``; ``launch`` itself when none (or no thread) is known.
+        With no such operator at all (a CUDA C program) that is ``launch`` itself, not a copy
+        (read-only like every context array: 8 bytes per GPU op less)."""
         if self.dispatch_s.size == 0:
-            return launch.copy()
+            return launch
         lk = (np.maximum(thr, 0) << shift) | (launch - t0_ns)
         ci = np.searchsorted(self.dispatch_s, lk, side="right") - 1
         cs = np.maximum(ci, 0)

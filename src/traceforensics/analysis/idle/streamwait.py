@@ -136,6 +136,11 @@ class LaunchIndex:
     rows: I64
 
     @classmethod
+    def empty(cls) -> LaunchIndex:
+        """An index of no launch."""
+        return cls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+    @classmethod
     def of(cls, ctx: AnalysisContext) -> LaunchIndex:
         o = ctx.ops
         rows = np.flatnonzero(o.thr >= 0)

@@ -43,7 +43,8 @@ CHUNK_GAPS = 1 << 17
 class WindowGaps:
     """Gaps of several windows, attributed (``window_gaps``); all times ns.
 
-    Every gap i (window order, then time): window ``win``, device ``dev``, ``[start, end)``.
+    Every gap i (window order, then time): window ``win``, ``[start, end)``; its device is
+    ``window_dev[win[i]]`` (one per window, not one per gap: 8 bytes per gap less).
     Every window k: ``by_window[k, c]``, ns of cause c summed over its gaps (the row sums to
     ``idle[k]``, the window's idle); ``n_gaps[k]``.
     Kept gaps: ``kept[j]`` is a gap index (longest first; ties: earliest start, then window
@@ -52,7 +53,7 @@ class WindowGaps:
     """
 
     win: I64
-    dev: I64
+    window_dev: I64
     start: I64
     end: I64
     by_window: I64
@@ -101,11 +102,13 @@ def window_gaps(
     e = np.concatenate(parts_e) if parts_e else np.zeros(0, np.int64)
     w = np.concatenate(parts_w) if parts_w else np.zeros(0, np.int64)
     del parts_s, parts_e, parts_w
-    g = dev[w] if w.size else np.zeros(0, np.int64)
     n_win, n = dev.size, s.size
     kept = longest(s, e, keep)
     kept_sorted = np.sort(kept)
-    launches = LaunchIndex.of(ctx)
+    # read by the dispatch cuts and the stream-wait rule only: 16 bytes per launched op, not
+    # built when neither has anything to look at (no cutting rows, no wait calls)
+    needed = ctx.host.cut_rows.size > 0 or ctx.host.waits.wait_keys.size > 0
+    launches = LaunchIndex.of(ctx) if needed else LaunchIndex.empty()
     cuts = dispatch_cuts(ctx.host, launches)
     linked = last_linked(ctx)
     by_window = np.zeros((n_win, N_CAUSES), dtype=np.int64)
@@ -114,17 +117,18 @@ def window_gaps(
     parts: list[Parts] = []
     for a in range(0, max(n, 1), CHUNK_GAPS):  # one (empty) chunk when there is no gap
         b = min(a + CHUNK_GAPS, n)
-        op, mat, pt = _attribute(ctx, g[a:b], s[a:b], e[a:b], launches, cuts, linked)
+        g = dev[w[a:b]]  # the chunk's devices
+        op, mat, pt = _attribute(ctx, g, s[a:b], e[a:b], launches, cuts, linked)
         by_window += window_sums(w[a:b], mat, n_win)
         j = kept_sorted[np.searchsorted(kept_sorted, a) : np.searchsorted(kept_sorted, b)] - a
         ops.append(op[j])
         rows.append(mat[j])
         parts.append(pt.take(j))
-        del op, mat, pt  # this chunk's matrix and parts go before the next chunk's
+        del op, mat, pt, g  # this chunk's matrix and parts go before the next chunk's
     pos = np.searchsorted(kept_sorted, kept)  # kept_sorted[pos] == kept: back to kept order
     return WindowGaps(
         w,
-        g,
+        dev,
         s,
         e,
         by_window,

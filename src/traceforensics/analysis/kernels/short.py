@@ -145,6 +145,12 @@ def _kernels(
     optim_ids = optimizer.get_column("event_id")
     api_start, api_dur = LINK_COLUMNS["api_start_ns"], LINK_COLUMNS["api_dur_ns"]
     prev = pl.col("_prev_end_ns")
+    # no optimizer op: one typed null, not a null per kernel (8 bytes each)
+    in_optimizer = (
+        outermost_flagged(ctx, kern.get_column("op_id"), optim_ids, "_ctx")
+        if optim_ids.len()
+        else None
+    )
     frame = kern.select(
         "rank", "device", "op_id", "start_ns", "dur_ns", "norm_name", "launching_op"
     ).hstack(
@@ -152,9 +158,11 @@ def _kernels(
             *link_sources(ctx, pos, ("api_start_ns", "api_dur_ns")).get_columns(),
             pl.Series("_prev_end_ns", prev_end[pos]),
             pl.Series("_has_prev", has_prev[pos]),
-            outermost_flagged(ctx, kern.get_column("op_id"), optim_ids, "_ctx"),
+            *([] if in_optimizer is None else [in_optimizer]),
         ]
     )
+    if in_optimizer is None:
+        frame = frame.with_columns(pl.lit(None, dtype=pl.Int64).alias("_ctx"))
     return frame.lazy().select(
         "rank",
         "device",

@@ -41,7 +41,7 @@ def analyze_ranks(
     ctx = as_context(source, options)
     records, idle = done if done is not None else _records(ctx)
     return rank_analysis(
-        collective_kernels(ctx.work, ctx.session.args),
+        collective_kernels(ctx.work, ctx.session.args, ctx.device_table),
         ctx.steps,
         ctx.devices,
         records,

@@ -63,11 +63,16 @@ class Collectives:
     notes: list[str] = field(default_factory=list)
 
 
-def collective_kernels(work: pl.DataFrame, args: pl.DataFrame) -> pl.DataFrame:
-    """Collective kernels of ``work`` (``AnalysisContext.work``) with ``op`` and ``group``, and
-    ``k``: their order within (participant, group, op), by start."""
-    kern = work.filter((pl.col("kind") == "kernel") & pl.col("is_comm")).select(
-        "dev", "rank", "device", "event_id", "name", "start_ns", "end_ns", OP_DUR_NS
+def collective_kernels(
+    work: pl.DataFrame, args: pl.DataFrame, devices: pl.DataFrame
+) -> pl.DataFrame:
+    """Collective kernels of ``work`` (``AnalysisContext.work``) with ``dev`` (their device's
+    index: ``devices``, ``AnalysisContext.device_table``), ``op`` and ``group``, and ``k``:
+    their order within (participant, group, op), by start."""
+    kern = (
+        work.filter((pl.col("kind") == "kernel") & pl.col("is_comm"))
+        .select("rank", "device", "event_id", "name", "start_ns", "end_ns", OP_DUR_NS)
+        .join(devices, on=["rank", "device"], how="left")
     )
     pg = (
         args.filter(pl.col("key") == PG_ARG)
