@@ -302,6 +302,26 @@ def test_blocking_copy_rule_follows_the_links() -> None:
     _check_links(session)
 
 
+def test_links_with_negative_event_ids() -> None:
+    """Event ids only need to be unique: negative ones link like any other."""
+    rows = [
+        # id, kind, name, start, dur, pid, tid, device, correlation
+        (-9, "cpu_op", "aten::mm", 0, 100, 1, 1, None, None),
+        (-8, "cuda_api", "cudaLaunchKernel", 10, 5, 1, 1, None, 7),
+        (-7, "cuda_api", "cudaLaunchKernel", 20, 5, 2, 2, None, 7),
+        (-1, "kernel", "k", 100, 10, 1, None, 0, 7),
+        (-2, "kernel", "k_unlinked", 120, 10, 1, None, 0, 99),
+    ]
+    cols = ["event_id", "kind", "name", "start_ns", "dur_ns", "pid", "tid", "device"]
+    frame = pl.DataFrame(rows, schema=[*cols, "correlation"], orient="row")
+    session = TraceSession.from_frames(
+        frame.with_columns(pl.lit(0).alias("rank")), TraceMeta(source_format="test")
+    )
+    links = dict(prepare(session).work.select("event_id", "api_id").rows())
+    assert links == {-1: -8, -2: None}
+    _check_links(session)
+
+
 @pytest.mark.parametrize("wide", [0, 1 << 62], ids=["packed", "wide correlation ids"])
 def test_link_rule_priorities_and_external_id_fallback(wide: int) -> None:
     """Same pid wins over unknown pid over other pid; among equals the lowest event id; an op

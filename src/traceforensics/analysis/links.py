@@ -60,12 +60,11 @@ def launch_links(
     w_key, c_key = _pair_keys(work, cand)
     w_pid, w_pid_ok = _ints(work.get_column("pid"))
     c_pid, c_pid_ok = _ints(cand.get_column("pid"))
-    api = _pick(w_key, w_pid, w_pid_ok, c_key, c_pid, c_pid_ok, _ints(cand["event_id"])[0])
+    api, has_api = _pick(w_key, w_pid, w_pid_ok, c_key, c_pid, c_pid_ok, _ints(cand["event_id"])[0])
     del w_key, c_key, cand
-    has_api = api >= 0
-    at_call = _positions(calls.get_column("event_id"), api)
+    at_call = _positions(calls.get_column("event_id"), api, has_api)
     parents = tree.filter(pl.col("kind") == "cuda_api")
-    at_parent = _positions(parents.get_column("event_id"), api)
+    at_parent = _positions(parents.get_column("event_id"), api, has_api)
     op_id = _gathered(parents.get_column("parent_id"), at_parent)
     # no launch call: the lowest cpu_op of the op's External id on its rank (old PyTorch traces)
     fallback = (
@@ -99,7 +98,7 @@ def _pair_keys(work: pl.DataFrame, cand: pl.DataFrame) -> tuple[I64, I64]:
     """int64 keys of the (rank, correlation) pairs of ``work`` and ``cand``: equal pairs, equal
     keys, in pair order (``cand`` is sorted by the pair: its keys ascend); -1 where ``work``
     has no correlation. The correlation id sits beside the rank when both fit in 62 bits, else
-    its rank among the distinct ids does."""
+    its position among the distinct ids does."""
     w_rank, c_rank = _ints(work.get_column("rank"))[0], _ints(cand.get_column("rank"))[0]
     w_corr, w_ok = _ints(work.get_column("correlation"))
     c_corr = _ints(cand.get_column("correlation"))[0]
@@ -124,11 +123,12 @@ def _pair_keys(work: pl.DataFrame, cand: pl.DataFrame) -> tuple[I64, I64]:
 
 def _pick(
     w_key: I64, w_pid: I64, w_pid_ok: Mask, c_key: I64, c_pid: I64, c_pid_ok: Mask, c_id: I64
-) -> I64:
-    """Rule 1 per op: among the candidates (one per pid: the lowest call id) of its key, the
-    lowest (``SAME_PID`` < ``UNKNOWN_PID`` < ``OTHER_PID``, call id); -1 when none. Candidates
-    of one key are contiguous in ``c_key`` order: the j-th of every op is looked at together,
-    j = 0, 1, ... (as many rounds as pids share a correlation id)."""
+) -> tuple[I64, Mask]:
+    """Rule 1 per op: ``(call id, found)``: among the candidates of its key (one per pid: the
+    lowest call id), the one with the lowest (priority, call id), priorities ``SAME_PID`` <
+    ``UNKNOWN_PID`` < ``OTHER_PID``. Candidates of one key are contiguous in ``c_key`` order:
+    the j-th of every op is looked at together, j = 0, 1, ... (as many rounds as pids share a
+    correlation id)."""
     first = np.searchsorted(c_key, w_key, side="left")
     count = np.searchsorted(c_key, w_key, side="right") - first
     count[w_key < 0] = 0
@@ -145,24 +145,26 @@ def _pick(
         best_p[rows[better]], best[rows[better]] = p[better], cid[better]
         j += 1
         rows = rows[count[rows] > j]
-    return best
+    found: Mask = best_p <= OTHER_PID
+    return best, found
 
 
-def _positions(ids: pl.Series, q: I64) -> I64:
-    """Row of each id ``q`` in ``ids`` (unique event ids), -1 when absent or ``q < 0``."""
+def _positions(ids: pl.Series, q: I64, known: Mask) -> I64:
+    """Row of each id ``q`` in ``ids`` (unique event ids); -1 where it is absent or not
+    ``known``."""
     values = ids.cast(pl.Int64).to_numpy()
     order = np.argsort(values, kind="stable")
     ordered = values[order]
     if ordered.size == 0:
         return np.full(q.size, -1, dtype=np.int64)
     i = np.minimum(np.searchsorted(ordered, q), ordered.size - 1)
-    out: I64 = np.where((q >= 0) & (ordered[i] == q), order[i], -1)
+    out: I64 = np.where(known & (ordered[i] == q), order[i], -1)
     return out
 
 
 def _gathered(col: pl.Series, pos: I64) -> pl.Series:
     """``col[pos]`` with null where ``pos < 0`` (dtype kept)."""
-    got = col.gather(pl.Series(np.maximum(pos, 0), dtype=pl.Int64)) if col.len() else None
-    if got is None:
-        return pl.Series(col.name, [None] * pos.size, dtype=col.dtype)
+    if col.len() == 0:
+        return pl.Series(col.name, dtype=col.dtype).extend_constant(None, pos.size)
+    got = col.gather(pl.Series(np.maximum(pos, 0), dtype=pl.Int64))
     return pl.select(pl.when(pl.Series(pos >= 0)).then(got)).to_series().alias(col.name)
