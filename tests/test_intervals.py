@@ -62,6 +62,8 @@ def test_sorted_unique_and_inverse_match_a_plain_computation() -> None:
         arr = np.array(values, dtype=np.int64)
         want = sorted(set(values))
         assert sorted_unique(arr).tolist() == want
+        assert arr.tolist() == values  # not sorted in place unless asked
+        assert sorted_unique(arr.copy(), in_place=True).tolist() == want
         keys, inverse = unique_inverse(arr)
         assert keys.tolist() == want
         assert [want[i] for i in inverse.tolist()] == values

@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from traceforensics.analysis.intervals import grouped_union, pack_shift
-from traceforensics.model.units import I64, Mask
+from traceforensics.model.units import I8, I64, Mask
 
 BUSY_CLASSES: Final[tuple[str, ...]] = ("kernel", "communication", "memcpy", "memset")
 KERNEL, COMMUNICATION, MEMCPY, MEMSET = range(len(BUSY_CLASSES))
@@ -107,10 +107,10 @@ class DeviceBusy:
         return out
 
 
-def op_classes(kind: pl.Series, is_comm: Mask) -> I64:
+def op_classes(kind: pl.Series, is_comm: Mask) -> I8:
     """``BUSY_CLASSES`` index of each op (``kind``: the ops' kind column; compared in polars,
     never converted to a numpy array of Python strings: ~60 bytes per op, 0.6 GB at 10M)."""
-    cls = np.full(kind.len(), KERNEL, dtype=np.int64)
+    cls = np.full(kind.len(), KERNEL, dtype=np.int8)
     cls[(kind == "memcpy").to_numpy()] = MEMCPY
     cls[(kind == "memset").to_numpy()] = MEMSET
     cls[is_comm] = COMMUNICATION
@@ -129,17 +129,15 @@ def device_busy(work: pl.DataFrame, n_dev: int, t0_ns: int, span_ns: int) -> Dev
     n_cls = len(BUSY_CLASSES)
     shift = pack_shift(span_ns, max(n_dev * n_cls, 1))
     ug, us, ue = grouped_union(dev, start, end, t0_ns, shift)
-    kgroup = dev * n_cls + cls
-    del cls
-    if kgroup.size < 2 or bool(((kgroup[1:] == kgroup[:-1]) | (dev[1:] != dev[:-1])).all()):
+    if cls.size < 2 or bool(((cls[1:] == cls[:-1]) | (dev[1:] != dev[:-1])).all()):
         # every device runs one class only (a kernel-only program): each class union is its
         # device's busy union, shared rather than computed and held twice (16 bytes/interval)
         class_of = np.zeros(n_dev, dtype=np.int64)
-        class_of[dev] = kgroup
+        class_of[dev] = dev * n_cls + cls
         kg, ks, ke = class_of[ug], us, ue
     else:
-        kg, ks, ke = grouped_union(kgroup, start, end, t0_ns, shift)
-    del kgroup
+        kg, ks, ke = grouped_union(dev * n_cls + cls, start, end, t0_ns, shift)
+    del cls
     busy = np.zeros(n_dev, dtype=np.int64)
     np.add.at(busy, ug, ue - us)
     by_kind = np.zeros(n_dev * n_cls, dtype=np.int64)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import polars as pl
 
@@ -49,6 +49,7 @@ from traceforensics.analysis.ranks import RankAnalysis, analyze_ranks
 from traceforensics.analysis.ranks.throttle import with_monitor
 from traceforensics.analysis.transfers import device_transfers
 from traceforensics.analysis.utilization.timeline import DevicePattern, analyze_utilization
+from traceforensics.model.memory import release_free_memory
 from traceforensics.model.monitor import MonitorLog
 from traceforensics.model.session import TraceSession
 
@@ -130,6 +131,21 @@ def analyze(
     return analyze_context(prepare(session, options), monitor_log)
 
 
+_T = TypeVar("_T")
+
+
+def _then_release(run: Callable[[AnalysisContext], _T]) -> Callable[[AnalysisContext], _T]:
+    """``run``, then the heap pages its temporaries freed given back (one pass after another
+    on a big table: the next pass would peak on top of the pages the last one left)."""
+
+    def wrapped(ctx: AnalysisContext) -> _T:
+        out = run(ctx)
+        release_free_memory()
+        return out
+
+    return wrapped
+
+
 def analyze_context(
     ctx: AnalysisContext, monitor_log: MonitorLog | None = None, *, job: bool = True
 ) -> Analysis:
@@ -141,9 +157,13 @@ def analyze_context(
     # the passes only read the context: run them side by side (polars and numpy release the
     # GIL), each result exactly what the pass gives alone
     # on a big table the passes' working sets would peak together (``side_by_side``)
-    workers = len(PASSES) + 1 if side_by_side(session.events.height) else 1
+    together = side_by_side(session.events.height)
+    workers = len(PASSES) + 1 if together else 1
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {name: pool.submit(run, ctx) for name, run in PASSES.items()}
+        futures = {
+            name: pool.submit(run if together else _then_release(run), ctx)
+            for name, run in PASSES.items()
+        }
         moved = pool.submit(device_transfers, ctx)  # the device records' copies, meanwhile
         results = {name: f.result() for name, f in futures.items()}
     idle, kernels, patterns = results["idle"], results["kernels"], results["utilization"]

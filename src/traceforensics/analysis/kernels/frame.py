@@ -22,7 +22,7 @@ import polars as pl
 
 from traceforensics.analysis.context import OP_DUR_NS, AnalysisContext
 from traceforensics.analysis.optree import ancestors_pick
-from traceforensics.model.memory import release_free_memory
+from traceforensics.model.memory import nulls_as_constants, release_free_memory
 from traceforensics.model.units import I64
 
 #: ``kernel_links`` columns and the ``ctx.work`` expression each is read from (after the
@@ -80,7 +80,7 @@ def kernel_frame(ctx: AnalysisContext, pos: I64) -> pl.DataFrame:
     that launched the kernel, ``NO_LAUNCHING_OP`` when none) and ``norm_name``
     (``normalize_kernel_name`` of ``kname``, null when the kernel has no name), both
     categorical."""
-    kl = kernel_links(ctx, pos, PASS_COLUMNS)
+    kl = nulls_as_constants(kernel_links(ctx, pos, PASS_COLUMNS))
     names = ctx.tree.select(pl.col("event_id").alias("op_id"), pl.col("name").alias("launching_op"))
     launching = lookup(kl.get_column("op_id"), names).fill_null(NO_LAUNCHING_OP)
     uniq = kl.get_column("kname").unique().drop_nulls()
