@@ -62,8 +62,10 @@ ANALYSIS_ARG_KEYS = FLOP_ARG_KEYS
 #: ``device_table``), and its correlation id is read from the event table when shown
 #: (``correlations``).
 PREPARE_ONLY_COLUMNS = ("pid", "external_id", "correlation", "l_pid", "dev")
-#: The first of them, read by the launch linker only: dropped as soon as the links exist.
+#: The first of them, read by the launch linker only: dropped as soon as the links exist; the
+#: rest once the step detector and the busy unions have run.
 LINKER_ONLY_COLUMNS = PREPARE_ONLY_COLUMNS[:3]
+STEP_ONLY_COLUMNS = PREPARE_ONLY_COLUMNS[3:]
 #: A GPU op's duration (ns) in ``AnalysisContext.work``, which holds its start and end only (the
 #: event table's ``dur_ns`` is ``end_ns - start_ns`` exactly: 80 MB less at 10M GPU ops).
 OP_DUR_NS = (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns")
@@ -318,13 +320,13 @@ def prepare(session: TraceSession, options: AnalysisOptions | None = None) -> An
         del work, tree  # held by ``gpu`` now
         f.pop("ranges")  # the step ranges, used by the step detector only
         # what only the step detector and the busy unions read goes before the host classes
-        # are built (the rest of ``PREPARE_ONLY_COLUMNS``)
+        # are built
         dev = np.asarray(gpu.work.get_column("dev").to_numpy(), dtype=np.int64)
         n = np.arange(len(gpu.devices))
         dev_lo = np.searchsorted(dev, n, side="left").astype(np.int64)
         dev_hi = np.searchsorted(dev, n, side="right").astype(np.int64)
         del dev
-        gpu.work = nulls_as_constants(gpu.work.drop(PREPARE_ONLY_COLUMNS[3:]))
+        gpu.work = nulls_as_constants(gpu.work.drop(STEP_ONLY_COLUMNS))
         if classes_f is None:  # one at a time: the GPU side's working set is gone now
             release_free_memory()
             classes = host_classes(host, rows_f.result(), blocking, t0_ns=t0, shift=shift)
@@ -387,7 +389,6 @@ def _gpu_side(
         work.lazy()
         .filter(pl.col("l_thr").is_not_null())
         .select("rank", "device", "l_pid", "launch_start_ns", "start_ns", "end_ns")
-        .sort("launch_start_ns")
     )
     steps = detect_steps(f["ranges"], launched, devices_df, opts.steps.pattern, opts.steps.window)
     return _GpuSide(tree, work, devices, busy, lo, hi, steps)

@@ -59,9 +59,9 @@ def detect_steps(
 
     ``ranges``: the gpu_annotation, annotation and cpu_op rows (``kind, rank, device, pid,
     name, start_ns, end_ns``); ``launched``: a query of the GPU ops with a known launch call
-    (``rank, device, l_pid, launch_start_ns, start_ns, end_ns``, sorted by
-    ``launch_start_ns``), collected only when host step ranges need it; ``devices``:
-    ``rank, device, dev``.
+    (``rank, device, l_pid, launch_start_ns, start_ns, end_ns``), collected (sorted by
+    ``launch_start_ns``) only when host step ranges need it; ``devices``: ``rank, device,
+    dev``.
     """
     spans = _device_spans(ranges, launched, pattern)
     if spans.height == 0:
@@ -120,7 +120,7 @@ def _device_spans(
             pl.col("kind").is_in(["annotation", "cpu_op"]) & ~pl.col("rank").is_in(list(done))
         )
         if launched is None and host.height:
-            launched = launched_q.collect(engine="in-memory")
+            launched = launched_q.sort("launch_start_ns").collect(engine="in-memory")
         mapped = _host_steps_on_device(host, launched)
         done |= set(mapped.get_column("rank").to_list())
         out.extend(f.select(_SPAN_COLS) for f in (gpu, mapped) if f.height)

@@ -223,7 +223,7 @@ def ending_ops(
         m = dev == g
         lo, hi = int(ctx.dev_lo[g]), int(ctx.dev_hi[g])
         i = lo + np.searchsorted(ctx.ops.start[lo:hi], t[m], side="left")
-        if linked is not None:
+        if before and linked is not None:
             j = linked[np.maximum(i - 1, 0)]
             out[m] = np.where((i - 1 >= lo) & (j >= lo), j, -1)  # j < lo: another device's
         else:
