@@ -59,6 +59,18 @@ def test_validate_rejects_gpu_rows_without_device() -> None:
         TraceSession.from_frames(_frame(device=[None, None, None]), _meta())
 
 
+@pytest.mark.parametrize(
+    "ids", [[0, 0, 1], [2, 1, 2], [5, 3, 4], [0, 1, 2], [7, -1, 3], [-3, -2, -1], [1, 1, 1]]
+)
+def test_validate_takes_distinct_ids_in_any_order(ids: list[int]) -> None:
+    # strictly increasing ids pass without a hash set; any other order is counted
+    if len(set(ids)) == len(ids):
+        TraceSession.from_frames(_frame(event_id=ids), _meta())
+    else:
+        with pytest.raises(SchemaError, match="not unique"):
+            TraceSession.from_frames(_frame(event_id=ids), _meta())
+
+
 def test_validate_rejects_duplicate_ids_and_null_keys() -> None:
     with pytest.raises(SchemaError, match="not unique"):
         TraceSession.from_frames(_frame(event_id=[0, 0, 1]), _meta())

@@ -33,7 +33,12 @@ from typing import Any, Final, TypeVar
 
 import polars as pl
 
-from traceforensics.analysis.context import AnalysisContext, prepare, side_by_side
+from traceforensics.analysis.context import (
+    ANALYSIS_ARG_KEYS,
+    AnalysisContext,
+    prepare,
+    side_by_side,
+)
 from traceforensics.analysis.devices import DeviceRecord, device_records
 from traceforensics.analysis.findings.build import build_findings
 from traceforensics.analysis.findings.program import Program
@@ -46,6 +51,7 @@ from traceforensics.analysis.monitoring.align import aligned_monitor
 from traceforensics.analysis.monitoring.monitor import MonitorReport
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.ranks import RankAnalysis, analyze_ranks
+from traceforensics.analysis.ranks.collectives import PG_ARG
 from traceforensics.analysis.ranks.throttle import with_monitor
 from traceforensics.analysis.transfers import device_transfers
 from traceforensics.analysis.utilization.timeline import DevicePattern, analyze_utilization
@@ -59,6 +65,32 @@ PASSES: Final[dict[str, Callable[[AnalysisContext], Any]]] = {
     "kernels": analyze_kernels,
     "utilization": analyze_utilization,
 }
+
+#: The event-table columns ``analyze`` (the context, every pass, the rank analysis) and the
+#: renderers of its result read; ``TraceSession.only`` keeps these for ``tf analyze``. Not
+#: read: ``category`` and the kernels' ``grid``/``block`` lists.
+EVENT_COLUMNS_READ: Final = (
+    "event_id",
+    "kind",
+    "start_ns",
+    "dur_ns",
+    "rank",
+    "device",
+    "stream",
+    "pid",
+    "tid",
+    "name",
+    "correlation",
+    "external_id",
+    "bytes",
+    "copy_kind",
+    "src_mem",
+    "dst_mem",
+    "is_comm",
+)
+#: The args keys they read: the FLOPs model's shapes, dtypes and sequence numbers, and the
+#: collectives' process group.
+ARG_KEYS_READ: Final = (*ANALYSIS_ARG_KEYS, PG_ARG)
 
 
 @dataclass

@@ -14,7 +14,12 @@ import click
 
 from traceforensics import load_monitor_log
 from traceforensics.analysis.options import DEFAULTS, AnalysisOptions
-from traceforensics.analysis.pipeline import Analysis, analyze
+from traceforensics.analysis.pipeline import (
+    ARG_KEYS_READ,
+    EVENT_COLUMNS_READ,
+    Analysis,
+    analyze,
+)
 from traceforensics.cli.fail_on import FAIL_ON_EXIT_HELP, check_gate, fail_on_option
 from traceforensics.cli.history import STORE_HELP, label_values, store_run, store_value
 from traceforensics.cli.options import (
@@ -314,7 +319,8 @@ def analysis_of(
         log = load_log()
         report("analysing the rank files")
         return _analyze_apart(path, options, jobs, dask, use_cache, log)
-    session = load_path(path, use_cache=use_cache)
+    # only what the analysis and its renderers read is kept (``TraceSession.only``)
+    session = load_path(path, use_cache=use_cache).only(EVENT_COLUMNS_READ, ARG_KEYS_READ)
     log = load_log()
     report("analysing")
     if not use_cache or log is not None or options.range != DEFAULTS.range:

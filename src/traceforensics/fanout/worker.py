@@ -29,7 +29,7 @@ from pathlib import Path
 from traceforensics.analysis.context import prepare
 from traceforensics.analysis.findings.busy_losses import attention_scores
 from traceforensics.analysis.options import RangeOptions
-from traceforensics.analysis.pipeline import analyze_context
+from traceforensics.analysis.pipeline import ARG_KEYS_READ, EVENT_COLUMNS_READ, analyze_context
 from traceforensics.analysis.ranks.collectives import collective_kernels
 from traceforensics.analysis.restrict import restrict
 from traceforensics.fanout.parts import Failure, RankPart, RankResults, RankTask
@@ -62,7 +62,10 @@ def in_worker(task: RankTask) -> RankPart:
 
 def _analyse(task: RankTask) -> RankPart:
     try:
-        session = load_path(Path(task.path), use_cache=task.use_cache)
+        # only what the analysis reads is kept, as ``tf analyze FILE`` does
+        session = load_path(Path(task.path), use_cache=task.use_cache).only(
+            EVENT_COLUMNS_READ, ARG_KEYS_READ
+        )
     except UnsupportedFormatError as exc:
         if task.fmt != "kineto":
             raise
