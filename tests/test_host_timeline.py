@@ -27,9 +27,15 @@ def _plain(rows: list[tuple[int, int, int, int]], thr: int, a: int, b: int) -> l
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("all_kept", [True, False])
-def test_class_time_matches_a_plain_per_ns_count(seed: int, all_kept: bool) -> None:
+# every class, or one (an nsys export's API calls: the timeline takes its rows uncopied)
+@pytest.mark.parametrize("one_class", [False, True])
+def test_class_time_matches_a_plain_per_ns_count(
+    seed: int, all_kept: bool, one_class: bool
+) -> None:
     rng = random.Random(seed)
     classes = [CAUSE_INDEX[c] for c in PRIORITY]
+    if one_class:
+        classes = [rng.choice(classes)]
     rows = []
     for _ in range(120):
         thr = rng.randrange(3)
