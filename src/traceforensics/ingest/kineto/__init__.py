@@ -127,6 +127,12 @@ def _read_all(
 def _load(paths: Sequence[Path], skip_non_traces: bool = False) -> TraceSession:
     read, warnings = _read_all(paths, skip_non_traces)
     raws = [r for r, _ in read]
+    # each file's decoded columns (Python lists: ~60 bytes a row) are let go as soon as its
+    # table is built, not held through the concatenation and the validation (the peak of a
+    # 10M-event load)
+    pending = [c for _, c in read]
+    pending.reverse()  # pop() then takes them in file order
+    del read
     ranks, rank_warning, rank_source = kmeta.assign_ranks(
         [r.path for r in raws], [r.top for r in raws]
     )
@@ -139,14 +145,16 @@ def _load(paths: Sequence[Path], skip_non_traces: bool = False) -> TraceSession:
     versions: list[str] = []
     extra: dict[str, Any] = {"kineto": {}}
     offset = 0
-    for (raw, columns), rank in zip(read, ranks, strict=True):
+    for raw, rank in zip(raws, ranks, strict=True):
         warnings.extend(raw.notes)
         base = kmeta.base_time_ns(raw.top)
+        columns = pending.pop()
         report(f"building the event table of {raw.path.name} ({columns.rows:,} rows)")
-        part = _extract(raw.path, columns, rank, offset, base)
+        part, seen = _extract(raw.path, columns, rank, offset, base), columns.events_seen
+        del columns
         if part.events.height == 0:
             raise CorruptTraceError(
-                f"{raw.path}: none of the {columns.events_seen} events is a usable trace event "
+                f"{raw.path}: none of the {seen} events is a usable trace event "
                 "(phase X/i with a known category, ts and dur); is this a PyTorch Profiler trace?"
             )
         offset += part.ids_used  # dropped rows leave gaps; ids stay unique across files
