@@ -8,7 +8,7 @@ import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -21,7 +21,6 @@ from traceforensics.analysis.pipeline import (
     analyze,
 )
 from traceforensics.cli.fail_on import FAIL_ON_EXIT_HELP, check_gate, fail_on_option
-from traceforensics.cli.history import STORE_HELP, label_values, store_run, store_value
 from traceforensics.cli.options import (
     COLUMNS_HELP,
     EXIT_CODES_HELP,
@@ -35,8 +34,7 @@ from traceforensics.cli.options import (
     sections_list,
 )
 from traceforensics.cli.result_cache import cached_analyze, cached_apart
-from traceforensics.compare import Rule, analysis_figures
-from traceforensics.fanout import analyze_apart, needs_joint
+from traceforensics.cli.store import STORE_HELP, label_values, store_run, store_value
 from traceforensics.ingest import load_path
 from traceforensics.ingest.detect import check_input
 from traceforensics.ingest.progress import report
@@ -46,6 +44,10 @@ from traceforensics.report.format import one_line
 from traceforensics.report.json_out import build_json, dumps
 from traceforensics.report.progress import progress_line
 from traceforensics.report.terminal import SECTIONS, render_text
+
+if TYPE_CHECKING:
+    from traceforensics.compare import Rule
+    from traceforensics.compare.deltas import FigureDelta
 
 
 @click.command(
@@ -296,7 +298,7 @@ def analyze_command(
     document = functools.cache(lambda: build_json(result))
     _write(result, document if as_json else None, markdown_path, plot_path, sections, md_figures)
     store_run(document, store, labels, inputs)  # before the gate: a failed run counts
-    check_gate(fail_on, lambda: analysis_figures(document(), path))
+    check_gate(fail_on, lambda: _figures(document(), path))
 
 
 def analysis_of(
@@ -329,6 +331,14 @@ def analysis_of(
     return cached_analyze(
         Path(path), session, options, lambda: _analyze(path, lambda: analyze(session, options))
     )
+
+
+def _figures(document: dict[str, Any], path: str) -> dict[str, FigureDelta]:
+    """The job's figures for ``--fail-on`` (``traceforensics.compare``, imported only when a
+    rule is given: a run without one never needs the comparison code)."""
+    from traceforensics.compare import analysis_figures
+
+    return analysis_figures(document, path)
 
 
 def _figure_links(
@@ -367,6 +377,9 @@ def _apart(path: str, options: AnalysisOptions, figures: bool, dask: str | None)
     need every rank's events in one table (the joint path)."""
     if not os.path.isdir(path):  # (False for any error: the joint load names it)
         return False
+    # (``fanout`` is imported for directories only: it brings the rank workers' machinery)
+    from traceforensics.fanout import needs_joint
+
     joint = figures or needs_joint(options)
     if joint and dask is not None:
         raise InputError(
@@ -386,6 +399,7 @@ def _analyze_apart(
 ) -> Analysis:
     """The rank files of directory ``path`` analysed apart and joined; a repeat run reads
     the joined analysis from the analysis cache (``result_cache.cached_apart``)."""
+    from traceforensics.fanout import analyze_apart
 
     def run() -> Analysis:
         return _analyze(

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from traceforensics.analysis.busy import BUSY_CLASSES
 from traceforensics.analysis.idle.causes import CAUSES
-from traceforensics.compare import Rule, check_rules, parse_rules
-from traceforensics.compare.deltas import FigureDelta
 from traceforensics.report.format import one_line
+
+if TYPE_CHECKING:  # the rules' code (``compare``) is imported only when a rule is given
+    from traceforensics.compare import Rule
+    from traceforensics.compare.deltas import FigureDelta
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -51,6 +53,10 @@ def fail_on_option(relative: bool) -> Callable[[F], F]:
     def parse(
         ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
     ) -> tuple[Rule, ...]:
+        if not value:  # no rule (most runs): nothing to parse
+            return ()
+        from traceforensics.compare import parse_rules
+
         return parse_rules(value, CAUSES, BUSY_CLASSES, relative=relative)
 
     return click.option(
@@ -68,6 +74,8 @@ def check_gate(rules: tuple[Rule, ...], figures: Callable[[], Mapping[str, Figur
     noise, one line per broken rule on stderr and ``SystemExit(EXIT_GATE)`` when any broke."""
     if not rules:
         return
+    from traceforensics.compare import check_rules
+
     checks = check_rules(rules, figures())
     for c in checks:
         if c.held:

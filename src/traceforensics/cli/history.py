@@ -1,13 +1,10 @@
-"""``tf history``: the stored runs, or one figure's trend over them; and the ``--store`` and
-``--label`` options of ``tf analyze`` that record a run (docs/history.md)."""
+"""``tf history``: the stored runs, or one figure's trend over them (docs/history.md). The
+``--store`` and ``--label`` options of ``tf analyze`` that record a run are ``cli.store``."""
 
 from __future__ import annotations
 
-import os
 import re
-import shlex
 import sys
-from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,81 +14,12 @@ from traceforensics import history
 from traceforensics.analysis.busy import BUSY_CLASSES
 from traceforensics.analysis.idle.causes import CAUSES
 from traceforensics.cli.options import EXIT_CODES_HELP, non_negative_int
+from traceforensics.cli.store import STORE_HELP
 from traceforensics.history.figures import check_figure, names_shown
-from traceforensics.history.labels import parse_labels
 from traceforensics.model.errors import InputError
 from traceforensics.report.format import one_line
 from traceforensics.report.history_text import render_runs, render_trend, runs_json, trend_json
 from traceforensics.report.json_out import dumps
-
-#: Labels every ``tf analyze --store`` of this environment adds (``KEY=VALUE`` words, shell
-#: quoting); ``--label`` wins over a key given here too.
-ENV_LABELS = "TF_LABELS"
-STORE_HELP = (
-    "sqlite:///FILE or postgresql+psycopg://USER@HOST/DB; default $TF_HISTORY_URL, else "
-    "history.sqlite in ~/.local/share/traceforensics."
-)
-
-
-def store_value(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """``--store [URL]``: None when absent, ``""`` (the default store) when given bare, else a
-    URL. The store is opened now (created when new): a bad URL, a server that does not
-    answer or a read-only file fails before a long analysis, not after it. ``--label`` without
-    ``--store`` is refused here, before the analysis: click handles an option absent from the
-    command line after every given one, so the labels are known by then."""
-    if value is None:
-        if ctx.params.get("labels"):
-            raise InputError("--label: labels are stored with the run; add --store")
-        return None
-    if value and "://" not in value:
-        raise InputError(
-            f"--store {value!r}: not a database URL; pass sqlite:///PATH or "
-            "postgresql+psycopg://USER@HOST/DB, or put --store after the trace to use the "
-            "default store"
-        )
-    env_labels()  # checked before the store is touched
-    history.prepare_store(value or None)
-    return value
-
-
-def label_values(
-    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
-) -> dict[str, str]:
-    """``--label KEY=VALUE`` (repeatable), checked now (``$TF_LABELS`` is checked with
-    ``--store``: it only matters when storing)."""
-    try:
-        return parse_labels(value)
-    except InputError as exc:
-        raise InputError(f"--label: {exc}") from exc
-
-
-def env_labels() -> dict[str, str]:
-    """The labels of ``$TF_LABELS`` (``KEY=VALUE`` words, shell quoting)."""
-    try:
-        return parse_labels(shlex.split(os.environ.get(ENV_LABELS, "")))
-    except (InputError, ValueError) as exc:
-        raise InputError(f"${ENV_LABELS}: {exc}; fix or unset it") from exc
-
-
-def store_run(
-    document: Callable[[], dict[str, Any]],
-    store: str | None,
-    labels: dict[str, str],
-    inputs: Sequence[str],
-) -> None:
-    """Record a finished analysis when ``--store`` was given (``store``: None absent, ``""``
-    the default store, else its URL), labelled with ``$TF_LABELS`` and ``labels`` (``--label``
-    wins for a key in both; ``--label`` without ``--store`` was refused by ``store_value``).
-    One line on stderr: stdout stays the report or the pure JSON."""
-    if store is None:
-        return
-    run_id = history.record_run(
-        document(), url=store or None, labels=env_labels() | labels, inputs=inputs
-    )
-    click.echo(
-        f"tf: stored run {run_id} in {one_line(history.store_shown(store or None))}", err=True
-    )
-
 
 _AGE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*$")
 _AGE_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}

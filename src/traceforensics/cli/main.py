@@ -14,23 +14,35 @@ import sys
 import click
 
 from traceforensics._version import __version__
-from traceforensics.cli.analyze import analyze_command
-from traceforensics.cli.diff import diff_command
-from traceforensics.cli.explain import explain_command
-from traceforensics.cli.history import history_command
-from traceforensics.cli.monitor import monitor_command
-from traceforensics.cli.options import flag_of
-from traceforensics.cli.record import record_command
+from traceforensics.cli.lazy_group import LazyGroup
 from traceforensics.model.errors import InputError, OptionError, TraceForensicsError
 from traceforensics.report.format import one_line
 
 EXIT_INPUT = 2
 EXIT_INTERNAL = 3
 
+#: The commands, each imported only when it runs (``cli.lazy_group``): ``tf analyze`` does not
+#: import what only ``tf diff``, ``tf record`` or ``tf monitor`` need.
+COMMANDS = {
+    "analyze": "traceforensics.cli.analyze:analyze_command",
+    "diff": "traceforensics.cli.diff:diff_command",
+    "monitor": "traceforensics.cli.monitor:monitor_command",
+    "explain": "traceforensics.cli.explain:explain_command",
+    "history": "traceforensics.cli.history:history_command",
+    "record": "traceforensics.cli.record:record_command",
+}
+#: The commands that load traces in this process (``_decode_worker``).
+LOADS_TRACES = frozenset({"analyze", "diff", "record"})
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+@click.group(
+    cls=LazyGroup,
+    lazy_commands=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(__version__, prog_name="traceforensics")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """When the GPU was idle, who was it waiting for?
 
     Reads PyTorch Profiler (Kineto) traces and Nsight Systems exports, attributes every idle
@@ -52,14 +64,18 @@ def cli() -> None:
     2 bad input or option (one line: file, problem, what to do);
     3 internal error (a bug: please report it).
     """
+    if ctx.invoked_subcommand in LOADS_TRACES and (ctx.obj or {}).get("decode_worker"):
+        _decode_worker()
 
 
-cli.add_command(analyze_command)
-cli.add_command(diff_command)
-cli.add_command(monitor_command)
-cli.add_command(explain_command)
-cli.add_command(history_command)
-cli.add_command(record_command)
+def _decode_worker() -> None:
+    """Big Kineto files may use a second process to decode (``ingest.kineto.parallel``;
+    TF_INGEST_WORKERS=0 turns it off): only from ``main``, whose console script's main module
+    is import-safe, and only for a command that loads traces, so the others do not import the
+    Kineto reader."""
+    from traceforensics.ingest.kineto import parallel
+
+    parallel.set_workers(1)
 
 
 def _escape_unencodable() -> None:
@@ -72,17 +88,15 @@ def _escape_unencodable() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the group, mapping errors to one line and an exit code."""
     _escape_unencodable()
-    # the console script's main module is import-safe: big Kineto files may use a second
-    # process to decode (``ingest.kineto.parallel``; TF_INGEST_WORKERS=0 turns it off)
-    from traceforensics.ingest.kineto import parallel
-
-    parallel.set_workers(1)
     try:
         cli.main(
             args=argv,
             prog_name="tf",
             standalone_mode=False,
-            obj={"argv": list(sys.argv[1:] if argv is None else argv)},  # for report headers
+            obj={
+                "argv": list(sys.argv[1:] if argv is None else argv),  # for report headers
+                "decode_worker": True,  # (``_decode_worker``)
+            },
         )
     except click.exceptions.Abort:
         click.echo("tf: aborted", err=True)
@@ -95,6 +109,9 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"tf: error: {one_line(exc.format_message())}", err=True)
         sys.exit(exc.exit_code)
     except OptionError as exc:  # the library names the option; the user typed its flag
+        # (``cli.options`` brings the analysis package: imported by the commands that use it)
+        from traceforensics.cli.options import flag_of
+
         click.echo(f"tf: error: {one_line(str(exc))} ({flag_of(exc.option)})", err=True)
         sys.exit(EXIT_INPUT)
     except InputError as exc:

@@ -17,16 +17,15 @@ import polars as pl
 from traceforensics.analysis.devices import DeviceRecord
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.report.format import fmt_bytes, fmt_ns, fmt_pct, fmt_rate, truncate
-from traceforensics.report.gaps_text import gap_lines, idle_lines, step_lines
-from traceforensics.report.kernels_text import kernel_report_lines
-from traceforensics.report.monitor_text import pattern_lines, render_monitor_lines, verdict_lines
-from traceforensics.report.ranks_text import rank_lines
-from traceforensics.report.tables import evidence_name
-from traceforensics.report.verdict import device_verdict, verdict_text
+
+# The sections' renderers are imported by the functions that use them: ``tf analyze --json``
+# imports this module for ``SECTIONS`` (its --sections option) and never renders text.
 
 
 def headline_lines(analysis: Analysis) -> list[str]:
     """One verdict per device: how idle it was and the causes that dominate."""
+    from traceforensics.report.verdict import device_verdict, verdict_text
+
     out: list[str] = []
     lead = _leading_time(analysis)
     for d in analysis.devices:
@@ -52,6 +51,8 @@ def _leading_time(analysis: Analysis) -> dict[int, int]:
 
 def findings_lines(analysis: Analysis, width: int, limit: int = 8) -> list[str]:
     """The ranked findings: what each change would give back, why, and what to do."""
+    from traceforensics.report.tables import evidence_name
+
     p = analysis.program
     out = [f"program: {p.framework} on {p.vendor} ({p.evidence})"]
     if not analysis.findings:
@@ -129,6 +130,11 @@ TERMINAL_FINDINGS: Final = 3
 def render_text(analysis: Analysis, width: int = 100, sections: tuple[str, ...] = SECTIONS) -> str:
     """The terminal report as one string: the header, then the chosen ``sections`` (ids of
     ``SECTIONS``; the verdict is always shown)."""
+    from traceforensics.report.gaps_text import gap_lines, idle_lines, step_lines
+    from traceforensics.report.kernels_text import kernel_report_lines
+    from traceforensics.report.monitor_text import render_monitor_lines
+    from traceforensics.report.ranks_text import rank_lines
+
     meta = analysis.session.meta
     srcs = ", ".join(f"{i.path} (rank {i.rank})" for i in meta.inputs) or "?"
     lines = [f"traceforensics · {meta.source_format} · {srcs}"]
@@ -179,6 +185,8 @@ def render_text(analysis: Analysis, width: int = 100, sections: tuple[str, ...] 
 
 
 def _pattern_section(analysis: Analysis) -> list[str]:
+    from traceforensics.report.monitor_text import pattern_lines, verdict_lines
+
     out: list[str] = []
     for d in analysis.devices:
         if d.pattern is None:

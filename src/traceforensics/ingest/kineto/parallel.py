@@ -27,11 +27,13 @@ import atexit
 import gc
 import os
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traceforensics.ingest.kineto.batches import Columns, build_batch
 from traceforensics.ingest.kineto.typed import decode_chunk
-from traceforensics.ingest.kineto.worker import DecodeWorker
+
+if TYPE_CHECKING:  # imported when a worker starts: ``multiprocessing`` is not needed before
+    from traceforensics.ingest.kineto.worker import DecodeWorker
 
 
 class _State:
@@ -59,6 +61,8 @@ def pool_for(json_bytes_estimate: int) -> DecodeWorker | None:
     ):
         return None
     if _STATE.pool is None:
+        from traceforensics.ingest.kineto.worker import DecodeWorker
+
         try:
             _STATE.pool = DecodeWorker()
         except (OSError, ValueError, RuntimeError):
@@ -100,6 +104,8 @@ def decode_batch(text: bytes) -> Columns | None:
 def collect(pool: Any) -> None:
     """Take the results the worker has finished (its futures are completed here, by polling:
     ``worker`` says why no thread does it)."""
+    from traceforensics.ingest.kineto.worker import DecodeWorker  # (loaded by ``pool_for``)
+
     if isinstance(pool, DecodeWorker):
         pool.poll()
 
@@ -119,6 +125,8 @@ def result(pending: Any, text: bytes) -> Columns | None:
     """The columns of a submitted chunk; decoded here if the worker failed."""
     if not isinstance(pending, Future):
         return pending  # type: ignore[no-any-return]
+    from traceforensics.ingest.kineto.worker import DecodeWorker  # (loaded by ``pool_for``)
+
     if isinstance(_STATE.pool, DecodeWorker):
         _STATE.pool.wait(pending)
     try:
