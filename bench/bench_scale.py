@@ -6,9 +6,12 @@ For each N in ``--copies`` (default 1,10,40) the trace is tiled in time with
 
 - tf:  ``tf analyze TRACE --json --no-cache`` (a fresh process: import, load, analysis, JSON);
 - HTA: ``TraceAnalysis(trace_dir)`` + ``get_idle_time_breakdown()`` + ``get_temporal_breakdown()``
-  in HTA's own virtual environment (``bench/.venv-hta``, ``traceinsight==0.6.1``), fresh process.
+  in HTA's own virtual environment (``bench/.venv-hta``, ``traceinsight==0.6.1``), fresh process;
+- at 1x also a floor (``FLOOR_SCRIPT``): a fresh interpreter that imports polars and numpy and
+  gunzips the file, parsing nothing; no ``tf analyze`` of the file can be faster.
 
-Wall time and peak RSS (``/usr/bin/time``-style, from ``os.wait4``) are the best of the runs;
+tf's sources are compiled to bytecode first, as an installed package's are. Wall time and
+peak RSS (``/usr/bin/time``-style, from ``os.wait4``) are the best of the runs;
 the busy time of every tf run is checked to be exactly N times the 1x trace's. Prints a table
 and, with ``--json``, the rows. ``--no-hta`` measures tf alone (130x: HTA would need ~20 GB).
 
@@ -18,6 +21,7 @@ and, with ``--json``, the rows. ``--no-hta`` measures tf alone (130x: HTA would 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import subprocess
@@ -40,6 +44,18 @@ from hta.trace_analysis import TraceAnalysis
 a = TraceAnalysis(trace_dir=sys.argv[1])
 a.get_idle_time_breakdown(visualize=False)
 a.get_temporal_breakdown(visualize=False)
+"""
+
+#: A lower bound of any ``tf analyze`` of the 1x trace, independent of tf's code: a fresh
+#: interpreter that imports what tf cannot run without (polars, numpy) and gunzips the file,
+#: without parsing a byte of it. The 1x target (5x HTA) is reachable only if this is well
+#: under a fifth of HTA's time.
+FLOOR_SCRIPT = r"""
+import gzip, sys
+import numpy, polars
+with gzip.open(sys.argv[1], "rb") as fh:
+    while fh.read(1 << 22):
+        pass
 """
 
 
@@ -117,13 +133,17 @@ def main() -> None:
     ns = ap.parse_args()
     if not SOURCE.exists():
         sys.exit(f"no {SOURCE}: keep ../shared/traces beside the repository")
+    # tf as a user runs it: pip writes an installed package's bytecode, but an editable
+    # install's src/ has none where PYTHONDONTWRITEBYTECODE is set (this machine), and every
+    # run would compile ~150 modules again (~0.1 s); HTA's environment has pip's bytecode
+    compileall.compile_dir(ROOT / "src", quiet=1)
     tf = [str(Path(sys.executable).parent / "tf"), "analyze"]
     hta = None if ns.no_hta else hta_python()
     rows = []
     base_busy = None
     for copies in [int(c) for c in ns.copies.split(",")]:
         trace = tiled(copies)
-        runs: dict[str, list[tuple[float, int]]] = {"tf": [], "hta": []}
+        runs: dict[str, list[tuple[float, int]]] = {"tf": [], "hta": [], "floor": []}
         with tempfile.TemporaryDirectory() as tmp:
             report = Path(tmp) / "out.json"
             hta_dir = Path(tmp) / "hta"
@@ -134,6 +154,8 @@ def main() -> None:
                 busy = busy_ns(report)
                 if hta is not None:
                     runs["hta"].append(measure([str(hta), "-c", HTA_SCRIPT, str(hta_dir)]))
+                if copies == 1:
+                    runs["floor"].append(measure([sys.executable, "-c", FLOOR_SCRIPT, str(trace)]))
         if copies == 1:
             base_busy = busy
         elif base_busy is None:  # 1x not among --copies: its busy time, untimed, once
@@ -141,23 +163,37 @@ def main() -> None:
                 one = Path(tmp) / "one.json"
                 measure([*tf, str(tiled(1)), "--json", "--no-cache"], one)
                 base_busy = busy_ns(one)
-        row = {
-            "copies": copies,
-            "json_mb": round(_json_size(trace) / 1e6),
-            "tf_s": min(w for w, _ in runs["tf"]),
-            "tf_rss_mb": min(r for _, r in runs["tf"]) / 1e6,
-            "busy_ns": busy,
-            "busy_is_n_times_1x": base_busy is not None and busy == base_busy * copies,
-        }
-        if runs["hta"]:
-            row["hta_s"] = min(w for w, _ in runs["hta"])
-            row["hta_rss_mb"] = min(r for _, r in runs["hta"]) / 1e6
-            row["speedup"] = row["hta_s"] / row["tf_s"]
-            row["rss_ratio"] = row["tf_rss_mb"] / row["hta_rss_mb"]
+        row = _row(copies, trace, runs, busy, base_busy)
         rows.append(row)
         _print(row)
     if ns.json:
         print(json.dumps(rows, indent=1))
+
+
+def _row(
+    copies: int,
+    trace: Path,
+    runs: dict[str, list[tuple[float, int]]],
+    busy: int,
+    base_busy: int | None,
+) -> dict[str, object]:
+    """The printed figures of one trace: best wall time and peak RSS of each side."""
+    row: dict[str, object] = {
+        "copies": copies,
+        "json_mb": round(_json_size(trace) / 1e6),
+        "tf_s": min(w for w, _ in runs["tf"]),
+        "tf_rss_mb": min(r for _, r in runs["tf"]) / 1e6,
+        "busy_ns": busy,
+        "busy_is_n_times_1x": base_busy is not None and busy == base_busy * copies,
+    }
+    if runs["floor"]:
+        row["floor_s"] = min(w for w, _ in runs["floor"])
+    if runs["hta"]:
+        hta_s, hta_mb = min(w for w, _ in runs["hta"]), min(r for _, r in runs["hta"]) / 1e6
+        row.update(hta_s=hta_s, hta_rss_mb=hta_mb)
+        row["speedup"] = hta_s / min(w for w, _ in runs["tf"])
+        row["rss_ratio"] = min(r for _, r in runs["tf"]) / 1e6 / hta_mb
+    return row
 
 
 def _json_size(trace: Path) -> int:
@@ -177,6 +213,10 @@ def _print(r: dict[str, object]) -> None:
             f"  | HTA {r['hta_s']:6.2f} s {r['hta_rss_mb']:7.0f} MB"
             f"  | {r['speedup']:.1f}x faster, {r['rss_ratio']:.2f} of its RSS"
         )
+    if "floor_s" in r:
+        line += f"  | floor (interpreter, polars+numpy, gunzip) {r['floor_s']:.2f} s"
+        if "hta_s" in r:
+            line += f" = HTA/{r['hta_s'] / r['floor_s']:.1f}"
     print(line, flush=True)
 
 
