@@ -152,6 +152,7 @@ def _load(paths: Sequence[Path], skip_non_traces: bool = False) -> TraceSession:
         report(f"building the event table of {raw.path.name} ({columns.rows:,} rows)")
         part, seen = _extract(raw.path, columns, rank, offset, base), columns.events_seen
         del columns
+        release_free_memory()  # glibc keeps the lists' pages; polars' allocator cannot use them
         if part.events.height == 0:
             raise CorruptTraceError(
                 f"{raw.path}: none of the {seen} events is a usable trace event "

@@ -114,77 +114,95 @@ def _event_frame(
     *,
     rank: int,
     id_offset: int,
-    placement: tuple[list[int | None], list[int | None], list[int | None], list[int | None]],
+    rows: dict[str, list[Any]],
     external_id: pl.Series,
-    correlation: list[int | None],
     pay: Payload,
 ) -> pl.DataFrame:
-    """The partial event table in schema column order; ``placement`` is ``(device, stream,
-    pid, tid)``. ``event_id = id_offset + row position``."""
+    """The partial event table in schema column order; ``rows`` holds the ``device``,
+    ``stream``, ``pid``, ``tid`` and ``correlation`` lists. ``event_id = id_offset + row
+    position``. Each list (of ``rows``, ``c`` and ``pay``) is let go once its column is built:
+    a Python list is 8 bytes a row before its values, most columns 4 or 8 in all."""
     n = len(c.kind)
-    device, stream, pid, tid = placement
+
+    def take(owner: Any, attr: str, dtype: Any) -> pl.Series:
+        values = getattr(owner, attr)
+        setattr(owner, attr, [])
+        return pl.Series(values, dtype=dtype)
+
+    kind = take(c, "kind", KIND_DTYPE)
+    placed = {col: pl.Series(rows.pop(col), dtype=dt) for col, dt in _PLACEMENT.items()}
+    name = take(c, "name", pl.Categorical)
+    category = _category_series(c.cat)
+    c.cat = []
+    correlation = pl.Series(rows.pop("correlation"), dtype=pl.Int64)
+    copies = {col: take(pay, attr, dt) for col, (attr, dt) in _COPY_COLUMNS.items()}
+    dims = {col: dim_series(col, n, *pv) for col, pv in pay.dims.items()}
+    pay.dims = {}
     return pl.DataFrame(
         {
             "event_id": np.arange(id_offset, id_offset + n, dtype=np.int64),
-            "kind": pl.Series(c.kind, dtype=KIND_DTYPE),
+            "kind": kind,
             "start_ns": times[0],
             "dur_ns": times[1],
-            "rank": pl.Series([rank] * n, dtype=pl.Int32),
-            "device": pl.Series(device, dtype=pl.Int32),
-            "stream": pl.Series(stream, dtype=pl.Int64),
-            "pid": pl.Series(pid, dtype=pl.Int64),
-            "tid": pl.Series(tid, dtype=pl.Int64),
-            "name": pl.Series(c.name, dtype=pl.Categorical),
-            "category": _category_series(c.cat),
-            "correlation": pl.Series(correlation, dtype=pl.Int64),
+            "rank": pl.repeat(rank, n, dtype=pl.Int32, eager=True),
+            **placed,
+            "name": name,
+            "category": category,
+            "correlation": correlation,
             "external_id": external_id,
-            "bytes": pl.Series(pay.nbytes, dtype=pl.Int64),
-            "copy_kind": pl.Series(pay.copy_kind, dtype=COPY_KIND_DTYPE),
-            "src_mem": pl.Series(pay.src_mem, dtype=MEM_KIND_DTYPE),
-            "dst_mem": pl.Series(pay.dst_mem, dtype=MEM_KIND_DTYPE),
-            **{col: dim_series(col, n, *pv) for col, pv in pay.dims.items()},
-            "is_comm": pl.Series(pay.is_comm, dtype=pl.Boolean),
+            **copies,
+            **dims,
+            "is_comm": take(pay, "is_comm", pl.Boolean),
         }
     )
 
 
-def _drop_unplaced(
-    src: Path,
-    kind: list[str],
-    device: list[int | None],
-    gpu_idx: list[int],
-    id_offset: int,
-    tables: tuple[pl.DataFrame, pl.DataFrame],
-    warnings: list[str],
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """``(events, args)`` without the GPU work rows that have no device index.
+#: ``_event_frame``'s placement columns, in schema order.
+_PLACEMENT: dict[str, Any] = {
+    "device": pl.Int32,
+    "stream": pl.Int64,
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+}
+#: ``_event_frame``'s copy columns: column -> (``Payload`` field, dtype), in schema order.
+_COPY_COLUMNS: dict[str, tuple[str, Any]] = {
+    "bytes": ("nbytes", pl.Int64),
+    "copy_kind": ("copy_kind", COPY_KIND_DTYPE),
+    "src_mem": ("src_mem", MEM_KIND_DTYPE),
+    "dst_mem": ("dst_mem", MEM_KIND_DTYPE),
+}
+
+
+def _unplaced(
+    src: Path, kind: list[str], device: list[int | None], gpu_idx: list[int]
+) -> list[int]:
+    """Row positions of the GPU work rows that have no device index, to be dropped.
 
     The schema requires a device on GPU work rows; one we cannot place is dropped (warned),
     not guessed. If *every* GPU work row is unplaceable, ``CorruptTraceError``: dropping
     them all would report a "CPU-only" trace.
     """
-    frame, args_frame = tables
     lost = [i for i in gpu_idx if device[i] is None and kind[i] in cats.WORK_KINDS]
-    if not lost:
-        return frame, args_frame
-    if len(lost) == sum(1 for i in gpu_idx if kind[i] in cats.WORK_KINDS):
+    if lost and len(lost) == sum(1 for i in gpu_idx if kind[i] in cats.WORK_KINDS):
         raise CorruptTraceError(
             f"{src}: none of the {len(lost)} GPU ops has a device index (no args.device and "
             "a pid that is not a GPU index); re-export the trace with a current PyTorch"
         )
-    warnings.append(f"{src}: {len(lost)} GPU rows without a device index were dropped")
-    lost_ids = pl.Series([id_offset + i for i in lost], dtype=pl.Int64).implode()
-    keep = ~pl.col("event_id").is_in(lost_ids)
-    return frame.filter(keep), args_frame.filter(keep)
+    return lost
 
 
 def extract(src: Path, c: Columns, rank: int, id_offset: int, base_ns: int | None) -> Extracted:
-    """Build the partial event table and args table of one file's columns."""
+    """Build the partial event table and args table of one file's columns.
+
+    ``c`` is consumed: each row list is let go as soon as what it feeds is built (the lists
+    hold ~8 bytes a row each, the args structs far more: at 10M rows the columns and the
+    table under construction were the peak of the whole run)."""
     warnings = _warnings(src, c)
     if c.rows == 0 and c.first_time_error is not None:
         raise c.first_time_error  # no event has a usable time: refused with the reason
     kind = c.kind
     start_ns, dur_ns = _concat(c.start_parts), _concat(c.dur_parts)
+    c.start_parts, c.dur_parts = [], []
 
     # host ids for every row, then GPU rows get device/stream instead of an OS thread
     pid: list[int | None] = map_unique(c.pid_raw, gpu.parse_int)
@@ -210,30 +228,44 @@ def extract(src: Path, c: Columns, rank: int, id_offset: int, base_ns: int | Non
         start_ns=start_ns,
         dur_ns=dur_ns,
     )
+    c.pid_raw, c.tid_raw, c.flows = [], [], {}
     if base_ns is not None:
         start_ns = start_ns + np.int64(base_ns)
     pay = gpu_payload(kind, c.name, c.args, gpu_idx, correlation)
+    c.args = []
+    # what the metadata needs from the row lists, before they go
+    lost = _unplaced(src, kind, device, gpu_idx)
+    devices_seen = sorted({d for d in device if d is not None})
+    runtime_names = sorted(set(compress(c.name, map("cuda_api".__eq__, kind))))
+    legacy = any(x in cats.LEGACY_CATEGORIES for x in set(map_unique(c.cat, str)))
+    ids_used = len(kind)
+    args = _args_frame(c, id_offset)
+    c.arg_parts = []
     external = pl.concat(c.external_parts) if c.external_parts else pl.Series([], dtype=pl.Int64)
-    frame = _event_frame(
+    c.external_parts = []
+    rows = {"device": device, "stream": stream, "pid": pid, "tid": tid, "correlation": correlation}
+    del kind, device, stream, pid, tid, correlation, gpu_idx
+    events = _event_frame(
         c,
         (start_ns, dur_ns),
         rank=rank,
         id_offset=id_offset,
-        placement=(device, stream, pid, tid),
+        rows=rows,
         external_id=external,
-        correlation=correlation,
         pay=pay,
     )
-    tables = (frame, _args_frame(c, id_offset))
-    frame, args_frame = _drop_unplaced(src, kind, device, gpu_idx, id_offset, tables, warnings)
+    if lost:
+        warnings.append(f"{src}: {len(lost)} GPU rows without a device index were dropped")
+        keep = ~pl.col("event_id").is_in(pl.Series([id_offset + i for i in lost]).implode())
+        events, args = events.filter(keep), args.filter(keep)
     return Extracted(
-        events=frame,
-        args=args_frame,
-        devices_seen=sorted({d for d in device if d is not None}),
-        runtime_names=sorted(set(compress(c.name, map("cuda_api".__eq__, kind)))),
-        legacy_categories=any(x in cats.LEGACY_CATEGORIES for x in set(map_unique(c.cat, str))),
+        events=events,
+        args=args,
+        devices_seen=devices_seen,
+        runtime_names=runtime_names,
+        legacy_categories=legacy,
         float_timestamps=c.float_timestamps,
         flow_filled=flow_filled,
-        ids_used=len(kind),
+        ids_used=ids_used,
         warnings=warnings,
     )
