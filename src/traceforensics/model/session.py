@@ -133,7 +133,7 @@ class TraceSession:
             raise SchemaError(f"not event table columns: {sorted(unknown)}")
         events = self.events.select(c for c in self.events.columns if c in keep)
         keys = list(dict.fromkeys(arg_keys))
-        args = self.args.filter(pl.col("key").cast(pl.String).is_in(keys))
+        args = self.args.filter(pl.col("key").is_in(keys))  # categorical: no text per row
         return TraceSession(events, self.meta, args)
 
     # -- checks ---------------------------------------------------------------------------
