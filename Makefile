@@ -10,11 +10,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+# the compiled column scanner is built by the install: a changed C source reinstalls
+BUILD_INPUTS := pyproject.toml setup.py src/traceforensics/ingest/kineto/_colscan.c
+
+$(VENV)/.installed: $(BUILD_INPUTS) | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
-$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
+$(VENV)/.dev-installed: $(BUILD_INPUTS) | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
@@ -30,8 +33,8 @@ demo: install
 test: dev lint typecheck pytest
 
 lint: dev
-	$(BIN)/ruff check src tests bench tools
-	$(BIN)/ruff format --check src tests bench tools
+	$(BIN)/ruff check src tests bench tools setup.py
+	$(BIN)/ruff format --check src tests bench tools setup.py
 
 typecheck: dev
 	$(BIN)/mypy
@@ -69,4 +72,5 @@ fixtures: dev
 	$(BIN)/python tools/make_example.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache src/*.egg-info
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache src/*.egg-info build
+	find src -name "*.so" -delete

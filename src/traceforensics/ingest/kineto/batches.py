@@ -31,6 +31,7 @@ import polars as pl
 
 from traceforensics.ingest.kineto import categories as cats
 from traceforensics.ingest.kineto import gpu
+from traceforensics.ingest.kineto.colscan import Batch, Scanned
 from traceforensics.ingest.kineto.flows import (
     FlowPoints,
     add_flow_arrays,
@@ -38,8 +39,9 @@ from traceforensics.ingest.kineto.flows import (
     thread_key,
 )
 from traceforensics.ingest.kineto.payload import json_texts
+from traceforensics.ingest.kineto.scanned_args import ScannedRows, scanned_rows
 from traceforensics.ingest.kineto.timeconv import TimeValueError, us_to_ns, usable_us
-from traceforensics.ingest.kineto.typed import ARGS_TYPES, UNSET, args_dicts
+from traceforensics.ingest.kineto.typed import ARGS_TYPES, RULE_FIELDS, UNSET, args_dicts
 
 _EMPTY: dict[str, Any] = {}
 _ROW = cats.ROW_PHASES
@@ -49,6 +51,7 @@ _FLOW_PHASES = frozenset({"s", "t", "f"})
 _RULE_KINDS = cats.GPU_ROW_KINDS | {"cuda_api"}
 _NEED_KINDS = _RULE_KINDS | cats.ARGS_KINDS
 _INT_OR_NONE = {int, type(None)}
+_EXTERNAL, _EXTERNAL_LOWER = RULE_FIELDS["external_id"], RULE_FIELDS["external_id_lower"]
 #: The args keys the GPU-side rules read (``payload``); correlation has its own column.
 _RULE_KEYSET = frozenset(
     {"device", "stream", "bytes", "kind", "grid", "block", "size", "Collective name"}
@@ -134,8 +137,9 @@ class ColumnBuilder:
         self.c = Columns()
         self._memo: dict[Any, Any] = {}
 
-    def add(self, events: list[Any]) -> None:
-        """Take one batch of decoded events (in file order).
+    def add(self, events: Batch) -> None:
+        """Take one batch of decoded events (in file order): typed ``Event`` structs, or
+        columns the compiled scanner read (``colscan.Scanned``, args already as dicts).
 
         The structs' fields are read once into column lists (C-level getters) and the
         events sorted by what they are (a row, metadata, a launch-flow endpoint, nothing) from
@@ -144,7 +148,15 @@ class ColumnBuilder:
         c.events_seen += len(events)
         if not events:
             return
-        cols = [list(map(get, events)) for get in _FIELDS]
+        scanned = events if isinstance(events, Scanned) else None
+        cols: list[list[Any]]
+        if scanned is not None:
+            ph, cat, name, pid, tid, ts, dur, ids = scanned.columns
+            # the event's index in the chunk rides along: the kept args point at it
+            cols = [ph, cat, name, pid, tid, ts, dur, scanned.rule, ids, list(range(scanned.n))]
+        else:
+            assert isinstance(events, list)
+            cols = [list(map(get, events)) for get in _FIELDS]
         codes = _classes(cols[0], cols[1])
         present = set(codes)
         if _META in present:
@@ -153,14 +165,16 @@ class ColumnBuilder:
             self._flows(*_pick(cols, codes, _FLOW, (3, 4, 5, 8)))
         if _ROWC not in present:
             return
-        ph, cat, name, pid, tid, ts, dur, args = _pick(cols, codes, _ROWC, tuple(range(8)))
+        fields = (0, 1, 2, 3, 4, 5, 6, 7, 9) if scanned is not None else tuple(range(8))
+        ph, cat, name, pid, tid, ts, dur, args, *index = _pick(cols, codes, _ROWC, fields)
         start, dur_ns, keep = self._times(ph, ts, dur)
         if keep is not None:
-            ph, cat, name, pid, tid, args = (
-                list(compress(col, keep)) for col in (ph, cat, name, pid, tid, args)
+            ph, cat, name, pid, tid, args, *index = (
+                list(compress(col, keep)) for col in (ph, cat, name, pid, tid, args, *index)
             )
         if ph:
-            self._add_rows(ph, cat, name, pid, tid, args, start, dur_ns)
+            rows = None if scanned is None else scanned_rows(scanned, index[0])
+            self._add_rows(ph, cat, name, pid, tid, args, start, dur_ns, rows)
 
     def _meta(self, name: list[Any], pid: list[Any], args: list[Any]) -> None:
         """Keep metadata events (device labels): a small share of a trace."""
@@ -168,6 +182,8 @@ class ColumnBuilder:
             kept: dict[str, Any] = {}
             if type(a) in ARGS_TYPES:
                 kept = {k: v for k, v in (("labels", a.labels), ("name", a.name)) if v is not UNSET}
+            elif type(a) is dict:  # scanned: the keys present
+                kept = {k: a[k] for k in ("labels", "name") if k in a}
             self.c.meta.append({"name": n, "pid": p, "args": kept})
 
     def _flows(self, pid: list[Any], tid: list[Any], ts: list[Any], ids: list[Any]) -> None:
@@ -270,7 +286,10 @@ class ColumnBuilder:
         args: list[Any],
         start: npt.NDArray[np.int64],
         dur: npt.NDArray[np.int64],
+        scanned: ScannedRows | None = None,
     ) -> None:
+        """Append the rows; ``args`` are typed structs, or with ``scanned`` the scanner's
+        dicts (``scanned_args``), which then also brings the kept args and external ids."""
         c, memo = self.c, self._memo
         base, n = c.rows, len(ph)
         cat = _shared(cat_raw, memo)
@@ -284,11 +303,17 @@ class ColumnBuilder:
         c.tid_raw.extend(_shared(tid, memo))
         c.start_parts.append(start)
         c.dur_parts.append(dur)
-        c.external_parts.append(_external_ids(args))
-        # one C call turns the args structs of the rows that need them into dicts of the
-        # keys present (cheaper than reading 30 attributes per event in Python)
-        need = [i for i, k in enumerate(kind) if k in _NEED_KINDS and type(args[i]) in ARGS_TYPES]
-        dicts: list[dict[str, Any]] = args_dicts([args[i] for i in need])
+        c.external_parts.append(_external_ids(args, scanned is not None))
+        if scanned is None:
+            # one C call turns the args structs of the rows that need them into dicts of the
+            # keys present (cheaper than reading 30 attributes per event in Python)
+            need = [
+                i for i, k in enumerate(kind) if k in _NEED_KINDS and type(args[i]) in ARGS_TYPES
+            ]
+            dicts: list[dict[str, Any]] = args_dicts([args[i] for i in need])
+        else:
+            need = [i for i, k in enumerate(kind) if k in _NEED_KINDS and type(args[i]) is dict]
+            dicts = scanned.with_kept(need, args, _RULE_KEYSET)
         rule = [_EMPTY] * n
         correlation: list[int | None] = [None] * n
         owners: list[tuple[int, dict[str, Any]]] = []
@@ -300,11 +325,14 @@ class ColumnBuilder:
                     rule[i] = {key: d[key] for key in keys}
                 if k in cats.CORRELATED_KINDS:
                     correlation[i] = gpu.parse_int(d.get("correlation"))
-            if k in cats.ARGS_KINDS:
+            if scanned is None and k in cats.ARGS_KINDS:
                 owners.append((base + i, d))
         c.args.extend(rule)
         c.correlation.extend(correlation)
-        c.arg_parts.append(_kept_table(owners))
+        if scanned is None:
+            c.arg_parts.append(_kept_table(owners))
+        else:
+            c.arg_parts.append(scanned.kept_table(kind, base))
 
 
 #: The struct fields ``add`` reads, one C-level getter each (one pass per field is faster
@@ -348,7 +376,7 @@ def _pick(
     return [list(compress(cols[f], mask)) for f in fields]
 
 
-def build_batch(events: list[Any]) -> Columns:
+def build_batch(events: Batch) -> Columns:
     """The columns of one batch of events on their own (``Columns.extend`` joins them)."""
     builder = ColumnBuilder()
     builder.add(events)
@@ -376,12 +404,18 @@ def _kinds(ph: list[Any], cat: list[Any], unknown: Counter[str]) -> list[str]:
     return kind
 
 
-def _external_ids(args: list[Any]) -> pl.Series:
-    """``args["External id"]`` (else the lower-case spelling) of each row as Int64."""
-    ids = [a.external_id if type(a) in ARGS_TYPES else None for a in args]
-    if UNSET in ids:
-        ids = [args[i].external_id_lower if v is UNSET else v for i, v in enumerate(ids)]
-        ids = [None if v is UNSET else v for v in ids]
+def _external_ids(args: list[Any], scanned: bool) -> pl.Series:
+    """``args["External id"]`` (else the lower-case spelling) of each row as Int64; ``args``
+    are typed structs, or with ``scanned`` the scanner's dicts of the keys present."""
+    if scanned:
+        ids = [a.get(_EXTERNAL, UNSET) if type(a) is dict else None for a in args]
+        if UNSET in ids:
+            ids = [args[i].get(_EXTERNAL_LOWER) if v is UNSET else v for i, v in enumerate(ids)]
+    else:
+        ids = [a.external_id if type(a) in ARGS_TYPES else None for a in args]
+        if UNSET in ids:
+            ids = [args[i].external_id_lower if v is UNSET else v for i, v in enumerate(ids)]
+            ids = [None if v is UNSET else v for v in ids]
     if not set(map(type, ids)) <= _INT_OR_NONE:
         ids = [v if type(v) is int else gpu.parse_int(v) for v in ids]
     return pl.Series(ids, dtype=pl.Int64)

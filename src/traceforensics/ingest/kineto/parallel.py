@@ -30,7 +30,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from traceforensics.ingest.kineto.batches import Columns, build_batch
-from traceforensics.ingest.kineto.typed import decode_chunk
+from traceforensics.ingest.kineto.colscan import decode
 
 if TYPE_CHECKING:  # imported when a worker starts: ``multiprocessing`` is not needed before
     from traceforensics.ingest.kineto.worker import DecodeWorker
@@ -94,7 +94,7 @@ def decode_batch(text: bytes) -> Columns | None:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        events = decode_chunk(text)
+        events = decode(text)
         return None if events is None else build_batch(events)
     finally:
         if was_enabled:

@@ -41,8 +41,9 @@ import orjson
 from traceforensics.ingest.detect import GZIP_MAGIC
 from traceforensics.ingest.kineto import parallel
 from traceforensics.ingest.kineto.batches import ColumnBuilder, build_batch
+from traceforensics.ingest.kineto.colscan import Batch, decode
 from traceforensics.ingest.kineto.reader import reading
-from traceforensics.ingest.kineto.typed import decode_chunk, decode_top
+from traceforensics.ingest.kineto.typed import decode_top
 from traceforensics.ingest.progress import report
 from traceforensics.model.errors import CorruptTraceError
 
@@ -199,12 +200,12 @@ def _check_size(pending: bytearray) -> None:
         raise NotStreamableError("no event boundary found")
 
 
-def _emit(pending: bytearray, sink: Callable[[list[Any]], None]) -> int:
+def _emit(pending: bytearray, sink: Callable[[Batch], None]) -> int:
     """Hand the complete events in ``pending`` (``[`` + events + a partial one) to ``sink``
     and keep ``[`` + the rest in it; returns how many events went. A boundary that does not
     decode (inside a string or a nested object) gives way to an earlier one."""
     for end, nxt in _boundaries(pending):
-        events = decode_chunk(_closed(pending, end))
+        events = decode(_closed(pending, end))
         if events is not None:
             sink(events)
             _keep_from(pending, nxt)
@@ -309,7 +310,7 @@ def _read_header(pieces: Iterator[bytes]) -> tuple[dict[str, Any], bytearray]:
     return _header(buf[: match.start()]), pending
 
 
-def _tail(pending: bytearray) -> tuple[dict[str, Any], list[Any]]:
+def _tail(pending: bytearray) -> tuple[dict[str, Any], Batch]:
     """``(top-level keys after the event list, its last events)`` from the rest of the file."""
     pending[0:1] = b'{"traceEvents":['
     try:
@@ -317,7 +318,7 @@ def _tail(pending: bytearray) -> tuple[dict[str, Any], list[Any]]:
         rest = {k: orjson.loads(bytes(v)) for k, v in tail.items() if k != "traceEvents"}
     except (msgspec.DecodeError, orjson.JSONDecodeError) as exc:
         raise NotStreamableError("the end of the file is not plain JSON") from exc
-    last = decode_chunk(bytes(tail["traceEvents"]))
+    last = decode(bytes(tail["traceEvents"]))
     if last is None:  # pragma: no cover - decoded above as part of the object
         raise NotStreamableError("the last events do not decode")
     return rest, last

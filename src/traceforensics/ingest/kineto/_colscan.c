@@ -1,0 +1,904 @@
+/*
+ * _colscan: a JSON array of Kineto event objects read straight into column lists.
+ *
+ * The pure-Python path decodes each event into a msgspec struct and then reads the structs'
+ * fields into lists (``batches.ColumnBuilder``); this module builds those lists in one pass
+ * over the text, so no per-event object but the values themselves is ever made.
+ *
+ *     scan(text, event_keys, args_key, rule_keys, kept_keys) -> tuple | None
+ *
+ * - ``event_keys``: top-level keys read; one list per key, a missing key read as None.
+ * - ``args_key``: the key whose object holds the args. Per event: a dict of the
+ *   ``rule_keys`` present (values as Python objects), or None when it is missing or null.
+ * - ``kept_keys``: args keys kept as the JSON text of their value, exactly as written, as
+ *   (event index, key, text) triples in file order: three arrays (bytes of int64 event
+ *   indices, int32 indices in ``kept_keys``, int32 indices in ``kept_texts``, the distinct
+ *   texts as str; a trace repeats a few thousand shapes many times).
+ *
+ * Returns ``(n, columns, rule, kept_events, kept_keys, kept_values, kept_texts)``, or None
+ * whenever the text is anything but the clean case: not strict RFC 8259 JSON with valid
+ * UTF-8, an element that is not an object, an escaped key, a duplicate key among those read,
+ * an object or array where a top-level value is read, args that are neither an object nor
+ * null, an integer beyond int64, a float that overflows. None means "decode this text the general way": the caller
+ * then runs the typed decoder, which judges the text by its own rules, so this reader only
+ * ever accepts a subset of what that decoder accepts, and gives the same values for it.
+ *
+ * Equal strings without escapes share one str object (a hash table on their bytes), as the
+ * Python path's ``_shared`` would make them.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_KEYS 64
+#define MAX_DEPTH 256
+
+typedef struct {
+    uint64_t hash;
+    const char *ptr;
+    Py_ssize_t len;
+    PyObject *value; /* owned */
+    Py_ssize_t index; /* the value's position in a list of distinct values */
+} Slot;
+
+typedef struct {
+    Slot *slots;
+    size_t cap; /* power of two */
+    size_t used;
+} Intern;
+
+typedef struct {
+    const char *p;
+    const char *end;
+    Intern strings;
+    char *buf; /* unescaped string bytes */
+    size_t buf_cap;
+} Scanner;
+
+typedef struct {
+    const char *ptr;
+    Py_ssize_t len;
+} Key;
+
+/* A failure that means "not the clean case": the caller decodes the text another way. */
+#define REFUSE (-1)
+/* A Python error (memory): raised to the caller. */
+#define ERROR (-2)
+
+/* A hash of n bytes, eight at a time (the table compares the bytes on a match). */
+static uint64_t hash_bytes(const char *s, Py_ssize_t n) {
+    uint64_t h = (uint64_t)n * 0x9E3779B97F4A7C15ULL;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+    }
+    uint64_t w = 0;
+    memcpy(&w, s + i, (size_t)(n - i));
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
+    return h ^ (h >> 29);
+}
+
+static void intern_free(Intern *t) {
+    if (t->slots == NULL) return;
+    for (size_t i = 0; i < t->cap; i++) Py_XDECREF(t->slots[i].value);
+    PyMem_Free(t->slots);
+    t->slots = NULL;
+}
+
+static int intern_grow(Intern *t) {
+    size_t cap = t->cap ? t->cap * 2 : 1024;
+    Slot *slots = PyMem_Calloc(cap, sizeof(Slot));
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return ERROR;
+    }
+    for (size_t i = 0; i < t->cap; i++) {
+        Slot *s = &t->slots[i];
+        if (s->value == NULL) continue;
+        size_t j = (size_t)s->hash & (cap - 1);
+        while (slots[j].value != NULL) j = (j + 1) & (cap - 1);
+        slots[j] = *s;
+    }
+    PyMem_Free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+    return 0;
+}
+
+/* The str of raw (escape-free) UTF-8 bytes, shared between equal texts; a new reference.
+ * Sets *refused for invalid UTF-8. */
+static PyObject *interned(Intern *t, const char *s, Py_ssize_t n, int *refused) {
+    if ((t->used + 1) * 2 > t->cap && intern_grow(t) < 0) return NULL;
+    uint64_t h = hash_bytes(s, n);
+    size_t j = (size_t)h & (t->cap - 1);
+    while (t->slots[j].value != NULL) {
+        Slot *slot = &t->slots[j];
+        if (slot->hash == h && slot->len == n && memcmp(slot->ptr, s, (size_t)n) == 0) {
+            Py_INCREF(slot->value);
+            return slot->value;
+        }
+        j = (j + 1) & (t->cap - 1);
+    }
+    PyObject *value = PyUnicode_DecodeUTF8(s, n, "strict");
+    if (value == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear();
+            *refused = 1;
+        }
+        return NULL;
+    }
+    t->slots[j] = (Slot){h, s, n, value, 0};
+    t->used++;
+    Py_INCREF(value);
+    return value;
+}
+
+/* The index in ``texts`` of raw UTF-8 bytes (checked by the caller), appending them as a
+ * new str the first time they occur; -1 with an exception set on failure. */
+static Py_ssize_t text_index(Intern *t, PyObject *texts, const char *s, Py_ssize_t n) {
+    if ((t->used + 1) * 2 > t->cap && intern_grow(t) < 0) return -1;
+    uint64_t h = hash_bytes(s, n);
+    size_t j = (size_t)h & (t->cap - 1);
+    while (t->slots[j].value != NULL) {
+        Slot *slot = &t->slots[j];
+        if (slot->hash == h && slot->len == n && memcmp(slot->ptr, s, (size_t)n) == 0)
+            return slot->index;
+        j = (j + 1) & (t->cap - 1);
+    }
+    PyObject *value = PyUnicode_DecodeUTF8(s, n, "strict");
+    if (value == NULL) return -1;
+    Py_ssize_t index = PyList_GET_SIZE(texts);
+    if (PyList_Append(texts, value) < 0) {
+        Py_DECREF(value);
+        return -1;
+    }
+    t->slots[j] = (Slot){h, s, n, value, index};
+    t->used++;
+    return index;
+}
+
+/* A growable array of fixed-size items, handed over as bytes. */
+typedef struct {
+    char *data;
+    size_t size, cap;
+} Buf;
+
+static int buf_put(Buf *b, const void *item, size_t n) {
+    if (b->size + n > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap < b->size + n) cap *= 2;
+        char *data = PyMem_Realloc(b->data, cap);
+        if (data == NULL) {
+            PyErr_NoMemory();
+            return ERROR;
+        }
+        b->data = data;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->size, item, n);
+    b->size += n;
+    return 0;
+}
+
+static void skip_ws(Scanner *sc) {
+    const char *p = sc->p, *end = sc->end;
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    sc->p = p;
+}
+
+/* Length of the valid UTF-8 sequence at p (lead byte >= 0x80), or 0 when invalid
+ * (overlong forms, surrogates and code points beyond U+10FFFF are invalid). */
+static int utf8_seq(const unsigned char *p, const unsigned char *end) {
+    unsigned char c = p[0];
+    if (c >= 0xC2 && c <= 0xDF) {
+        return (end - p >= 2 && (p[1] & 0xC0) == 0x80) ? 2 : 0;
+    }
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (end - p < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && p[1] < 0xA0) return 0;  /* overlong */
+        if (c == 0xED && p[1] > 0x9F) return 0;  /* surrogate */
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (end - p < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 ||
+            (p[3] & 0xC0) != 0x80)
+            return 0;
+        if (c == 0xF0 && p[1] < 0x90) return 0;  /* overlong */
+        if (c == 0xF4 && p[1] > 0x8F) return 0;  /* beyond U+10FFFF */
+        return 4;
+    }
+    return 0;
+}
+
+static int hex4(const char *p, unsigned *out) {
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
+        else return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Check the string starting at sc->p (on its opening quote) and move past its closing quote.
+ * body, len: the bytes between the quotes; escaped: whether a backslash occurs. */
+static int scan_string(Scanner *sc, const char **body, Py_ssize_t *len, int *escaped) {
+    const unsigned char *p = (const unsigned char *)sc->p + 1;
+    const unsigned char *end = (const unsigned char *)sc->end;
+    const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+    int esc = 0;
+    for (;;) {
+        /* eight bytes at a time to the first that is '"', '\\', a control or non-ASCII: the
+         * lowest flagged byte of the mask is exact (a borrow only flags bytes above it) */
+        while (end - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            uint64_t quote = w ^ (ones * '"'), slash = w ^ (ones * '\\');
+            uint64_t special = (((quote - ones) & ~quote) | ((slash - ones) & ~slash) |
+                                (w - ones * 0x20) | w) & high;
+            if (special) {
+                p += __builtin_ctzll(special) >> 3;
+                goto found;
+            }
+            p += 8;
+        }
+        while (p < end && *p != '"' && *p != '\\' && *p >= 0x20 && *p < 0x80) p++;
+        if (p >= end) return REFUSE;
+    found:;
+        unsigned char c = *p;
+        if (c == '"') {
+            *body = sc->p + 1;
+            *len = (Py_ssize_t)((const char *)p - (sc->p + 1));
+            *escaped = esc;
+            sc->p = (const char *)p + 1;
+            return 0;
+        }
+        if (c == '\\') {
+            esc = 1;
+            if (end - p < 2) return REFUSE;
+            unsigned char e = p[1];
+            if (e == 'u') {
+                unsigned cp;
+                if (end - p < 6 || hex4((const char *)p + 2, &cp) < 0) return REFUSE;
+                p += 6;
+            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' ||
+                       e == 'r' || e == 't') {
+                p += 2;
+            } else {
+                return REFUSE;
+            }
+        } else if (c < 0x20) {
+            return REFUSE;
+        } else {
+            int n = utf8_seq(p, end);
+            if (n == 0) return REFUSE;
+            p += n;
+        }
+    }
+}
+
+static void put_utf8(char *out, size_t *k, unsigned cp) {
+    if (cp < 0x80) {
+        out[(*k)++] = (char)cp;
+    } else if (cp < 0x800) {
+        out[(*k)++] = (char)(0xC0 | (cp >> 6));
+        out[(*k)++] = (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        out[(*k)++] = (char)(0xE0 | (cp >> 12));
+        out[(*k)++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[(*k)++] = (char)(0x80 | (cp & 0x3F));
+    } else {
+        out[(*k)++] = (char)(0xF0 | (cp >> 18));
+        out[(*k)++] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        out[(*k)++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[(*k)++] = (char)(0x80 | (cp & 0x3F));
+    }
+}
+
+/* The str of a checked string body with escapes; a lone surrogate refuses. */
+static PyObject *unescaped(Scanner *sc, const char *s, Py_ssize_t n, int *refused) {
+    if ((size_t)n > sc->buf_cap) {
+        char *buf = PyMem_Realloc(sc->buf, (size_t)n);
+        if (buf == NULL) return PyErr_NoMemory();
+        sc->buf = buf;
+        sc->buf_cap = (size_t)n;
+    }
+    size_t k = 0;
+    for (Py_ssize_t i = 0; i < n;) {
+        char c = s[i];
+        if (c != '\\') {
+            sc->buf[k++] = c;
+            i++;
+            continue;
+        }
+        char e = s[i + 1];
+        i += 2;
+        switch (e) {
+            case 'b': sc->buf[k++] = '\b'; break;
+            case 'f': sc->buf[k++] = '\f'; break;
+            case 'n': sc->buf[k++] = '\n'; break;
+            case 'r': sc->buf[k++] = '\r'; break;
+            case 't': sc->buf[k++] = '\t'; break;
+            case 'u': {
+                unsigned cp, lo;
+                hex4(s + i, &cp);
+                i += 4;
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    if (i + 6 > n || s[i] != '\\' || s[i + 1] != 'u' || hex4(s + i + 2, &lo) < 0 ||
+                        lo < 0xDC00 || lo > 0xDFFF) {
+                        *refused = 1;
+                        return NULL;
+                    }
+                    i += 6;
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                    *refused = 1;
+                    return NULL;
+                }
+                /* an escape's UTF-8 is never longer than its 6 (or 12) bytes of text */
+                put_utf8(sc->buf, &k, cp);
+                break;
+            }
+            default: sc->buf[k++] = e; /* '"', '\\', '/' */
+        }
+    }
+    return PyUnicode_DecodeUTF8(sc->buf, (Py_ssize_t)k, "strict");
+}
+
+/* The number at sc->p as a Python int or float, moving past it. */
+static PyObject *scan_number(Scanner *sc, int *refused) {
+    const char *start = sc->p, *p = sc->p, *end = sc->end;
+    int is_float = 0, digits = 0;
+    if (p < end && *p == '-') p++;
+    if (p < end && *p == '0') {
+        p++;
+        digits = 1;
+    } else if (p < end && *p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9') {
+            p++;
+            digits++;
+        }
+    } else {
+        *refused = 1;
+        return NULL;
+    }
+    if (p < end && *p == '.') {
+        is_float = 1;
+        p++;
+        if (p >= end || *p < '0' || *p > '9') {
+            *refused = 1;
+            return NULL;
+        }
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        is_float = 1;
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || *p < '0' || *p > '9') {
+            *refused = 1;
+            return NULL;
+        }
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    /* the text ends in "]", so a number is never at the very end of the buffer */
+    if (p >= end) {
+        *refused = 1;
+        return NULL;
+    }
+    sc->p = p;
+    if (!is_float) {
+        /* int64 only: a longer integer refuses (19 digits never overflow uint64) */
+        if (digits > 19) {
+            *refused = 1;
+            return NULL;
+        }
+        uint64_t v = 0;
+        int negative = *start == '-';
+        for (const char *q = start + negative; q < p; q++) v = v * 10 + (uint64_t)(*q - '0');
+        if (v > (uint64_t)INT64_MAX + (uint64_t)negative) {
+            *refused = 1;
+            return NULL;
+        }
+        if (negative) return PyLong_FromLongLong(v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(long long)v);
+        return PyLong_FromLongLong((long long)v);
+    }
+    char *stop = NULL;
+    double v = PyOS_string_to_double(start, &stop, NULL);
+    if (v == -1.0 && PyErr_Occurred()) return NULL;
+    if (stop != p || Py_IS_INFINITY(v)) {
+        *refused = 1;
+        return NULL;
+    }
+    return PyFloat_FromDouble(v);
+}
+
+static int expect_word(Scanner *sc, const char *word, size_t n) {
+    if ((size_t)(sc->end - sc->p) < n || memcmp(sc->p, word, n) != 0) return REFUSE;
+    sc->p += n;
+    return 0;
+}
+
+/* Check the value at sc->p and move past it (nothing is built). */
+static int skip_value(Scanner *sc, int depth) {
+    if (depth > MAX_DEPTH) return REFUSE;
+    skip_ws(sc);
+    if (sc->p >= sc->end) return REFUSE;
+    char c = *sc->p;
+    if (c == '"') {
+        const char *body;
+        Py_ssize_t len;
+        int esc;
+        return scan_string(sc, &body, &len, &esc);
+    }
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        sc->p++;
+        skip_ws(sc);
+        if (sc->p < sc->end && *sc->p == close) {
+            sc->p++;
+            return 0;
+        }
+        for (;;) {
+            if (c == '{') {
+                skip_ws(sc);
+                const char *body;
+                Py_ssize_t len;
+                int esc;
+                if (sc->p >= sc->end || *sc->p != '"' || scan_string(sc, &body, &len, &esc) < 0)
+                    return REFUSE;
+                skip_ws(sc);
+                if (sc->p >= sc->end || *sc->p != ':') return REFUSE;
+                sc->p++;
+            }
+            if (skip_value(sc, depth + 1) < 0) return REFUSE;
+            skip_ws(sc);
+            if (sc->p >= sc->end) return REFUSE;
+            if (*sc->p == ',') {
+                sc->p++;
+                continue;
+            }
+            if (*sc->p == close) {
+                sc->p++;
+                return 0;
+            }
+            return REFUSE;
+        }
+    }
+    if (c == 't') return expect_word(sc, "true", 4);
+    if (c == 'f') return expect_word(sc, "false", 5);
+    if (c == 'n') return expect_word(sc, "null", 4);
+    int refused = 0;
+    PyObject *number = scan_number(sc, &refused);
+    if (number == NULL) return refused ? REFUSE : ERROR;
+    Py_DECREF(number);
+    return 0;
+}
+
+/* The value at sc->p as a Python object: a string, number, literal, or (with ``nested``) an
+ * array of such values; an object, or an array without ``nested``, refuses. */
+static PyObject *build_value(Scanner *sc, int nested, int depth, int *refused) {
+    if (depth > MAX_DEPTH) {
+        *refused = 1;
+        return NULL;
+    }
+    skip_ws(sc);
+    if (sc->p >= sc->end) {
+        *refused = 1;
+        return NULL;
+    }
+    char c = *sc->p;
+    if (c == '"') {
+        const char *body;
+        Py_ssize_t len;
+        int esc;
+        if (scan_string(sc, &body, &len, &esc) < 0) {
+            *refused = 1;
+            return NULL;
+        }
+        return esc ? unescaped(sc, body, len, refused) : interned(&sc->strings, body, len, refused);
+    }
+    if (c == '[' && nested) {
+        PyObject *list = PyList_New(0);
+        if (list == NULL) return NULL;
+        sc->p++;
+        skip_ws(sc);
+        if (sc->p < sc->end && *sc->p == ']') {
+            sc->p++;
+            return list;
+        }
+        for (;;) {
+            PyObject *item = build_value(sc, nested, depth + 1, refused);
+            if (item == NULL || PyList_Append(list, item) < 0) {
+                Py_XDECREF(item);
+                Py_DECREF(list);
+                return NULL;
+            }
+            Py_DECREF(item);
+            skip_ws(sc);
+            if (sc->p < sc->end && *sc->p == ',') {
+                sc->p++;
+                continue;
+            }
+            if (sc->p < sc->end && *sc->p == ']') {
+                sc->p++;
+                return list;
+            }
+            Py_DECREF(list);
+            *refused = 1;
+            return NULL;
+        }
+    }
+    if (c == 't' || c == 'f' || c == 'n') {
+        PyObject *v = c == 't' ? Py_True : c == 'f' ? Py_False : Py_None;
+        if (expect_word(sc, c == 't' ? "true" : c == 'f' ? "false" : "null", c == 'f' ? 5 : 4) <
+            0) {
+            *refused = 1;
+            return NULL;
+        }
+        Py_INCREF(v);
+        return v;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) return scan_number(sc, refused);
+    *refused = 1;
+    return NULL;
+}
+
+/* An object key at sc->p (on its quote), then the colon; *k: its bytes, *esc: escaped. */
+static int scan_key(Scanner *sc, Key *k, int *esc) {
+    if (sc->p >= sc->end || *sc->p != '"') return REFUSE;
+    if (scan_string(sc, &k->ptr, &k->len, esc) < 0) return REFUSE;
+    skip_ws(sc);
+    if (sc->p >= sc->end || *sc->p != ':') return REFUSE;
+    sc->p++;
+    return 0;
+}
+
+/* Keys looked up by a hash of their length and end bytes: one comparison per key read. */
+#define TABLE 256
+typedef struct {
+    const Key *keys;
+    int16_t slot[TABLE]; /* index + 1 in keys, 0 for empty */
+} KeyTable;
+
+static unsigned key_hash(const char *p, Py_ssize_t n) {
+    unsigned first = n ? (unsigned char)p[0] : 0, last = n ? (unsigned char)p[n - 1] : 0;
+    return ((unsigned)n * 31u + first * 7u + last * 3u) & (TABLE - 1);
+}
+
+static void table_build(KeyTable *t, const Key *keys, int n) {
+    t->keys = keys;
+    memset(t->slot, 0, sizeof t->slot);
+    for (int i = 0; i < n; i++) {
+        unsigned j = key_hash(keys[i].ptr, keys[i].len);
+        while (t->slot[j]) j = (j + 1) & (TABLE - 1);
+        t->slot[j] = (int16_t)(i + 1);
+    }
+}
+
+static int key_index(const KeyTable *t, const Key *k) {
+    for (unsigned j = key_hash(k->ptr, k->len); t->slot[j]; j = (j + 1) & (TABLE - 1)) {
+        const Key *c = &t->keys[t->slot[j] - 1];
+        if (c->len == k->len && memcmp(c->ptr, k->ptr, (size_t)k->len) == 0)
+            return t->slot[j] - 1;
+    }
+    return -1;
+}
+
+typedef struct {
+    Key event[MAX_KEYS];
+    int n_event;
+    Key args;
+    Key rule[MAX_KEYS];
+    int n_rule;
+    Key kept[MAX_KEYS];
+    int n_kept;
+    KeyTable event_table, rule_table, kept_table;
+    PyObject *rule_names; /* tuple of str (borrowed) */
+    PyObject *kept_names; /* tuple of str (borrowed) */
+} Spec;
+
+typedef struct {
+    PyObject *columns[MAX_KEYS]; /* lists */
+    PyObject *rule;              /* list */
+    Buf kept_events;             /* int64 event index per kept arg */
+    Buf kept_keys;               /* int32 index in kept_keys per kept arg */
+    Buf kept_values;             /* int32 index in kept_texts per kept arg */
+    PyObject *kept_texts;        /* list of the distinct texts, str */
+    Intern texts;
+} Out;
+
+/* The args object at sc->p (on its "{"): its rule keys' values into a new dict (*dict), its
+ * kept keys' texts onto the kept lists. */
+static int scan_args(Scanner *sc, const Spec *spec, Out *out, Py_ssize_t event, PyObject **dict) {
+    PyObject *d = PyDict_New();
+    if (d == NULL) return ERROR;
+    uint64_t seen_rule = 0, seen_kept = 0;
+    int refused = 0;
+    sc->p++;
+    skip_ws(sc);
+    if (sc->p < sc->end && *sc->p == '}') {
+        sc->p++;
+        *dict = d;
+        return 0;
+    }
+    for (;;) {
+        Key k;
+        int esc, rc;
+        skip_ws(sc);
+        if (scan_key(sc, &k, &esc) < 0 || esc) goto refuse;
+        int r = key_index(&spec->rule_table, &k);
+        int kk = r < 0 ? key_index(&spec->kept_table, &k) : -1;
+        if (r >= 0) {
+            if (seen_rule & (1ULL << r)) goto refuse;
+            seen_rule |= 1ULL << r;
+            PyObject *v = build_value(sc, 1, 1, &refused);
+            if (v == NULL) goto fail;
+            rc = PyDict_SetItem(d, PyTuple_GET_ITEM(spec->rule_names, r), v);
+            Py_DECREF(v);
+            if (rc < 0) goto error;
+        } else if (kk >= 0) {
+            if (seen_kept & (1ULL << kk)) goto refuse;
+            seen_kept |= 1ULL << kk;
+            skip_ws(sc);
+            const char *from = sc->p;
+            rc = skip_value(sc, 1);
+            if (rc < 0) {
+                refused = rc == REFUSE;
+                goto fail;
+            }
+            Py_ssize_t text = text_index(&out->texts, out->kept_texts, from, sc->p - from);
+            int64_t at = (int64_t)event;
+            int32_t key = (int32_t)kk, value = (int32_t)text;
+            if (text < 0 || buf_put(&out->kept_events, &at, sizeof at) < 0 ||
+                buf_put(&out->kept_keys, &key, sizeof key) < 0 ||
+                buf_put(&out->kept_values, &value, sizeof value) < 0)
+                goto error;
+        } else {
+            rc = skip_value(sc, 1);
+            if (rc < 0) {
+                refused = rc == REFUSE;
+                goto fail;
+            }
+        }
+        skip_ws(sc);
+        if (sc->p < sc->end && *sc->p == ',') {
+            sc->p++;
+            continue;
+        }
+        if (sc->p < sc->end && *sc->p == '}') {
+            sc->p++;
+            *dict = d;
+            return 0;
+        }
+        goto refuse;
+    }
+refuse:
+    Py_DECREF(d);
+    return REFUSE;
+fail:
+    Py_DECREF(d);
+    return refused ? REFUSE : ERROR;
+error:
+    Py_DECREF(d);
+    return ERROR;
+}
+
+/* One event object at sc->p (on its "{"), its values appended to the columns. */
+static int scan_event(Scanner *sc, const Spec *spec, Out *out, Py_ssize_t event) {
+    PyObject *values[MAX_KEYS];
+    PyObject *args = NULL;
+    int refused = 0, rc = REFUSE, seen_args = 0;
+    uint64_t seen = 0;
+    memset(values, 0, sizeof(PyObject *) * (size_t)spec->n_event);
+    sc->p++;
+    skip_ws(sc);
+    if (sc->p < sc->end && *sc->p == '}') {
+        sc->p++;
+        goto done;
+    }
+    for (;;) {
+        Key k;
+        int esc;
+        skip_ws(sc);
+        if (scan_key(sc, &k, &esc) < 0 || esc) goto out;
+        int i = key_index(&spec->event_table, &k);
+        if (i >= 0) {
+            if (seen & (1ULL << i)) goto out;
+            seen |= 1ULL << i;
+            values[i] = build_value(sc, 0, 1, &refused);
+            if (values[i] == NULL) {
+                rc = refused ? REFUSE : ERROR;
+                goto out;
+            }
+        } else if (k.len == spec->args.len && memcmp(k.ptr, spec->args.ptr, (size_t)k.len) == 0) {
+            if (seen_args) goto out;
+            seen_args = 1;
+            skip_ws(sc);
+            if (sc->p < sc->end && *sc->p == '{') {
+                int a = scan_args(sc, spec, out, event, &args);
+                if (a < 0) {
+                    rc = a;
+                    goto out;
+                }
+            } else if (expect_word(sc, "null", 4) < 0) {
+                goto out;  /* args that is not an object (damaged): the general way */
+            }
+        } else {
+            int s = skip_value(sc, 1);
+            if (s < 0) {
+                rc = s;
+                goto out;
+            }
+        }
+        skip_ws(sc);
+        if (sc->p < sc->end && *sc->p == ',') {
+            sc->p++;
+            continue;
+        }
+        if (sc->p < sc->end && *sc->p == '}') {
+            sc->p++;
+            break;
+        }
+        goto out;
+    }
+done:
+    for (int i = 0; i < spec->n_event; i++) {
+        PyObject *v = values[i] ? values[i] : Py_None;
+        if (PyList_Append(out->columns[i], v) < 0) {
+            rc = ERROR;
+            goto out;
+        }
+    }
+    if (PyList_Append(out->rule, args ? args : Py_None) < 0) {
+        rc = ERROR;
+        goto out;
+    }
+    rc = 0;
+out:
+    for (int i = 0; i < spec->n_event; i++) Py_XDECREF(values[i]);
+    Py_XDECREF(args);
+    return rc;
+}
+
+static int read_keys(PyObject *tuple, Key *keys, int *n, const char *what) {
+    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) > MAX_KEYS) {
+        PyErr_Format(PyExc_TypeError, "%s: a tuple of at most %d str", what, MAX_KEYS);
+        return ERROR;
+    }
+    *n = (int)PyTuple_GET_SIZE(tuple);
+    for (int i = 0; i < *n; i++) {
+        PyObject *s = PyTuple_GET_ITEM(tuple, i);
+        if (!PyUnicode_Check(s)) {
+            PyErr_Format(PyExc_TypeError, "%s: a tuple of str", what);
+            return ERROR;
+        }
+        keys[i].ptr = PyUnicode_AsUTF8AndSize(s, &keys[i].len);
+        if (keys[i].ptr == NULL) return ERROR;
+    }
+    return 0;
+}
+
+static void out_clear(Out *out, int n) {
+    for (int i = 0; i < n; i++) Py_CLEAR(out->columns[i]);
+    Py_CLEAR(out->rule);
+    PyMem_Free(out->kept_events.data);
+    PyMem_Free(out->kept_keys.data);
+    PyMem_Free(out->kept_values.data);
+    Py_CLEAR(out->kept_texts);
+    intern_free(&out->texts);
+}
+
+static int scan_array(Scanner *sc, const Spec *spec, Out *out, Py_ssize_t *count) {
+    Py_ssize_t n = 0;
+    skip_ws(sc);
+    if (sc->p >= sc->end || *sc->p != '[') return REFUSE;
+    sc->p++;
+    skip_ws(sc);
+    if (sc->p < sc->end && *sc->p == ']') {
+        sc->p++;
+    } else {
+        for (;;) {
+            skip_ws(sc);
+            if (sc->p >= sc->end || *sc->p != '{') return REFUSE;
+            int rc = scan_event(sc, spec, out, n);
+            if (rc < 0) return rc;
+            n++;
+            skip_ws(sc);
+            if (sc->p < sc->end && *sc->p == ',') {
+                sc->p++;
+                continue;
+            }
+            if (sc->p < sc->end && *sc->p == ']') {
+                sc->p++;
+                break;
+            }
+            return REFUSE;
+        }
+    }
+    skip_ws(sc);
+    if (sc->p != sc->end) return REFUSE;
+    *count = n;
+    return 0;
+}
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer text;
+    PyObject *event_keys, *args_key, *rule_keys, *kept_keys;
+    Spec spec;
+    Out out;
+    memset(&spec, 0, sizeof(spec));
+    memset(&out, 0, sizeof(out));
+    if (!PyArg_ParseTuple(args, "y*OUOO", &text, &event_keys, &args_key, &rule_keys, &kept_keys))
+        return NULL;
+    PyObject *result = NULL;
+    Scanner sc = {text.buf, (const char *)text.buf + text.len, {NULL, 0, 0}, NULL, 0};
+    if (read_keys(event_keys, spec.event, &spec.n_event, "event_keys") < 0 ||
+        read_keys(rule_keys, spec.rule, &spec.n_rule, "rule_keys") < 0 ||
+        read_keys(kept_keys, spec.kept, &spec.n_kept, "kept_keys") < 0)
+        goto finish;
+    spec.args.ptr = PyUnicode_AsUTF8AndSize(args_key, &spec.args.len);
+    if (spec.args.ptr == NULL) goto finish;
+    table_build(&spec.event_table, spec.event, spec.n_event);
+    table_build(&spec.rule_table, spec.rule, spec.n_rule);
+    table_build(&spec.kept_table, spec.kept, spec.n_kept);
+    spec.rule_names = rule_keys;
+    spec.kept_names = kept_keys;
+    for (int i = 0; i < spec.n_event; i++) {
+        if ((out.columns[i] = PyList_New(0)) == NULL) goto finish;
+    }
+    if ((out.rule = PyList_New(0)) == NULL || (out.kept_texts = PyList_New(0)) == NULL)
+        goto finish;
+    Py_ssize_t n = 0;
+    int rc = scan_array(&sc, &spec, &out, &n);
+    if (rc == ERROR) goto finish;
+    if (rc == REFUSE) {
+        if (PyErr_Occurred()) goto finish;
+        result = Py_None;
+        Py_INCREF(result);
+        goto finish;
+    }
+    PyObject *columns = PyTuple_New(spec.n_event);
+    if (columns == NULL) goto finish;
+    for (int i = 0; i < spec.n_event; i++) {
+        PyTuple_SET_ITEM(columns, i, out.columns[i]);
+        out.columns[i] = NULL;
+    }
+    /* (y# of a NULL pointer would be None: an empty array is "") */
+    result = Py_BuildValue("(nNOy#y#y#O)", n, columns, out.rule,
+                           out.kept_events.data ? out.kept_events.data : "",
+                           (Py_ssize_t)out.kept_events.size,
+                           out.kept_keys.data ? out.kept_keys.data : "",
+                           (Py_ssize_t)out.kept_keys.size,
+                           out.kept_values.data ? out.kept_values.data : "",
+                           (Py_ssize_t)out.kept_values.size, out.kept_texts);
+finish:
+    out_clear(&out, MAX_KEYS);
+    intern_free(&sc.strings);
+    PyMem_Free(sc.buf);
+    PyBuffer_Release(&text);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS,
+     "scan(text, event_keys, args_key, rule_keys, kept_keys) -> tuple | None\n\n"
+     "A JSON array of event objects read into column lists (see the module source)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_colscan",
+    "A JSON array of Kineto event objects read straight into column lists.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__colscan(void) { return PyModule_Create(&module); }

@@ -1,0 +1,360 @@
+"""The compiled column scanner (``ingest/kineto/_colscan.c``) against the typed decoder.
+
+Whatever text the scanner accepts it must read exactly as msgspec's typed decoding does (the
+same values of the same types, the kept args' text byte for byte); whatever it refuses goes
+to that decoder. Events are generated (hypothesis), cut, damaged, and taken from real traces;
+the columns a chunk gives are compared with those of the typed path.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import kineto_trace_files, shared_trace
+from traceforensics.ingest.kineto import colscan, load_kineto, stream
+from traceforensics.ingest.kineto.batches import Columns, build_batch
+from traceforensics.ingest.kineto.typed import KEPT_FIELDS, RULE_FIELDS, UNSET, decode_events
+from traceforensics.model.session import TraceSession
+
+needs_scanner = pytest.mark.skipif(
+    not colscan.AVAILABLE, reason="the column scanner was not built (no C compiler at install)"
+)
+
+
+def test_the_scanner_is_built_where_a_compiler_is() -> None:
+    """CI and this machine have a C compiler: the compiled path must be the one tested."""
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler on this machine")
+    assert colscan.AVAILABLE, "pip install -e . did not build _colscan (see setup.py)"
+
+
+# -- values ---------------------------------------------------------------------------------
+
+_text = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cs",))
+    | st.sampled_from('"\\/\b\f\n\r\t\x00\x1f'),
+    max_size=12,
+)
+_scalar = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _text
+)
+_json = st.recursive(
+    _scalar,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_text, inner, max_size=3),
+    max_leaves=8,
+)
+_RULE_KEYS = list(RULE_FIELDS.values())
+_KEPT_KEYS = list(KEPT_FIELDS.values())
+_arg_value = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | _text
+_clean_args = st.dictionaries(
+    st.sampled_from([*_RULE_KEYS, *_KEPT_KEYS, "other", "Ev Idx"]),
+    st.one_of(_arg_value, st.lists(_arg_value, max_size=3), _json),
+    max_size=6,
+).map(lambda d: {k: v for k, v in d.items() if k not in RULE_FIELDS.values() or _plain(v)})
+_EVENT_KEYS = [*colscan.EVENT_KEYS, "s", "bp", "other"]
+
+
+def _plain(value: Any) -> bool:
+    """A value the scanner builds for a rule key: a scalar or (nested) lists of scalars."""
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    return not isinstance(value, dict)
+
+
+def _clean_event() -> st.SearchStrategy[dict[str, Any]]:
+    top = st.dictionaries(st.sampled_from(_EVENT_KEYS), _scalar, max_size=9)
+    args = st.none() | _clean_args
+    return st.tuples(top, st.booleans(), args).map(
+        lambda t: {**t[0], "args": t[2]} if t[1] else t[0]
+    )
+
+
+_wild_event = st.dictionaries(
+    st.sampled_from([*_EVENT_KEYS, "args", "p\\u0068"]),
+    _json | st.integers(min_value=2**63, max_value=2**70),
+    max_size=8,
+)
+
+
+def _dump(events: list[Any], style: int) -> bytes:
+    if style == 0:
+        return json.dumps(events, separators=(",", ":"), ensure_ascii=False).encode()
+    if style == 1:
+        return json.dumps(events, indent=2, ensure_ascii=True).encode()
+    return json.dumps(
+        events, indent="\t", separators=(" ,\r\n", " : "), ensure_ascii=False
+    ).encode()
+
+
+# -- expectations from the typed decoder ------------------------------------------------------
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal with the same types throughout (``1``, ``1.0`` and ``True`` differ)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):
+        return a == b and np.signbit(a) == np.signbit(b)
+    return bool(a == b)
+
+
+def _expected(text: bytes) -> tuple[list[list[Any]], list[Any], set[tuple[int, str, bytes]]]:
+    events = decode_events(text)
+    columns = [[getattr(e, key) for e in events] for key in colscan.EVENT_KEYS]
+    rule: list[Any] = []
+    kept: set[tuple[int, str, bytes]] = set()
+    for i, e in enumerate(events):
+        a = e.args
+        if a is None:
+            rule.append(None)
+            continue
+        rule.append(
+            {
+                key: getattr(a, attr)
+                for attr, key in RULE_FIELDS.items()
+                if getattr(a, attr) is not UNSET
+            }
+        )
+        for attr, key in KEPT_FIELDS.items():
+            raw = getattr(a, attr)
+            if raw is not UNSET:
+                kept.add((i, key, bytes(raw)))
+    return columns, rule, kept
+
+
+def _check(text: bytes, got: colscan.Scanned) -> None:
+    columns, rule, kept = _expected(text)
+    assert got.n == len(columns[0])
+    for mine, theirs in zip(got.columns, columns, strict=True):
+        assert len(mine) == len(theirs)
+        assert all(_same(a, b) for a, b in zip(mine, theirs, strict=True)), (mine, theirs)
+    assert len(got.rule) == len(rule)
+    for mine_d, theirs_d in zip(got.rule, rule, strict=True):
+        assert (mine_d is None) == (theirs_d is None)
+        if mine_d is not None:
+            assert mine_d.keys() == theirs_d.keys()
+            assert all(_same(mine_d[k], theirs_d[k]) for k in mine_d)
+    triples = {
+        (int(e), colscan.KEPT_KEYS[k], got.kept_texts[v].encode())
+        for e, k, v in zip(got.kept_events, got.kept_keys, got.kept_values, strict=True)
+    }
+    assert len(triples) == len(got.kept_events)
+    assert triples == kept
+
+
+@needs_scanner
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_clean_event(), max_size=6), st.integers(0, 2))
+def test_clean_events_read_as_the_typed_decoder_reads_them(
+    events: list[dict[str, Any]], style: int
+) -> None:
+    """Objects of scalars (any strings, escapes, numbers of int64, floats) with args of
+    scalars and lists: always accepted, and read as msgspec reads them."""
+    text = _dump(events, style)
+    got = colscan.scan(text)
+    assert got is not None, text
+    _check(text, got)
+
+
+@needs_scanner
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_wild_event | _clean_event(), max_size=5), st.integers(0, 2))
+def test_any_json_is_read_the_same_or_left_to_the_typed_decoder(
+    events: list[dict[str, Any]], style: int
+) -> None:
+    text = _dump(events, style)
+    got = colscan.scan(text)
+    if got is not None:
+        _check(text, got)
+
+
+@needs_scanner
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_clean_event(), min_size=1, max_size=4), st.data())
+def test_cut_or_damaged_text_is_refused(events: list[dict[str, Any]], data: st.DataObject) -> None:
+    """A text cut anywhere, or with a byte replaced by one that breaks it, is never read (the
+    stream relies on a wrong cut failing to decode)."""
+    text = _dump(events, data.draw(st.integers(0, 2)))
+    cut = data.draw(st.integers(0, len(text) - 1))
+    assert colscan.scan(text[:cut]) is None
+    at = data.draw(st.integers(0, len(text) - 1))
+    bad = (
+        text[:at] + data.draw(st.sampled_from([b"\xff", b"\xc0\x80", b"\xed\xa0\x80"])) + text[at:]
+    )
+    assert colscan.scan(bad) is None
+
+
+@needs_scanner
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'[{"ph": "X"}] x',  # trailing text
+        b'[{"ph": "X",}]',  # trailing comma
+        b'[{"ph": "X"} {"ph": "X"}]',
+        b'[{"ph": 01}]',
+        b'[{"ph": 1.}]',
+        b'[{"ph": -}]',
+        b'[{"ph": "\\x"}]',  # bad escape
+        b'[{"ph": "\\ud800"}]',  # lone surrogate
+        b'[{"ph": "a\tb"}]',  # raw control character
+        b'[{"ph": tru}]',
+        b"[1]",  # an element that is not an object (the typed path's case)
+        b'[{"ph": [1]}]',  # a nested top-level value
+        b'[{"args": [1]}]',  # args that are not an object
+        b'[{"ph": "X", "ph": "i"}]',  # duplicate key
+        b'[{"id": 9223372036854775808}]',  # beyond int64
+        b'[{"ts": 1e400}]',  # overflows a double
+        b'[{"p\\u0068": "X"}]',  # escaped key
+    ],
+)
+def test_texts_outside_the_clean_case_are_refused(text: bytes) -> None:
+    assert colscan.scan(text) is None
+
+
+@needs_scanner
+def test_the_switch_turns_the_scanner_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = b'[{"ph": "X", "name": "a"}]'
+    assert colscan.scan(text) is not None
+    monkeypatch.setenv("TRACEFORENSICS_PURE_DECODE", "1")
+    assert colscan.scan(text) is None
+    assert isinstance(colscan.decode(text), list)  # typed structs
+
+
+# -- columns of real chunks -------------------------------------------------------------------
+
+
+def _assert_columns_equal(a: Columns, b: Columns) -> None:
+    for name in ("cat", "kind", "name", "pid_raw", "tid_raw", "args", "correlation", "meta"):
+        assert getattr(a, name) == getattr(b, name), name
+    for name in ("start_parts", "dur_parts"):
+        np.testing.assert_array_equal(
+            np.concatenate([np.zeros(0, np.int64), *getattr(a, name)]),
+            np.concatenate([np.zeros(0, np.int64), *getattr(b, name)]),
+        )
+    assert len(a.external_parts) == len(b.external_parts)
+    for ext_a, ext_b in zip(a.external_parts, b.external_parts, strict=True):
+        assert ext_a.equals(ext_b, check_names=False)
+    assert len(a.arg_parts) == len(b.arg_parts)
+    for args_a, args_b in zip(a.arg_parts, b.arg_parts, strict=True):
+        assert args_a.schema == args_b.schema
+        text = pl.col("value").cast(pl.String)
+        assert args_a.with_columns(text).equals(args_b.with_columns(text))
+    assert {k: (list(t), list(i)) for k, (t, i) in a.flows.items()} == {
+        k: (list(t), list(i)) for k, (t, i) in b.flows.items()
+    }
+    for name in ("unknown_cats", "float_timestamps", "negative_dur", "bad_times", "events_seen"):
+        assert getattr(a, name) == getattr(b, name), name
+
+
+def _kineto_event(i: int) -> st.SearchStrategy[dict[str, Any]]:
+    """A Kineto-like event: the phases and categories the rules sort on, ids that link."""
+    cats = [
+        "cpu_op",
+        "kernel",
+        "cuda_runtime",
+        "gpu_memcpy",
+        "ac2g",
+        "user_annotation",
+        "python_function",
+        "Trace",
+        "nonsense",
+        None,
+        3,
+    ]
+    args = st.fixed_dictionaries(
+        {},
+        optional={
+            "External id": st.integers(0, 50) | st.just("7"),
+            "external id": st.integers(0, 50),
+            "correlation": st.integers(0, 50),
+            "device": st.integers(0, 3),
+            "stream": st.integers(0, 9),
+            "bytes": st.integers(0, 10**9),
+            "grid": st.lists(st.integers(1, 9), min_size=3, max_size=3),
+            "labels": _text,
+            "name": _text,
+            "Input Dims": st.lists(st.lists(st.integers(0, 64), max_size=3), max_size=3),
+            "Collective name": st.sampled_from(["allreduce", "broadcast"]),
+            "Call stack": _text,
+            "Sequence number": st.integers(0, 99),
+        },
+    )
+    return st.fixed_dictionaries(
+        {
+            "ph": st.sampled_from(["X", "X", "X", "i", "M", "s", "f", "B"]),
+            "cat": st.sampled_from(cats),
+            "name": _text,
+            "pid": st.integers(0, 3) | st.sampled_from(["Spans", ""]),
+            "tid": st.integers(0, 3) | st.just("stream 7"),
+            "ts": st.integers(0, 10**9) | st.floats(0, 1e9).map(lambda v: round(v, 3)),
+        },
+        optional={
+            "dur": st.integers(-5, 10**6) | st.floats(0, 1e6).map(lambda v: round(v, 3)),
+            "id": st.integers(0, 50),
+            "args": st.none() | args,
+        },
+    )
+
+
+@needs_scanner
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(0, 1).flatmap(_kineto_event), max_size=30), st.integers(0, 2))
+def test_a_chunk_gives_the_columns_of_the_typed_path(events: list[Any], style: int) -> None:
+    """Rows, kinds, rule args, correlations, kept args, flows, metadata and times built from a
+    scanned chunk equal those built from its typed structs."""
+    text = _dump(events, style)
+    scanned = colscan.scan(text)
+    assert scanned is not None
+    _assert_columns_equal(build_batch(scanned), build_batch(decode_events(text)))
+
+
+def _same_session(a: TraceSession, b: TraceSession) -> None:
+    assert a.events.equals(b.events)
+    assert a.args.with_columns(pl.col(pl.Categorical).cast(pl.String)).equals(
+        b.args.with_columns(pl.col(pl.Categorical).cast(pl.String))
+    )
+    assert a.meta.warnings == b.meta.warnings
+    assert a.meta.devices == b.meta.devices
+
+
+@needs_scanner
+@pytest.mark.parametrize("path", kineto_trace_files() or ["(no ../shared)"])
+def test_real_traces_load_the_same_with_and_without_the_scanner(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every real Kineto trace loads to the same table with the scanner as with the typed
+    decoder alone, and the scanner read at least one chunk of each (else it tested nothing)."""
+    trace = shared_trace(path)
+    scanned = [0]
+    real = colscan.scan
+
+    def counting(text: bytes) -> colscan.Scanned | None:
+        out = real(text)
+        scanned[0] += out is not None
+        return out
+
+    monkeypatch.setattr(stream, "CHUNK_BYTES", 1 << 20)  # several chunks even for small files
+    monkeypatch.setattr(colscan, "scan", counting)
+    with_scanner = load_kineto([trace])
+    assert scanned[0] > 0, f"{path}: no chunk was scanned"
+    monkeypatch.setenv("TRACEFORENSICS_PURE_DECODE", "1")
+    _same_session(with_scanner, load_kineto([trace]))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__, "-q"]))
