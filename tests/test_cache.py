@@ -128,3 +128,6 @@ def test_a_changed_reader_misses_the_cache(tmp_path: Path) -> None:
     (copy / "report.py").write_text("# not a reader\n")  # outside ingest/model: no effect
     reader.write_text(reader.read_text().removesuffix("\n# changed\n"))
     assert source_fingerprint(copy) == before
+    scanner = copy / "ingest" / "kineto" / "_colscan.c"  # the compiled reader's source counts
+    scanner.write_text(scanner.read_text() + "\n/* changed */\n")
+    assert source_fingerprint(copy) != before

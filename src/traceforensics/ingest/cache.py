@@ -37,9 +37,13 @@ def _tool_version() -> str:
 
 
 def source_fingerprint(package: Path, parts: tuple[str, ...] = ("ingest", "model")) -> str:
-    """Hash of the source of ``parts`` (subpackages) under ``package`` (names and bytes)."""
+    """Hash of the source of ``parts`` (subpackages) under ``package`` (names and bytes): the
+    Python modules and the C source of the compiled scanner (``ingest/kineto/_colscan.c``)."""
     h = hashlib.sha256()
-    for src in sorted(f for part in parts for f in package.glob(f"{part}/**/*.py")):
+    sources = (
+        f for part in parts for ext in ("py", "c") for f in package.glob(f"{part}/**/*.{ext}")
+    )
+    for src in sorted(sources):
         h.update(src.relative_to(package).as_posix().encode() + b"\0" + src.read_bytes())
     return h.hexdigest()[:12]
 
