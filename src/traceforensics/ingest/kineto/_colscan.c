@@ -190,6 +190,25 @@ static void skip_ws(Scanner *sc) {
     sc->p = p;
 }
 
+/* Past the opening "{" or "[" at sc->p: 1 (and past ``close``) when it is empty, else 0. */
+static int empty_after_open(Scanner *sc, char close) {
+    sc->p++;
+    skip_ws(sc);
+    if (sc->p < sc->end && *sc->p == close) {
+        sc->p++;
+        return 1;
+    }
+    return 0;
+}
+
+/* After a member of an object or array: 1 past a ",", 0 past the closing ``close``, REFUSE for
+ * anything else. */
+static int next_member(Scanner *sc, char close) {
+    skip_ws(sc);
+    if (sc->p < sc->end && (*sc->p == ',' || *sc->p == close)) return *sc->p++ == ',';
+    return REFUSE;
+}
+
 /* Length of the valid UTF-8 sequence at p (lead byte >= 0x80), or 0 when invalid
  * (overlong forms, surrogates and code points beyond U+10FFFF are invalid). */
 static int utf8_seq(const unsigned char *p, const unsigned char *end) {
@@ -441,12 +460,7 @@ static int skip_value(Scanner *sc, int depth) {
     }
     if (c == '{' || c == '[') {
         char close = c == '{' ? '}' : ']';
-        sc->p++;
-        skip_ws(sc);
-        if (sc->p < sc->end && *sc->p == close) {
-            sc->p++;
-            return 0;
-        }
+        if (empty_after_open(sc, close)) return 0;
         for (;;) {
             if (c == '{') {
                 skip_ws(sc);
@@ -460,17 +474,8 @@ static int skip_value(Scanner *sc, int depth) {
                 sc->p++;
             }
             if (skip_value(sc, depth + 1) < 0) return REFUSE;
-            skip_ws(sc);
-            if (sc->p >= sc->end) return REFUSE;
-            if (*sc->p == ',') {
-                sc->p++;
-                continue;
-            }
-            if (*sc->p == close) {
-                sc->p++;
-                return 0;
-            }
-            return REFUSE;
+            int more = next_member(sc, close);
+            if (more <= 0) return more;
         }
     }
     if (c == 't') return expect_word(sc, "true", 4);
@@ -509,12 +514,7 @@ static PyObject *build_value(Scanner *sc, int nested, int depth, int *refused) {
     if (c == '[' && nested) {
         PyObject *list = PyList_New(0);
         if (list == NULL) return NULL;
-        sc->p++;
-        skip_ws(sc);
-        if (sc->p < sc->end && *sc->p == ']') {
-            sc->p++;
-            return list;
-        }
+        if (empty_after_open(sc, ']')) return list;
         for (;;) {
             PyObject *item = build_value(sc, nested, depth + 1, refused);
             if (item == NULL || PyList_Append(list, item) < 0) {
@@ -523,15 +523,9 @@ static PyObject *build_value(Scanner *sc, int nested, int depth, int *refused) {
                 return NULL;
             }
             Py_DECREF(item);
-            skip_ws(sc);
-            if (sc->p < sc->end && *sc->p == ',') {
-                sc->p++;
-                continue;
-            }
-            if (sc->p < sc->end && *sc->p == ']') {
-                sc->p++;
-                return list;
-            }
+            int more = next_member(sc, ']');
+            if (more > 0) continue;
+            if (more == 0) return list;
             Py_DECREF(list);
             *refused = 1;
             return NULL;
@@ -623,10 +617,7 @@ static int scan_args(Scanner *sc, const Spec *spec, Out *out, Py_ssize_t event, 
     if (d == NULL) return ERROR;
     uint64_t seen_rule = 0, seen_kept = 0;
     int refused = 0;
-    sc->p++;
-    skip_ws(sc);
-    if (sc->p < sc->end && *sc->p == '}') {
-        sc->p++;
+    if (empty_after_open(sc, '}')) {
         *dict = d;
         return 0;
     }
@@ -669,17 +660,11 @@ static int scan_args(Scanner *sc, const Spec *spec, Out *out, Py_ssize_t event, 
                 goto fail;
             }
         }
-        skip_ws(sc);
-        if (sc->p < sc->end && *sc->p == ',') {
-            sc->p++;
-            continue;
-        }
-        if (sc->p < sc->end && *sc->p == '}') {
-            sc->p++;
-            *dict = d;
-            return 0;
-        }
-        goto refuse;
+        int more = next_member(sc, '}');
+        if (more > 0) continue;
+        if (more < 0) goto refuse;
+        *dict = d;
+        return 0;
     }
 refuse:
     Py_DECREF(d);
@@ -699,12 +684,7 @@ static int scan_event(Scanner *sc, const Spec *spec, Out *out, Py_ssize_t event)
     int refused = 0, rc = REFUSE, seen_args = 0;
     uint64_t seen = 0;
     memset(values, 0, sizeof(PyObject *) * (size_t)spec->n_event);
-    sc->p++;
-    skip_ws(sc);
-    if (sc->p < sc->end && *sc->p == '}') {
-        sc->p++;
-        goto done;
-    }
+    if (empty_after_open(sc, '}')) goto done;
     for (;;) {
         Key k;
         int esc;
@@ -739,16 +719,10 @@ static int scan_event(Scanner *sc, const Spec *spec, Out *out, Py_ssize_t event)
                 goto out;
             }
         }
-        skip_ws(sc);
-        if (sc->p < sc->end && *sc->p == ',') {
-            sc->p++;
-            continue;
-        }
-        if (sc->p < sc->end && *sc->p == '}') {
-            sc->p++;
-            break;
-        }
-        goto out;
+        int more = next_member(sc, '}');
+        if (more > 0) continue;
+        if (more < 0) goto out;
+        break;
     }
 done:
     for (int i = 0; i < spec->n_event; i++) {
@@ -801,27 +775,16 @@ static int scan_array(Scanner *sc, const Spec *spec, Out *out, Py_ssize_t *count
     Py_ssize_t n = 0;
     skip_ws(sc);
     if (sc->p >= sc->end || *sc->p != '[') return REFUSE;
-    sc->p++;
-    skip_ws(sc);
-    if (sc->p < sc->end && *sc->p == ']') {
-        sc->p++;
-    } else {
+    if (!empty_after_open(sc, ']')) {
         for (;;) {
             skip_ws(sc);
             if (sc->p >= sc->end || *sc->p != '{') return REFUSE;
             int rc = scan_event(sc, spec, out, n);
             if (rc < 0) return rc;
             n++;
-            skip_ws(sc);
-            if (sc->p < sc->end && *sc->p == ',') {
-                sc->p++;
-                continue;
-            }
-            if (sc->p < sc->end && *sc->p == ']') {
-                sc->p++;
-                break;
-            }
-            return REFUSE;
+            int more = next_member(sc, ']');
+            if (more < 0) return REFUSE;
+            if (more == 0) break;
         }
     }
     skip_ws(sc);
