@@ -84,19 +84,22 @@ def _clean_event() -> st.SearchStrategy[dict[str, Any]]:
 
 _wild_event = st.dictionaries(
     st.sampled_from([*_EVENT_KEYS, "args", "p\\u0068"]),
-    _json | st.integers(min_value=2**63, max_value=2**70),
+    # lone surrogates too: json.dumps writes them as \\u escapes, which msgspec refuses
+    _json | st.integers(min_value=2**63, max_value=2**70) | st.text(st.characters(), max_size=4),
     max_size=8,
 )
 
 
 def _dump(events: list[Any], style: int) -> bytes:
     if style == 0:
-        return json.dumps(events, separators=(",", ":"), ensure_ascii=False).encode()
+        return json.dumps(events, separators=(",", ":"), ensure_ascii=False).encode(
+            errors="surrogatepass"
+        )
     if style == 1:
         return json.dumps(events, indent=2, ensure_ascii=True).encode()
-    return json.dumps(
-        events, indent="\t", separators=(" ,\r\n", " : "), ensure_ascii=False
-    ).encode()
+    return json.dumps(events, indent="\t", separators=(" ,\r\n", " : "), ensure_ascii=False).encode(
+        errors="surrogatepass"
+    )  # a lone surrogate as invalid UTF-8: refused
 
 
 # -- expectations from the typed decoder ------------------------------------------------------
@@ -220,6 +223,10 @@ def test_cut_or_damaged_text_is_refused(events: list[dict[str, Any]], data: st.D
         b'[{"id": 9223372036854775808}]',  # beyond int64
         b'[{"ts": 1e400}]',  # overflows a double
         b'[{"p\\u0068": "X"}]',  # escaped key
+        b'[{"zz": "\\ud800"}]',  # a lone surrogate, even in a value nobody reads
+        b'[{"args": {"Call stack": "\\udc00"}}]',  # ... or in a kept value
+        b'[{"args": {"o": "\\ud83d\\u0041"}}]',  # a high surrogate without its low half
+        b'[{"ts": 1' + b"0" * 2000 + b"e-2000}]",  # a number msgspec's parser gives up on
     ],
 )
 def test_texts_outside_the_clean_case_are_refused(text: bytes) -> None:

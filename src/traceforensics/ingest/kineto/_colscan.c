@@ -288,6 +288,15 @@ static int scan_string(Scanner *sc, const char **body, Py_ssize_t *len, int *esc
                 unsigned cp;
                 if (end - p < 6 || hex4((const char *)p + 2, &cp) < 0) return REFUSE;
                 p += 6;
+                /* msgspec rejects a lone surrogate wherever the string is, read or not */
+                if (cp >= 0xDC00 && cp <= 0xDFFF) return REFUSE;
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    unsigned lo;
+                    if (end - p < 6 || p[0] != '\\' || p[1] != 'u' ||
+                        hex4((const char *)p + 2, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF)
+                        return REFUSE;
+                    p += 6;
+                }
             } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' ||
                        e == 'r' || e == 't') {
                 p += 2;
@@ -541,7 +550,17 @@ static PyObject *build_value(Scanner *sc, int nested, int depth, int *refused) {
         Py_INCREF(v);
         return v;
     }
-    if (c == '-' || (c >= '0' && c <= '9')) return scan_number(sc, refused);
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        const char *from = sc->p;
+        PyObject *v = scan_number(sc, refused);
+        /* msgspec's parser gives up (or goes wrong) on numbers of ~100k digits */
+        if (v != NULL && sc->p - from > 1000) {
+            Py_DECREF(v);
+            *refused = 1;
+            return NULL;
+        }
+        return v;
+    }
     *refused = 1;
     return NULL;
 }
