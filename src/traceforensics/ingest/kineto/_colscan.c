@@ -32,6 +32,14 @@
 #include <string.h>
 
 #define MAX_KEYS 64
+#if !defined(COLSCAN_NO_SWAR) && defined(__BYTE_ORDER__) && \
+    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
+#define SWAR 1
+#define FIRST_FLAGGED(mask) (__builtin_ctzll(mask) >> 3)
+#else /* another byte order or compiler: the byte loop alone */
+#define SWAR 0
+#define FIRST_FLAGGED(mask) 0
+#endif
 #define MAX_DEPTH 256
 
 typedef struct {
@@ -257,14 +265,15 @@ static int scan_string(Scanner *sc, const char **body, Py_ssize_t *len, int *esc
     for (;;) {
         /* eight bytes at a time to the first that is '"', '\\', a control or non-ASCII: the
          * lowest flagged byte of the mask is exact (a borrow only flags bytes above it) */
-        while (end - p >= 8) {
+        /* (the lowest flagged byte is the first in memory on little-endian machines only) */
+        while (SWAR && end - p >= 8) {
             uint64_t w;
             memcpy(&w, p, 8);
             uint64_t quote = w ^ (ones * '"'), slash = w ^ (ones * '\\');
             uint64_t special = (((quote - ones) & ~quote) | ((slash - ones) & ~slash) |
                                 (w - ones * 0x20) | w) & high;
             if (special) {
-                p += __builtin_ctzll(special) >> 3;
+                p += FIRST_FLAGGED(special);
                 goto found;
             }
             p += 8;
