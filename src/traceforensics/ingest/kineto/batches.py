@@ -39,7 +39,7 @@ from traceforensics.ingest.kineto.flows import (
     thread_key,
 )
 from traceforensics.ingest.kineto.payload import json_texts
-from traceforensics.ingest.kineto.scanned_args import ScannedRows, scanned_rows
+from traceforensics.ingest.kineto.scanned_args import ScannedRows
 from traceforensics.ingest.kineto.timeconv import TimeValueError, us_to_ns, usable_us
 from traceforensics.ingest.kineto.typed import ARGS_TYPES, RULE_FIELDS, UNSET, args_dicts
 
@@ -173,7 +173,7 @@ class ColumnBuilder:
                 list(compress(col, keep)) for col in (ph, cat, name, pid, tid, args, *index)
             )
         if ph:
-            rows = None if scanned is None else scanned_rows(scanned, index[0])
+            rows = None if scanned is None else ScannedRows(scanned, index[0])
             self._add_rows(ph, cat, name, pid, tid, args, start, dur_ns, rows)
 
     def _meta(self, name: list[Any], pid: list[Any], args: list[Any]) -> None:

@@ -6,7 +6,7 @@ text, in C, with the args already split into what the rules read and what the si
 
     text  [ {"ph": "X", "cat": "kernel", ..., "args": {"External id": 7, "Input Dims": [[2]]}}, ..]
     ->    ph ["X", ..]  cat ["kernel", ..]  ...  rule [{"External id": 7}, ..]
-          kept (event 0, "Input Dims", b'[[2]]'), ...
+          kept (event 0, "Input Dims", "[[2]]"), ...  (as codes into the chunk's texts)
 
 It reads only the clean case (strict JSON, the usual shapes; see the C source) and answers None
 for anything else, and the typed decoder then reads that chunk: a file loads the same with it,
@@ -24,8 +24,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from traceforensics.ingest.kineto import categories as cats
-from traceforensics.ingest.kineto.typed import RULE_FIELDS, decode_chunk
+from traceforensics.ingest.kineto.typed import KEPT_FIELDS, RULE_FIELDS, decode_chunk
 
 _colscan: Any
 try:
@@ -38,8 +37,8 @@ AVAILABLE: Final = _colscan is not None
 #: The top-level event keys read, in the order of ``Scanned.columns``.
 EVENT_KEYS: Final = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id")
 _RULE_KEYS: Final = tuple(RULE_FIELDS.values())
-#: The kept args keys, in the order ``Scanned.kept_keys`` indexes.
-KEPT_KEYS: Final = tuple(sorted(cats.KEPT_ARG_KEYS))
+#: The kept args keys, in the order ``Scanned.kept_keys`` indexes: ``typed``'s, sorted by key.
+KEPT_KEYS: Final = tuple(KEPT_FIELDS.values())
 _OFF: Final = "TRACEFORENSICS_PURE_DECODE"
 
 

@@ -74,7 +74,3 @@ class ScannedRows:
 
 
 _KEY_SERIES: Final = pl.Series(KEPT_KEYS, dtype=pl.String)
-
-
-def scanned_rows(scan: Scanned, index: list[int]) -> ScannedRows:
-    return ScannedRows(scan, index)
