@@ -85,3 +85,67 @@ def test_bypassed(
     code, _, err = run_cli(["analyze", "--json", *extra, str(trace)], capsys)
     assert code == 0, err
     assert _results(xdg) == []
+
+
+def test_a_run_the_cache_serves_reads_no_table(
+    tmp_path: Path, xdg: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A repeat ``--json`` run reads the cached session's metadata and the finished analysis,
+    never the session's tables (at 10x they were ~0.1 s of a 0.6 s repeat): reading any
+    parquet file fails here, and the JSON is still the first run's, ``event_count`` included.
+    A damaged table is read from the input instead when a run does need it."""
+    import polars as pl
+
+    trace = tmp_path / "t.pt.trace.json.gz"
+    shutil.copyfile(EXAMPLE, trace)
+    code, first, err = run_cli(["analyze", "--json", str(trace)], capsys)
+    assert code == 0, err
+    assert json.loads(first)["event_count"] > 0
+
+    def no_read(*_: object, **__: object) -> None:
+        raise AssertionError("a cached table was read")
+
+    with monkeypatch.context() as m:
+        _forbid_analysis(m)
+        m.setattr(pl, "read_parquet", no_read)
+        code, again, err = run_cli(["analyze", "--json", str(trace)], capsys)
+    assert code == 0, err
+    assert again == first
+    # the text report reads the events (its lead-in note): a damaged cached table is then
+    # read from the input, the report unchanged
+    code, text_first, _ = run_cli(["analyze", "--no-cache", str(trace)], capsys)
+    (events,) = (xdg / "traceforensics" / "sessions").glob("*/events.parquet")
+    events.write_bytes(b"not parquet")
+    code, text_again, err = run_cli(["analyze", str(trace)], capsys)
+    assert code == 0, err
+    assert text_again == text_first
+    (events,) = (xdg / "traceforensics" / "sessions").glob("*/events.parquet")
+    assert events.read_bytes()[:4] == b"PAR1"  # the entry was written again
+
+
+def test_a_run_the_cache_serves_imports_no_trace_reader(tmp_path: Path) -> None:
+    """Nor does it import the Kineto reader (a fresh interpreter: this one has it)."""
+    import subprocess
+    import sys
+
+    trace = tmp_path / "t.pt.trace.json.gz"
+    shutil.copyfile(EXAMPLE, trace)
+    code = (
+        "import sys\n"
+        "from traceforensics.cli.main import main\n"
+        "try:\n"
+        f"    main(['analyze', '--json', {str(trace)!r}])\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+        "sys.stderr.write(str('traceforensics.ingest.kineto' in sys.modules))\n"
+    )
+    env = os.environ | {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env
+        )
+        for _ in range(2)
+    ]
+    assert [r.returncode for r in runs] == [0, 0], runs[-1].stderr
+    assert [r.stderr[-5:].strip() for r in runs] == ["True", "False"]
+    assert runs[1].stdout == runs[0].stdout

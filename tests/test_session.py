@@ -95,3 +95,43 @@ def test_to_pandas_has_end_ns() -> None:
         1_700_000_000_000_000_030,
         1_700_000_000_000_000_800,
     ]
+
+
+def test_a_deferred_load_reads_its_tables_once_when_first_needed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``load(defer=True)``: the metadata now, the tables on the first read of ``events`` or
+    ``args`` (once), the same tables as a plain load; ``only`` of a deferred session stays
+    deferred; a pickle carries the tables; a table that does not read or validate gives the
+    fallback's."""
+    import pickle
+
+    s = TraceSession.from_frames(_frame(), _meta())
+    s.save(tmp_path / "sess")
+    reads: list[str] = []
+    real = pl.read_parquet
+
+    def counted(path: Path, *a: object, **k: object) -> pl.DataFrame:
+        reads.append(Path(path).name)
+        return real(path, *a, **k)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as m:
+        m.setattr(pl, "read_parquet", counted)
+        back = TraceSession.load(tmp_path / "sess", defer=True)
+        part = back.only(["event_id", "kind", "start_ns"], ["x"])
+        assert back.is_deferred and part.is_deferred and reads == []
+        assert back.meta.inputs == s.meta.inputs
+        assert part.events.columns == ["event_id", "kind", "start_ns"]
+        assert not back.is_deferred and reads == ["events.parquet", "args.parquet"]
+        assert back.events.equals(s.events) and back.args.equals(s.args)
+        assert reads == ["events.parquet", "args.parquet"]  # read once
+    again = pickle.loads(pickle.dumps(TraceSession.load(tmp_path / "sess", defer=True)))
+    assert again.events.equals(s.events) and not again.is_deferred
+    (tmp_path / "sess" / "events.parquet").write_bytes(b"damaged")
+    other = TraceSession.from_frames(_frame(name=["a", "b", "c"]), _meta())
+    damaged = TraceSession.load(
+        tmp_path / "sess", defer=True, fallback=lambda: (other.events, other.args)
+    )
+    assert damaged.events.equals(other.events)
+    with pytest.raises(pl.exceptions.PolarsError):  # no fallback: the read's own error
+        _ = TraceSession.load(tmp_path / "sess", defer=True).events

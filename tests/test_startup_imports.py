@@ -46,8 +46,8 @@ def _modules_after(argv: list[str], tmp_path: Path) -> tuple[set[str], int | Non
         f"    main({argv!r})\n"
         "except SystemExit as exc:\n"
         "    assert not exc.code, exc.code\n"
-        "parallel = sys.modules.get('traceforensics.ingest.kineto.parallel')\n"
-        "workers = None if parallel is None else parallel._STATE.workers\n"
+        "from traceforensics.ingest.workers import decode_workers\n"
+        "workers = decode_workers()\n"
         "sys.stderr.write(json.dumps({'modules': sorted(sys.modules), 'workers': workers}))\n"
     )
     env = os.environ | {"XDG_CACHE_HOME": str(tmp_path / "cache")}

@@ -108,8 +108,9 @@ class Analysis:
     monitor: MonitorReport | None = None
     warnings: list[str] = field(default_factory=list)
     ranks: RankAnalysis | None = None
-    #: rows of the event table analysed, when ``session`` does not hold them: ranks analysed
-    #: apart (``traceforensics.fanout``) send back summaries, never their events
+    #: rows of the event table analysed, when ``session`` does not hold them (ranks analysed
+    #: apart, ``traceforensics.fanout``, send back summaries, never their events) or may not
+    #: have read them (an analysis from the analysis cache: ``cli.result_cache``)
     event_total: int | None = None
 
     def findings_of(self, rank: int, device: int) -> list[Finding]:

@@ -71,11 +71,11 @@ def cli(ctx: click.Context) -> None:
 def _decode_worker() -> None:
     """Big Kineto files may use a second process to decode (``ingest.kineto.parallel``;
     TF_INGEST_WORKERS=0 turns it off): only from ``main``, whose console script's main module
-    is import-safe, and only for a command that loads traces, so the others do not import the
-    Kineto reader."""
-    from traceforensics.ingest.kineto import parallel
+    is import-safe, and only for a command that loads traces. The setting is apart from the
+    Kineto reader (``ingest.workers``): a run the caches serve never imports the reader."""
+    from traceforensics.ingest.workers import set_workers
 
-    parallel.set_workers(1)
+    set_workers(1)
 
 
 def _escape_unencodable() -> None:

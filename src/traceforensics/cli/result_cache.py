@@ -7,7 +7,9 @@ Key: the session cache key of the input (path, size, mtime of every file, the re
 changed input, option or analysis rule never serves an old result. Stored as a pickle of the
 ``Analysis`` without its session under ``$XDG_CACHE_HOME/traceforensics/results`` (never beside
 the input); the session is the one just loaded, and the warnings are re-read from it (they
-quote the path as typed this time). Not used with ``--monitor`` or ``--no-cache``. Any failure
+quote the path as typed this time). A session read from the session cache is deferred, so a
+run served here reads only its metadata, never its tables, unless a renderer reads them (the
+terminal report's lead-in note, figures). Not used with ``--monitor`` or ``--no-cache``. Any failure
 to read or write the cache falls back to computing.
 """
 
@@ -89,7 +91,15 @@ def cached_apart(path: str, options: AnalysisOptions, run: Callable[[], Analysis
 def _save(entry: Path, result: Analysis, keep_session: bool = False) -> None:
     """Write ``result`` without its session (the session has its own cache) unless
     ``keep_session``; an unwritable cache never fails the analysis."""
-    bare = result if keep_session else dataclasses.replace(result, session=cast(TraceSession, None))
+    # (the row count travels: the JSON's ``event_count`` then needs no read of the tables of
+    # a session the cache defers, ``TraceSession.deferred``)
+    bare = (
+        result
+        if keep_session
+        else dataclasses.replace(
+            result, session=cast(TraceSession, None), event_total=result.event_count
+        )
+    )
     tmp: str | None = None
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)

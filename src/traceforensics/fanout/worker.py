@@ -54,9 +54,9 @@ def analyse_rank(task: RankTask) -> RankPart:
 def in_worker(task: RankTask) -> RankPart:
     """``analyse_rank`` in a worker process: the rank workers already use the cores, so the
     Kineto decode helper process (``ingest.kineto.parallel``) stays off."""
-    from traceforensics.ingest.kineto import parallel
+    from traceforensics.ingest.workers import set_workers
 
-    parallel.set_workers(0)
+    set_workers(0)
     return analyse_rank(task)
 
 

@@ -18,6 +18,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import polars as pl
+
 from traceforensics.model.session import TraceSession
 
 CACHE_FORMAT = "1"
@@ -65,11 +67,23 @@ def cached_load(path: Path, loader: Callable[[Path], TraceSession]) -> TraceSess
     """Load ``path`` through the cache: read a saved session if present, else load and save."""
     entry = cache_root() / input_key(path)
     if (entry / "meta.json").exists():
+
+        def reload() -> tuple[pl.DataFrame, pl.DataFrame]:
+            shutil.rmtree(entry, ignore_errors=True)
+            fresh = _saved(entry, loader(path))
+            return fresh.events, fresh.args
+
         try:
-            return _as_typed(TraceSession.load(entry), path)
+            # the tables are read when first needed: a run the analysis cache serves needs
+            # only the metadata; a damaged table is then read from the input instead
+            return _as_typed(TraceSession.load(entry, defer=True, fallback=reload), path)
         except Exception:
             shutil.rmtree(entry, ignore_errors=True)
-    session = loader(path)
+    return _saved(entry, loader(path))
+
+
+def _saved(entry: Path, session: TraceSession) -> TraceSession:
+    """``session``, written to the cache ``entry`` (an unwritable cache is skipped)."""
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))

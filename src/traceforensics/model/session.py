@@ -7,7 +7,7 @@ directory (``events.parquet``, ``args.parquet``, ``meta.json``) and loaded back 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -93,8 +93,17 @@ def _unique(ids: pl.Series) -> bool:
     return ids.n_unique() == ids.len()
 
 
+#: Reads a deferred session's ``(events, args)`` when they are first needed.
+Tables = Callable[[], tuple[pl.DataFrame, pl.DataFrame]]
+
+
 class TraceSession:
-    """A loaded trace: ``events`` (unified table), ``args`` (side table), ``meta``."""
+    """A loaded trace: ``events`` (unified table), ``args`` (side table), ``meta``.
+
+    The tables may be deferred (``deferred``): a session read back from the cache holds its
+    metadata at once and reads its tables the first time ``events`` or ``args`` is read, so
+    a consumer that needs only the metadata (a repeat ``tf analyze`` served from the analysis
+    cache) never reads them."""
 
     def __init__(
         self,
@@ -102,9 +111,54 @@ class TraceSession:
         meta: TraceMeta,
         args: pl.DataFrame | None = None,
     ) -> None:
-        self.events = events
-        self.args = args if args is not None else empty_args()
+        self._events: pl.DataFrame | None = events
+        self._args: pl.DataFrame | None = args if args is not None else empty_args()
+        self._pending: Tables | None = None
         self.meta = meta
+
+    @classmethod
+    def deferred(cls, meta: TraceMeta, tables: Tables) -> TraceSession:
+        """A session of ``meta`` whose tables ``tables()`` gives when they are first read (once;
+        an error it raises is raised by that read)."""
+        session = cls.__new__(cls)
+        session._events = session._args = None
+        session._pending = tables
+        session.meta = meta
+        return session
+
+    @property
+    def is_deferred(self) -> bool:
+        """Whether the tables are still unread (``deferred``)."""
+        return self._pending is not None
+
+    def _tables(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        if self._pending is not None:
+            self._events, self._args = self._pending()
+            self._pending = None
+        assert self._events is not None and self._args is not None
+        return self._events, self._args
+
+    @property
+    def events(self) -> pl.DataFrame:
+        return self._tables()[0]
+
+    @events.setter
+    def events(self, frame: pl.DataFrame) -> None:
+        self._tables()
+        self._events = frame
+
+    @property
+    def args(self) -> pl.DataFrame:
+        return self._tables()[1]
+
+    @args.setter
+    def args(self, frame: pl.DataFrame) -> None:
+        self._tables()
+        self._args = frame
+
+    def __reduce__(self) -> tuple[type[TraceSession], tuple[Any, ...]]:
+        # (a deferred session's reader is a closure: the tables travel, read)
+        return (type(self), (self.events, self.meta, self.args))
 
     # -- construction helpers -------------------------------------------------------------
     @classmethod
@@ -131,9 +185,18 @@ class TraceSession:
         unknown = keep - set(EVENT_SCHEMA)
         if unknown:
             raise SchemaError(f"not event table columns: {sorted(unknown)}")
-        events = self.events.select(c for c in self.events.columns if c in keep)
         keys = list(dict.fromkeys(arg_keys))
-        args = self.args.filter(pl.col("key").is_in(keys))  # categorical: no text per row
+
+        def tables() -> tuple[pl.DataFrame, pl.DataFrame]:
+            events, args = self._tables()
+            return (
+                events.select(c for c in events.columns if c in keep),
+                args.filter(pl.col("key").is_in(keys)),  # categorical: no text per row
+            )
+
+        if self.is_deferred:  # still unread: so is the part
+            return TraceSession.deferred(self.meta, tables)
+        events, args = tables()
         return TraceSession(events, self.meta, args)
 
     # -- checks ---------------------------------------------------------------------------
@@ -183,8 +246,17 @@ class TraceSession:
         return out
 
     @classmethod
-    def load(cls, directory: str | Path) -> TraceSession:
-        """Read a session written by ``save``; validates it."""
+    def load(
+        cls,
+        directory: str | Path,
+        *,
+        defer: bool = False,
+        fallback: Tables | None = None,
+    ) -> TraceSession:
+        """Read a session written by ``save``; validates it. With ``defer`` only the metadata
+        is read now and the tables when first read (``deferred``); if they then cannot be
+        read or do not validate, ``fallback()`` gives them instead (else the error is raised
+        by that read)."""
         src = Path(directory)
         sidecar = json.loads((src / "meta.json").read_text(encoding="utf-8"))
         if sidecar.get("session_format") != SESSION_FORMAT_VERSION:
@@ -192,11 +264,26 @@ class TraceSession:
                 f"{src}: saved session format {sidecar.get('session_format')!r} is not "
                 f"{SESSION_FORMAT_VERSION}; load the trace again and save it with this version"
             )
-        events = conform_events(pl.read_parquet(src / "events.parquet"))
-        args = conform_args(pl.read_parquet(src / "args.parquet"))
-        session = cls(events, TraceMeta.from_dict(sidecar["meta"]), args)
-        session.validate()
-        return session
+        meta = TraceMeta.from_dict(sidecar["meta"])
+
+        def tables() -> tuple[pl.DataFrame, pl.DataFrame]:
+            events = conform_events(pl.read_parquet(src / "events.parquet"))
+            args = conform_args(pl.read_parquet(src / "args.parquet"))
+            cls(events, meta, args).validate()
+            return events, args
+
+        def tables_or_fallback() -> tuple[pl.DataFrame, pl.DataFrame]:
+            try:
+                return tables()
+            except Exception:
+                if fallback is None:
+                    raise
+                return fallback()
+
+        if defer:
+            return cls.deferred(meta, tables_or_fallback)
+        events, args = tables()
+        return cls(events, meta, args)
 
     # -- views ----------------------------------------------------------------------------
     def to_pandas(self) -> pd.DataFrame:

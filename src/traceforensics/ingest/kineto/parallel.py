@@ -16,9 +16,9 @@ results are joined in file order,
 so the table is the same as a sequential load. If the worker cannot start or fails, that chunk
 is decoded here: a load never depends on it.
 
-Off unless ``set_workers(1)`` is called: the CLI does (its main module is import-safe, which
-the ``spawn`` start method needs); library users may, in a script with an
-``if __name__ == "__main__":`` guard. ``TF_INGEST_WORKERS=0`` turns it off.
+Off unless ``set_workers(1)`` is called (the setting is ``ingest.workers``'): the CLI does (its
+main module is import-safe, which the ``spawn`` start method needs); library users may, in a
+script with an ``if __name__ == "__main__":`` guard. ``TF_INGEST_WORKERS=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -31,31 +31,27 @@ from typing import TYPE_CHECKING, Any
 
 from traceforensics.ingest.kineto.batches import Columns, build_batch
 from traceforensics.ingest.kineto.colscan import decode
+from traceforensics.ingest.workers import decode_workers, set_workers
 
 if TYPE_CHECKING:  # imported when a worker starts: ``multiprocessing`` is not needed before
     from traceforensics.ingest.kineto.worker import DecodeWorker
 
 
 class _State:
-    workers = 0
     pool: DecodeWorker | None = None
 
 
 _STATE = _State()
 #: Below this much JSON a worker's start-up costs more than it saves (bytes).
 MIN_PARALLEL_BYTES = 48 << 20
-
-
-def set_workers(n: int) -> None:
-    """Use ``n`` (0 or 1) worker processes for big Kineto files from now on."""
-    _STATE.workers = max(0, min(int(n), 1))
+__all__ = ["collect", "decode_batch", "pool_for", "release", "result", "set_workers", "submit"]
 
 
 def pool_for(json_bytes_estimate: int) -> DecodeWorker | None:
-    """The decode worker when it is on, the machine has a spare core and the file is big."""
+    """The decode worker when it is on (``ingest.workers``), the machine has a spare core and
+    the file is big."""
     if (
-        _STATE.workers == 0
-        or os.environ.get("TF_INGEST_WORKERS", "") == "0"
+        decode_workers() == 0
         or (os.cpu_count() or 1) < 2
         or json_bytes_estimate < MIN_PARALLEL_BYTES
     ):
