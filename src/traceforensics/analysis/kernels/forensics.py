@@ -21,6 +21,7 @@ from dataclasses import replace
 import polars as pl
 
 from traceforensics.analysis.context import AnalysisContext, as_context, side_by_side
+from traceforensics.analysis.engines import engine_for
 from traceforensics.analysis.kernels.frame import (
     kernel_frame,
     kernel_links,
@@ -137,9 +138,11 @@ def device_peaks(
     the model of the other GPUs of its rank when they all agree (nodes are homogeneous), with
     ``how = "same_node"``; otherwise it is unknown."""
     peaks = resolve_peaks(session.meta.devices, override)
-    # a set: counted by the streaming engine (the in-memory one holds ~85 MB at 2M kernels)
+    # a set: on many kernels counted by the streaming engine (``engines``; the in-memory one
+    # holds ~85 MB at 2M kernels)
     devices = kl.lazy().select("rank", "device").unique().drop_nulls()
-    for rank, device in devices.collect(engine="streaming").sort("rank", "device").iter_rows():
+    engine = engine_for(kl.height)
+    for rank, device in devices.collect(engine=engine).sort("rank", "device").iter_rows():
         if (rank, device) not in peaks:
             peaks[(rank, device)] = unknown_peak(rank, device, override)
     for key, peak in list(peaks.items()):

@@ -21,6 +21,7 @@ from typing import Final
 import polars as pl
 
 from traceforensics.analysis.context import OP_DUR_NS, AnalysisContext
+from traceforensics.analysis.engines import engine_for
 from traceforensics.analysis.optree import ancestors_pick
 from traceforensics.model.memory import nulls_as_constants, release_free_memory
 from traceforensics.model.units import I64
@@ -107,7 +108,7 @@ def lookup(keys: pl.Series, table: pl.DataFrame) -> pl.Series:
         .to_frame()
         .lazy()
         .join(table.lazy(), on=key, how="left", maintain_order="left")
-        .collect(engine="streaming")
+        .collect(engine=engine_for(keys.len()))
         .get_column(value)
     )
 

@@ -34,6 +34,7 @@ import numpy as np
 import polars as pl
 
 from traceforensics.analysis.context import AnalysisContext
+from traceforensics.analysis.engines import Engine, engine_for
 from traceforensics.analysis.findings.program import Program
 from traceforensics.analysis.findings.remedies import short_kernel_remedy
 from traceforensics.analysis.kernels.frame import outermost_flagged
@@ -69,17 +70,19 @@ def short_kernel_rows(ctx: AnalysisContext, kern: pl.DataFrame, pos: I64) -> lis
     norm_name, launching_op``; ``pos``: the kernels' rows in ``ctx.work``), most recoverable
     first (all rows; the caller keeps the top ones).
 
-    The per-kernel figures are integers summed per group, so they are computed and summed by
-    the streaming engine, a batch of kernels at a time (in any order: integer sums do not
-    depend on it); only the context, the first one in kernel order, is taken in order."""
+    The per-kernel figures are integers summed per group, so on many kernels they are computed
+    and summed by the streaming engine, a batch at a time (``engines``; in any order: integer
+    sums do not depend on it); only the context, the first one in kernel order, is taken in
+    order."""
     keys = ["rank", "device", "norm_name", "launching_op"]
     optimizer = optimizer_ops(ctx)
     k = _kernels(ctx, kern, pos, optimizer)
+    engine = engine_for(kern.height)
     short = pl.col("dur_ns") < round(ctx.options.kernels.short_kernel_us * NS_PER_US)
     sums = (
         k.filter(short)
-        .with_columns(_host_ns(ctx, k))
-        .join(_overheads(k).lazy(), on=["rank", "device"], how="left")
+        .with_columns(_host_ns(ctx, k, engine))
+        .join(_overheads(k, engine).lazy(), on=["rank", "device"], how="left")
         .with_columns(_recoverable_ns())
         .group_by(keys)
         .agg(
@@ -90,7 +93,7 @@ def short_kernel_rows(ctx: AnalysisContext, kern: pl.DataFrame, pos: I64) -> lis
             pl.col("gap_ns").sum().alias("idle_between_ns"),
             pl.col("launch_bound").sum().alias("launch_bound_count"),
         )
-        .collect(engine="streaming")
+        .collect(engine=engine_for(kern.height))
     )
     names = optimizer.select(pl.col("event_id").alias("_ctx"), pl.col("name").alias("context"))
     contexts = (
@@ -186,18 +189,18 @@ def _launch_figures(ctx: AnalysisContext, pos: I64) -> tuple[I64, Mask, Mask, pl
     return gap, has_prev, launch_bound, api_dur
 
 
-def _overheads(k: pl.LazyFrame) -> pl.DataFrame:
+def _overheads(k: pl.LazyFrame, engine: Engine) -> pl.DataFrame:
     """``rank, device, overhead_ns``: each device's median gap before kernels that were
     already queued (not launch-bound, not the device's first)."""
     return (
         k.filter(~pl.col("launch_bound") & pl.col("_has_prev"))
         .group_by(["rank", "device"])
         .agg(pl.col("gap_ns").median().fill_null(0).cast(pl.Int64).alias("overhead_ns"))
-        .collect(engine="streaming")
+        .collect(engine=engine)
     )
 
 
-def _host_ns(ctx: AnalysisContext, k: pl.LazyFrame) -> pl.Expr:
+def _host_ns(ctx: AnalysisContext, k: pl.LazyFrame, engine: Engine) -> pl.Expr:
     """A kernel's launch cost: its framework op's host time / the kernels that op launched
     (all kernels, short or not), at least the API time; the API time alone otherwise."""
     tree = ctx.tree
@@ -210,7 +213,7 @@ def _host_ns(ctx: AnalysisContext, k: pl.LazyFrame) -> pl.Expr:
             pl.col("event_id").alias("op_id"),
             (pl.col("end_ns") - pl.col("start_ns")).alias("_op_dur"),
         )
-        .collect(engine="streaming")
+        .collect(engine=engine_for(tree.height))
     )
     share = (
         k.select("op_id")
@@ -219,7 +222,7 @@ def _host_ns(ctx: AnalysisContext, k: pl.LazyFrame) -> pl.Expr:
         .agg(pl.len().alias("_n"))
         .join(framework.lazy(), on="op_id")
         .select("op_id", (pl.col("_op_dur") // pl.col("_n")).alias("_share"))
-        .collect(engine="streaming")
+        .collect(engine=engine)
     )
     per_op = pl.col("op_id").replace_strict(
         share.get_column("op_id"), share.get_column("_share"), default=None
