@@ -111,9 +111,21 @@ def test_a_run_the_cache_serves_reads_no_table(
         code, again, err = run_cli(["analyze", "--json", str(trace)], capsys)
     assert code == 0, err
     assert again == first
-    # the text report reads the events (its lead-in note): a damaged cached table is then
-    # read from the input, the report unchanged
+    # the text report reads two event columns (its lead-in note), and only those
     code, text_first, _ = run_cli(["analyze", "--no-cache", str(trace)], capsys)
+    real = pl.read_parquet
+
+    def columns_only(source: object, *a: object, columns: list[str], **k: object) -> object:
+        assert columns == ["rank", "start_ns"], columns
+        return real(source, *a, columns=columns, **k)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as m:
+        _forbid_analysis(m)
+        m.setattr(pl, "read_parquet", columns_only)
+        code, text_again, err = run_cli(["analyze", str(trace)], capsys)
+    assert code == 0, err
+    assert text_again == text_first
+    # a damaged cached table is read from the input instead, the report unchanged
     (events,) = (xdg / "traceforensics" / "sessions").glob("*/events.parquet")
     events.write_bytes(b"not parquet")
     code, text_again, err = run_cli(["analyze", str(trace)], capsys)

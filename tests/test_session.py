@@ -121,6 +121,13 @@ def test_a_deferred_load_reads_its_tables_once_when_first_needed(
         part = back.only(["event_id", "kind", "start_ns"], ["x"])
         assert back.is_deferred and part.is_deferred and reads == []
         assert back.meta.inputs == s.meta.inputs
+        # some columns alone: read without the tables, still deferred; a column the part
+        # does not keep is refused
+        assert part.event_columns(["start_ns", "kind"]).equals(s.events.select("start_ns", "kind"))
+        assert reads == ["events.parquet"] and back.is_deferred and part.is_deferred
+        with pytest.raises(SchemaError):
+            part.event_columns(["name"])
+        reads.clear()
         assert part.events.columns == ["event_id", "kind", "start_ns"]
         assert not back.is_deferred and reads == ["events.parquet", "args.parquet"]
         assert back.events.equals(s.events) and back.args.equals(s.args)
@@ -132,6 +139,7 @@ def test_a_deferred_load_reads_its_tables_once_when_first_needed(
     damaged = TraceSession.load(
         tmp_path / "sess", defer=True, fallback=lambda: (other.events, other.args)
     )
+    assert damaged.event_columns(["name"]).equals(other.events.select("name"))
     assert damaged.events.equals(other.events)
     with pytest.raises(pl.exceptions.PolarsError):  # no fallback: the read's own error
         _ = TraceSession.load(tmp_path / "sess", defer=True).events

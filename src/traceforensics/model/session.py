@@ -95,6 +95,8 @@ def _unique(ids: pl.Series) -> bool:
 
 #: Reads a deferred session's ``(events, args)`` when they are first needed.
 Tables = Callable[[], tuple[pl.DataFrame, pl.DataFrame]]
+#: Reads some event columns of a deferred session without the rest (``event_columns``).
+ColumnReader = Callable[[list[str]], pl.DataFrame]
 
 
 class TraceSession:
@@ -114,17 +116,31 @@ class TraceSession:
         self._events: pl.DataFrame | None = events
         self._args: pl.DataFrame | None = args if args is not None else empty_args()
         self._pending: Tables | None = None
+        self._columns: ColumnReader | None = None
         self.meta = meta
 
     @classmethod
-    def deferred(cls, meta: TraceMeta, tables: Tables) -> TraceSession:
+    def deferred(
+        cls, meta: TraceMeta, tables: Tables, columns: ColumnReader | None = None
+    ) -> TraceSession:
         """A session of ``meta`` whose tables ``tables()`` gives when they are first read (once;
-        an error it raises is raised by that read)."""
+        an error it raises is raised by that read). ``columns(names)``, when given, reads
+        those event columns alone while the tables are unread (``event_columns``)."""
         session = cls.__new__(cls)
         session._events = session._args = None
         session._pending = tables
+        session._columns = columns
         session.meta = meta
         return session
+
+    def event_columns(self, names: Iterable[str]) -> pl.DataFrame:
+        """The event columns ``names`` (in that order): of a deferred session whose tables
+        are unread, read alone (a renderer that needs two columns of a cached session does
+        not read the table); else ``events.select``."""
+        wanted = list(names)
+        if self._pending is not None and self._columns is not None:
+            return self._columns(wanted)
+        return self.events.select(wanted)
 
     @property
     def is_deferred(self) -> bool:
@@ -194,8 +210,13 @@ class TraceSession:
                 args.filter(pl.col("key").is_in(keys)),  # categorical: no text per row
             )
 
+        def some(names: list[str]) -> pl.DataFrame:
+            if not keep.issuperset(names):
+                raise SchemaError(f"not kept columns: {sorted(set(names) - keep)}")
+            return self.event_columns(names)
+
         if self.is_deferred:  # still unread: so is the part
-            return TraceSession.deferred(self.meta, tables)
+            return TraceSession.deferred(self.meta, tables, some)
         events, args = tables()
         return TraceSession(events, self.meta, args)
 
@@ -256,7 +277,7 @@ class TraceSession:
         """Read a session written by ``save``; validates it. With ``defer`` only the metadata
         is read now and the tables when first read (``deferred``); if they then cannot be
         read or do not validate, ``fallback()`` gives them instead (else the error is raised
-        by that read)."""
+        by that read); ``event_columns`` reads some event columns alone meanwhile."""
         src = Path(directory)
         sidecar = json.loads((src / "meta.json").read_text(encoding="utf-8"))
         if sidecar.get("session_format") != SESSION_FORMAT_VERSION:
@@ -280,10 +301,21 @@ class TraceSession:
                     raise
                 return fallback()
 
-        if defer:
-            return cls.deferred(meta, tables_or_fallback)
-        events, args = tables()
-        return cls(events, meta, args)
+        if not defer:
+            events, args = tables()
+            return cls(events, meta, args)
+
+        def some(names: list[str]) -> pl.DataFrame:
+            try:
+                part = pl.read_parquet(src / "events.parquet", columns=names)
+                if dict(part.schema) != {n: EVENT_SCHEMA[n] for n in names}:
+                    raise SchemaError(f"{src}: saved event columns {dict(part.schema)}")
+                return part
+            except Exception:  # unreadable: from the whole tables (or the fallback's) then
+                return session.events.select(names)
+
+        session = cls.deferred(meta, tables_or_fallback, some)
+        return session
 
     # -- views ----------------------------------------------------------------------------
     def to_pandas(self) -> pd.DataFrame:

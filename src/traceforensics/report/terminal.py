@@ -42,7 +42,8 @@ def headline_lines(analysis: Analysis) -> list[str]:
 
 def _leading_time(analysis: Analysis) -> dict[int, int]:
     """First recorded instant of each rank (ns), markers and step ranges included."""
-    ev = analysis.session.events
+    # (two columns: a cached session reads them alone, ``TraceSession.event_columns``)
+    ev = analysis.session.event_columns(["rank", "start_ns"])
     if ev.height == 0:
         return {}
     firsts = ev.group_by("rank").agg(pl.col("start_ns").min().alias("t"))
