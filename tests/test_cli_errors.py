@@ -88,3 +88,25 @@ def test_empty_directory_is_an_input_error(
 ) -> None:
     code, _, err = _run(["analyze", "--no-cache", str(tmp_path)], capsys)
     assert code == 2 and str(tmp_path) in err
+
+
+def test_a_polars_panic_is_one_line_and_exit_3(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A panic inside polars (``PanicException`` is a ``BaseException``, not an ``Exception``:
+    a corrupt cached Parquet page raised one) is an internal error: one line, exit 3, no
+    traceback."""
+    import polars as pl
+
+    import traceforensics.cli.analyze as cli
+
+    def panics(*_: object, **__: object) -> None:
+        raise pl.exceptions.PanicException("index out of bounds")
+
+    monkeypatch.setattr(cli, "analyze", panics)
+    example = Path(__file__).resolve().parents[1] / "examples/synthetic_training.pt.trace.json.gz"
+    code, _, err = _run(["analyze", str(example), "--no-cache"], capsys)
+    assert code == 3
+    assert err.splitlines() == [
+        "tf: internal error: PanicException: index out of bounds (set TF_DEBUG=1 for a traceback)"
+    ]

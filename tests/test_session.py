@@ -143,3 +143,56 @@ def test_a_deferred_load_reads_its_tables_once_when_first_needed(
     assert damaged.events.equals(other.events)
     with pytest.raises(pl.exceptions.PolarsError):  # no fallback: the read's own error
         _ = TraceSession.load(tmp_path / "sess", defer=True).events
+
+
+def test_a_deferred_session_reads_once_across_threads_and_lets_its_parent_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Threads reading a deferred session at once read its tables once; a part (``only``)
+    that has read its tables no longer holds the session it was cut from; a polars panic on
+    a damaged file (not an ``Exception``) still gives the fallback's tables; a column a
+    session does not hold is a ``SchemaError`` whether its tables were read or not."""
+    import gc
+    import threading
+    import time
+    import weakref
+
+    s = TraceSession.from_frames(_frame(), _meta())
+    s.save(tmp_path / "sess")
+    calls: list[int] = []
+
+    def slow() -> tuple[pl.DataFrame, pl.DataFrame]:
+        calls.append(1)
+        time.sleep(0.05)
+        return s.events, s.args
+
+    shared = TraceSession.deferred(_meta(), slow)
+    seen: list[int] = []
+    threads = [threading.Thread(target=lambda: seen.append(shared.events.height)) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == [1] and seen == [3] * 8
+
+    back = TraceSession.load(tmp_path / "sess", defer=True)
+    part = back.only(["event_id", "kind", "start_ns"], [])
+    parent = weakref.ref(back)
+    del back
+    assert part.events.height == 3
+    gc.collect()
+    assert parent() is None, "the part still holds the whole session"
+    for session in (part, TraceSession.load(tmp_path / "sess", defer=True).only(["kind"], [])):
+        with pytest.raises(SchemaError):
+            session.event_columns(["name"])
+
+    def panics(*_: object, **__: object) -> None:
+        raise pl.exceptions.PanicException("a corrupt page")
+
+    other = TraceSession.from_frames(_frame(name=["a", "b", "c"]), _meta())
+    with monkeypatch.context() as m:
+        m.setattr(pl, "read_parquet", panics)
+        damaged = TraceSession.load(
+            tmp_path / "sess", defer=True, fallback=lambda: (other.events, other.args)
+        )
+        assert damaged.event_columns(["name"]).equals(other.events.select("name"))

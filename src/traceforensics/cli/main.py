@@ -12,6 +12,7 @@ import os
 import sys
 
 import click
+import polars as pl
 
 from traceforensics._version import __version__
 from traceforensics.cli.lazy_group import LazyGroup
@@ -120,7 +121,8 @@ def main(argv: list[str] | None = None) -> None:
     except TraceForensicsError as exc:
         click.echo(f"tf: error: {one_line(str(exc))}", err=True)
         sys.exit(EXIT_INTERNAL)
-    except Exception as exc:
+    except (Exception, pl.exceptions.PanicException) as exc:  # (a polars panic is not an
+        # ``Exception``: it would print a traceback)
         if os.environ.get("TF_DEBUG"):
             raise
         click.echo(

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import polars as pl
 
-from traceforensics.model.session import TraceSession
+from traceforensics.model.session import DAMAGED_FILE, TraceSession
 
 CACHE_FORMAT = "1"
 
@@ -77,7 +77,7 @@ def cached_load(path: Path, loader: Callable[[Path], TraceSession]) -> TraceSess
             # the tables are read when first needed: a run the analysis cache serves needs
             # only the metadata; a damaged table is then read from the input instead
             return _as_typed(TraceSession.load(entry, defer=True, fallback=reload), path)
-        except Exception:
+        except DAMAGED_FILE:
             shutil.rmtree(entry, ignore_errors=True)
     return _saved(entry, loader(path))
 

@@ -7,6 +7,7 @@ directory (``events.parquet``, ``args.parquet``, ``meta.json``) and loaded back 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -97,6 +98,9 @@ def _unique(ids: pl.Series) -> bool:
 Tables = Callable[[], tuple[pl.DataFrame, pl.DataFrame]]
 #: Reads some event columns of a deferred session without the rest (``event_columns``).
 ColumnReader = Callable[[list[str]], pl.DataFrame]
+#: What reading a damaged saved table raises: polars' errors, and the panic some corrupt
+#: Parquet files cause, which is not an ``Exception``.
+DAMAGED_FILE: tuple[type[BaseException], ...] = (Exception, pl.exceptions.PanicException)
 
 
 class TraceSession:
@@ -117,6 +121,7 @@ class TraceSession:
         self._args: pl.DataFrame | None = args if args is not None else empty_args()
         self._pending: Tables | None = None
         self._columns: ColumnReader | None = None
+        self._reading = threading.Lock()
         self.meta = meta
 
     @classmethod
@@ -130,17 +135,24 @@ class TraceSession:
         session._events = session._args = None
         session._pending = tables
         session._columns = columns
+        session._reading = threading.Lock()
         session.meta = meta
         return session
 
     def event_columns(self, names: Iterable[str]) -> pl.DataFrame:
         """The event columns ``names`` (in that order): of a deferred session whose tables
         are unread, read alone (a renderer that needs two columns of a cached session does
-        not read the table); else ``events.select``."""
+        not read the table); else ``events.select``. ``SchemaError`` for a column the
+        session does not hold, read or not."""
         wanted = list(names)
-        if self._pending is not None and self._columns is not None:
-            return self._columns(wanted)
-        return self.events.select(wanted)
+        columns = self._columns
+        if self._pending is not None and columns is not None:
+            return columns(wanted)
+        events = self.events
+        missing = set(wanted) - set(events.columns)
+        if missing:
+            raise SchemaError(f"not columns of this session: {sorted(missing)}")
+        return events.select(wanted)
 
     @property
     def is_deferred(self) -> bool:
@@ -149,8 +161,14 @@ class TraceSession:
 
     def _tables(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         if self._pending is not None:
-            self._events, self._args = self._pending()
-            self._pending = None
+            # once, whichever thread reads first (the passes run in threads); the column
+            # reader goes with the reader: a part of a session (``only``) then no longer
+            # holds the whole session it was cut from
+            with self._reading:
+                pending = self._pending
+                if pending is not None:
+                    self._events, self._args = pending()
+                    self._pending = self._columns = None
         assert self._events is not None and self._args is not None
         return self._events, self._args
 
@@ -277,7 +295,9 @@ class TraceSession:
         """Read a session written by ``save``; validates it. With ``defer`` only the metadata
         is read now and the tables when first read (``deferred``); if they then cannot be
         read or do not validate, ``fallback()`` gives them instead (else the error is raised
-        by that read); ``event_columns`` reads some event columns alone meanwhile."""
+        by that read); ``event_columns`` reads some event columns alone meanwhile (their
+        dtypes checked; the whole tables, read later, are validated). ``fallback`` is for
+        ``defer`` only."""
         src = Path(directory)
         sidecar = json.loads((src / "meta.json").read_text(encoding="utf-8"))
         if sidecar.get("session_format") != SESSION_FORMAT_VERSION:
@@ -286,35 +306,29 @@ class TraceSession:
                 f"{SESSION_FORMAT_VERSION}; load the trace again and save it with this version"
             )
         meta = TraceMeta.from_dict(sidecar["meta"])
+        if not defer:
+            events, args = _saved_tables(src, meta)
+            return cls(events, meta, args)
 
         def tables() -> tuple[pl.DataFrame, pl.DataFrame]:
-            events = conform_events(pl.read_parquet(src / "events.parquet"))
-            args = conform_args(pl.read_parquet(src / "args.parquet"))
-            cls(events, meta, args).validate()
-            return events, args
-
-        def tables_or_fallback() -> tuple[pl.DataFrame, pl.DataFrame]:
             try:
-                return tables()
-            except Exception:
+                return _saved_tables(src, meta)
+            except DAMAGED_FILE:
                 if fallback is None:
                     raise
                 return fallback()
 
-        if not defer:
-            events, args = tables()
-            return cls(events, meta, args)
-
         def some(names: list[str]) -> pl.DataFrame:
+            unknown = set(names) - set(EVENT_SCHEMA)
+            if unknown:
+                raise SchemaError(f"not event table columns: {sorted(unknown)}")
             try:
-                part = pl.read_parquet(src / "events.parquet", columns=names)
-                if dict(part.schema) != {n: EVENT_SCHEMA[n] for n in names}:
-                    raise SchemaError(f"{src}: saved event columns {dict(part.schema)}")
-                return part
-            except Exception:  # unreadable: from the whole tables (or the fallback's) then
-                return session.events.select(names)
+                return _saved_columns(src, names)
+            except DAMAGED_FILE:  # unreadable: from the whole tables (or the fallback's) then
+                session._tables()
+                return session.event_columns(names)
 
-        session = cls.deferred(meta, tables_or_fallback, some)
+        session = cls.deferred(meta, tables, some)
         return session
 
     # -- views ----------------------------------------------------------------------------
@@ -341,3 +355,19 @@ class TraceSession:
             f"TraceSession({self.meta.source_format}, {self.events.height} events, "
             f"{len(self.meta.devices)} devices)"
         )
+
+
+def _saved_tables(src: Path, meta: TraceMeta) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The validated ``(events, args)`` saved in ``src`` (``TraceSession.save``)."""
+    events = conform_events(pl.read_parquet(src / "events.parquet"))
+    args = conform_args(pl.read_parquet(src / "args.parquet"))
+    TraceSession(events, meta, args).validate()
+    return events, args
+
+
+def _saved_columns(src: Path, names: list[str]) -> pl.DataFrame:
+    """The event columns ``names`` saved in ``src``, their dtypes checked."""
+    part = pl.read_parquet(src / "events.parquet", columns=names)
+    if dict(part.schema) != {n: EVENT_SCHEMA[n] for n in names}:
+        raise SchemaError(f"{src}: saved event columns {dict(part.schema)}")
+    return part
