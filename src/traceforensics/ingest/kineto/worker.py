@@ -30,6 +30,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from traceforensics.model.memory import freeze_for_exit
+
 #: Seconds to wait for the worker to end after it was told to.
 _JOIN_S = 5.0
 
@@ -41,15 +43,19 @@ def _folder() -> str:
 
 
 def serve(conn: Connection, folder: str) -> None:
-    """The worker's loop: decode each chunk file it is sent until told to stop (``None``)."""
+    """The worker's loop: decode each chunk file it is sent until told to stop (``None``).
+    The process ends then, and the loading process waits for it: its heap is frozen first
+    (``model.memory.freeze_for_exit``: ~0.1 s less of interpreter teardown)."""
     from traceforensics.ingest.kineto.parallel import decode_batch
 
     while True:
         try:
             msg = conn.recv()
         except (EOFError, OSError):
+            freeze_for_exit()
             return
         if msg is None:
+            freeze_for_exit()
             return
         ticket, path = msg
         try:
