@@ -9,8 +9,8 @@ changed input, option or analysis rule never serves an old result. Stored as a p
 the input); the session is the one just loaded, and the warnings are re-read from it (they
 quote the path as typed this time). A session read from the session cache is deferred, so a
 run served here reads only its metadata, never its tables, unless a renderer reads them (the
-terminal report's lead-in note, figures). Not used with ``--monitor`` or ``--no-cache``. Any failure
-to read or write the cache falls back to computing.
+terminal report's lead-in note, figures). Not used with ``--monitor`` or ``--no-cache``. Any
+failure to read or write the cache falls back to computing.
 """
 
 from __future__ import annotations

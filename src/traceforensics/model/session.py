@@ -131,12 +131,9 @@ class TraceSession:
         """A session of ``meta`` whose tables ``tables()`` gives when they are first read (once;
         an error it raises is raised by that read). ``columns(names)``, when given, reads
         those event columns alone while the tables are unread (``event_columns``)."""
-        session = cls.__new__(cls)
+        session = cls(pl.DataFrame(), meta, pl.DataFrame())
         session._events = session._args = None
-        session._pending = tables
-        session._columns = columns
-        session._reading = threading.Lock()
-        session.meta = meta
+        session._pending, session._columns = tables, columns
         return session
 
     def event_columns(self, names: Iterable[str]) -> pl.DataFrame:

@@ -93,7 +93,7 @@ def short_kernel_rows(ctx: AnalysisContext, kern: pl.DataFrame, pos: I64) -> lis
             pl.col("gap_ns").sum().alias("idle_between_ns"),
             pl.col("launch_bound").sum().alias("launch_bound_count"),
         )
-        .collect(engine=engine_for(kern.height))
+        .collect(engine=engine)
     )
     names = optimizer.select(pl.col("event_id").alias("_ctx"), pl.col("name").alias("context"))
     contexts = (

@@ -16,7 +16,7 @@ results are joined in file order,
 so the table is the same as a sequential load. If the worker cannot start or fails, that chunk
 is decoded here: a load never depends on it.
 
-Off unless ``set_workers(1)`` is called (the setting is ``ingest.workers``'): the CLI does (its
+Off unless ``set_workers(1)`` is called (the setting is in ``ingest.workers``): the CLI does (its
 main module is import-safe, which the ``spawn`` start method needs); library users may, in a
 script with an ``if __name__ == "__main__":`` guard. ``TF_INGEST_WORKERS=0`` turns it off.
 """

@@ -46,16 +46,21 @@ def serve(conn: Connection, folder: str) -> None:
     """The worker's loop: decode each chunk file it is sent until told to stop (``None``).
     The process ends then, and the loading process waits for it: its heap is frozen first
     (``model.memory.freeze_for_exit``: ~0.1 s less of interpreter teardown)."""
+    try:
+        _serve(conn, folder)
+    finally:
+        freeze_for_exit()
+
+
+def _serve(conn: Connection, folder: str) -> None:
     from traceforensics.ingest.kineto.parallel import decode_batch
 
     while True:
         try:
             msg = conn.recv()
         except (EOFError, OSError):
-            freeze_for_exit()
             return
         if msg is None:
-            freeze_for_exit()
             return
         ticket, path = msg
         try:
