@@ -64,7 +64,9 @@ _clean_args = st.dictionaries(
     st.one_of(_arg_value, st.lists(_arg_value, max_size=3), _json),
     max_size=6,
 ).map(lambda d: {k: v for k, v in d.items() if k not in RULE_FIELDS.values() or _plain(v)})
-_EVENT_KEYS = [*colscan.EVENT_KEYS, "s", "bp", "other"]
+#: The top-level keys the scanner reads, in the typed ``Event``'s names.
+_READ_KEYS = (*colscan.CODED_KEYS, *colscan.NUMBER_KEYS)
+_EVENT_KEYS = [*_READ_KEYS, "s", "bp", "other"]
 
 
 def _plain(value: Any) -> bool:
@@ -118,7 +120,7 @@ def _same(a: Any, b: Any) -> bool:
 
 def _expected(text: bytes) -> tuple[list[list[Any]], list[Any], set[tuple[int, str, bytes]]]:
     events = decode_events(text)
-    columns = [[getattr(e, key) for e in events] for key in colscan.EVENT_KEYS]
+    columns = [[getattr(e, key) for e in events] for key in _READ_KEYS]
     rule: list[Any] = []
     kept: set[tuple[int, str, bytes]] = set()
     for i, e in enumerate(events):
@@ -140,14 +142,41 @@ def _expected(text: bytes) -> tuple[list[list[Any]], list[Any], set[tuple[int, s
     return columns, rule, kept
 
 
+def _as_read(got: colscan.Scanned) -> tuple[list[list[Any]], list[Any]]:
+    """The scanned chunk as the typed decoder's values: columns of ``_READ_KEYS`` and per
+    event the rule args present (None without args)."""
+    columns = [
+        [got.values[c] for c in got.codes[:, j].tolist()] for j in range(len(colscan.CODED_KEYS))
+    ]
+    for key in colscan.NUMBER_KEYS:
+        slots = [got.slot(key, i) for i in range(got.n)]
+        columns.append([None if v is UNSET else v for v in slots])
+    rule: list[Any] = [{} if a else None for a in got.has_args.tolist()]
+    for i, d in enumerate(rule):
+        if d is None:
+            continue
+        for key in colscan.ARG_NUMBER_KEYS:
+            v = got.slot(key, i)
+            if v is not UNSET:
+                d[key] = v
+    for e, k, v in zip(got.arg_events, got.arg_keys, got.arg_values, strict=True):
+        d = rule[int(e)]
+        assert d is not None, "an args value of an event without args"
+        assert colscan.ARG_VALUE_KEYS[k] not in d, "a key read twice"
+        d[colscan.ARG_VALUE_KEYS[k]] = got.values[v]
+    return columns, rule
+
+
 def _check(text: bytes, got: colscan.Scanned) -> None:
     columns, rule, kept = _expected(text)
     assert got.n == len(columns[0])
-    for mine, theirs in zip(got.columns, columns, strict=True):
+    assert got.values[0] is None
+    mine_columns, mine_rule = _as_read(got)
+    for mine, theirs in zip(mine_columns, columns, strict=True):
         assert len(mine) == len(theirs)
         assert all(_same(a, b) for a, b in zip(mine, theirs, strict=True)), (mine, theirs)
-    assert len(got.rule) == len(rule)
-    for mine_d, theirs_d in zip(got.rule, rule, strict=True):
+    assert len(mine_rule) == len(rule)
+    for mine_d, theirs_d in zip(mine_rule, rule, strict=True):
         assert (mine_d is None) == (theirs_d is None)
         if mine_d is not None:
             assert mine_d.keys() == theirs_d.keys()
@@ -286,9 +315,12 @@ def _kineto_event(i: int) -> st.SearchStrategy[dict[str, Any]]:
     args = st.fixed_dictionaries(
         {},
         optional={
-            "External id": st.integers(0, 50) | st.just("7"),
+            # (an id beyond int64 is no id; as a JSON int the scanner refuses it: see below)
+            "External id": st.integers(0, 50)
+            | st.sampled_from(["7", "99999999999999999999", 1.5, True]),
             "external id": st.integers(0, 50),
-            "correlation": st.integers(0, 50),
+            "correlation": st.integers(0, 50)
+            | st.sampled_from(["8", "18446744073709551616", None]),
             "device": st.integers(0, 3),
             "stream": st.integers(0, 9),
             "bytes": st.integers(0, 10**9),
@@ -308,10 +340,16 @@ def _kineto_event(i: int) -> st.SearchStrategy[dict[str, Any]]:
             "name": _text,
             "pid": st.integers(0, 3) | st.sampled_from(["Spans", ""]),
             "tid": st.integers(0, 3) | st.just("stream 7"),
-            "ts": st.integers(0, 10**9) | st.floats(0, 1e9).map(lambda v: round(v, 3)),
+            # mostly plain numbers; now and then one that takes the per-value path (a text,
+            # beyond int64 ns, beyond 2**53 µs, more than three decimals, none at all)
+            "ts": st.integers(0, 10**9)
+            | st.floats(0, 1e9).map(lambda v: round(v, 3))
+            | st.sampled_from(["12.5", None, 2**62, -(2**62), 1e300, 12.3456789, "x"]),
         },
         optional={
-            "dur": st.integers(-5, 10**6) | st.floats(0, 1e6).map(lambda v: round(v, 3)),
+            "dur": st.integers(-5, 10**6)
+            | st.floats(0, 1e6).map(lambda v: round(v, 3))
+            | st.sampled_from(["5", None, 1e17, 0.0004, -2.5]),
             "id": st.integers(0, 50),
             "args": st.none() | args,
         },
@@ -328,6 +366,48 @@ def test_a_chunk_gives_the_columns_of_the_typed_path(events: list[Any], style: i
     scanned = colscan.scan(text)
     assert scanned is not None
     _assert_columns_equal(build_batch(scanned), build_batch(decode_events(text)))
+
+
+def test_ids_beyond_int64_are_no_ids(tmp_path: Any) -> None:
+    """An External id or correlation beyond int64 (a JSON int the scanner refuses, or a text)
+    is read as no id by the typed path, not a crash building the Int64 column."""
+    events = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "a",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 5,
+            "args": {"External id": 2**63},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1,
+            "dur": 2,
+            "args": {"External id": "99999999999999999999", "correlation": 2**64},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 2,
+            "dur": 3,
+            "args": {"device": 0, "stream": 7, "correlation": 3, "External id": 4},
+        },
+    ]
+    path = tmp_path / "big_ids.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    table = load_kineto([path]).events.sort("start_ns")
+    assert table["external_id"].to_list() == [None, None, 4]
+    assert table["correlation"].to_list() == [None, None, 3]
 
 
 def _same_session(a: TraceSession, b: TraceSession) -> None:

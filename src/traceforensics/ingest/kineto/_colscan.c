@@ -1,30 +1,36 @@
 /*
- * _colscan: a JSON array of Kineto event objects read straight into column lists.
+ * _colscan: a JSON array of Kineto event objects read straight into coded columns.
  *
  * The pure-Python path decodes each event into a msgspec struct and then reads the structs'
- * fields into lists (``batches.ColumnBuilder``); this module builds those lists in one pass
- * over the text, so no per-event object but the values themselves is ever made.
+ * fields into lists (``batches.ColumnBuilder``); this module reads the text in one pass into
+ * flat arrays, so no per-event Python object is made at all, only one per distinct value:
  *
- *     scan(text, event_keys, args_key, rule_keys, kept_keys) -> tuple | None
+ *     scan(text, coded_keys, number_keys, args_key, arg_number_keys, arg_value_keys,
+ *          kept_keys) -> tuple | None
  *
- * - ``event_keys``: top-level keys read; one list per key, a missing key read as None.
- * - ``args_key``: the key whose object holds the args. Per event: a dict of the
- *   ``rule_keys`` present (values as Python objects), or None when it is missing or null.
+ * - ``values``: a list of the distinct values read; equal tokens (the same text) share one
+ *   entry, ``values[0]`` is None (a missing key). Arrays under args keys are entries of
+ *   their own.
+ * - ``coded_keys``: top-level keys read as codes, int32 [n][len(coded_keys)] indices in
+ *   ``values`` (ph, cat, name, pid, tid: a trace repeats a few thousand of them).
+ * - ``number_keys`` (top level) then ``arg_number_keys`` (in the args object): number
+ *   slots, uint8 tags [n][m] (missing, null, int, float, other) and int64 [n][m] values
+ *   (the int, the double's bits, or for "other" the value's code).
+ * - ``has_args``: uint8 [n], whether args is an object (null and missing read as 0).
+ * - ``arg_value_keys``: (event index, key index, value code) triples in file order.
  * - ``kept_keys``: args keys kept as the JSON text of their value, exactly as written, as
- *   (event index, key, text) triples in file order: three arrays (bytes of int64 event
- *   indices, int32 indices in ``kept_keys``, int32 indices in ``kept_texts``, the distinct
- *   texts as str; a trace repeats a few thousand shapes many times).
+ *   (event index, key, text) triples: three arrays (int64 event indices, int32 indices in
+ *   ``kept_keys``, int32 indices in ``kept_texts``, the distinct texts as str).
  *
- * Returns ``(n, columns, rule, kept_events, kept_keys, kept_values, kept_texts)``, or None
- * whenever the text is anything but the clean case: not strict RFC 8259 JSON with valid
- * UTF-8, an element that is not an object, an escaped key, a duplicate key among those read,
- * an object or array where a top-level value is read, args that are neither an object nor
- * null, an integer beyond int64, a float that overflows. None means "decode this text the general way": the caller
- * then runs the typed decoder, which judges the text by its own rules, so this reader only
- * ever accepts a subset of what that decoder accepts, and gives the same values for it.
- *
- * Equal strings without escapes share one str object (a hash table on their bytes), as the
- * Python path's ``_shared`` would make them.
+ * Returns ``(n, values, codes, tags, numbers, has_args, arg_events, arg_keys, arg_values,
+ * kept_events, kept_keys, kept_values, kept_texts)`` (arrays as bytes), or None whenever the
+ * text is anything but the clean case: not strict RFC 8259 JSON with valid UTF-8, an element
+ * that is not an object, an escaped key, a duplicate key among those read, an object or array
+ * where a top-level value is read, an object under an args key read, args that are neither an
+ * object nor null, an integer beyond int64, a float that overflows. None means "decode this
+ * text the general way": the caller then runs the typed decoder, which judges the text by its
+ * own rules, so this reader only ever accepts a subset of what that decoder accepts, and gives
+ * the same values for it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -391,71 +397,89 @@ static PyObject *unescaped(Scanner *sc, const char *s, Py_ssize_t n, int *refuse
 }
 
 /* The number at sc->p as a Python int or float, moving past it. */
-static PyObject *scan_number(Scanner *sc, int *refused) {
-    const char *start = sc->p, *p = sc->p, *end = sc->end;
-    int is_float = 0, digits = 0;
+/* Move past the number at sc->p, checking its grammar; *is_float: it has a fraction or an
+ * exponent, *digits: digits of its integer part. */
+static int number_span(Scanner *sc, int *is_float, int *digits) {
+    const char *p = sc->p, *end = sc->end;
+    *is_float = 0;
+    *digits = 0;
     if (p < end && *p == '-') p++;
     if (p < end && *p == '0') {
         p++;
-        digits = 1;
+        *digits = 1;
     } else if (p < end && *p >= '1' && *p <= '9') {
         while (p < end && *p >= '0' && *p <= '9') {
             p++;
-            digits++;
+            (*digits)++;
         }
     } else {
-        *refused = 1;
-        return NULL;
+        return REFUSE;
     }
     if (p < end && *p == '.') {
-        is_float = 1;
+        *is_float = 1;
         p++;
-        if (p >= end || *p < '0' || *p > '9') {
-            *refused = 1;
-            return NULL;
-        }
+        if (p >= end || *p < '0' || *p > '9') return REFUSE;
         while (p < end && *p >= '0' && *p <= '9') p++;
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
-        is_float = 1;
+        *is_float = 1;
         p++;
         if (p < end && (*p == '+' || *p == '-')) p++;
-        if (p >= end || *p < '0' || *p > '9') {
-            *refused = 1;
-            return NULL;
-        }
+        if (p >= end || *p < '0' || *p > '9') return REFUSE;
         while (p < end && *p >= '0' && *p <= '9') p++;
     }
-    /* the text ends in "]", so a number is never at the very end of the buffer */
-    if (p >= end) {
-        *refused = 1;
-        return NULL;
-    }
+    /* the text ends in "]", so a number is never at the very end of the buffer; msgspec's
+     * parser gives up (or goes wrong) on numbers of ~100k digits */
+    if (p >= end || p - sc->p > 1000) return REFUSE;
     sc->p = p;
-    if (!is_float) {
-        /* int64 only: a longer integer refuses (19 digits never overflow uint64) */
-        if (digits > 19) {
-            *refused = 1;
-            return NULL;
-        }
-        uint64_t v = 0;
-        int negative = *start == '-';
-        for (const char *q = start + negative; q < p; q++) v = v * 10 + (uint64_t)(*q - '0');
-        if (v > (uint64_t)INT64_MAX + (uint64_t)negative) {
-            *refused = 1;
-            return NULL;
-        }
-        if (negative) return PyLong_FromLongLong(v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(long long)v);
-        return PyLong_FromLongLong((long long)v);
-    }
+    return 0;
+}
+
+/* The integer text [start, p) (checked by number_span) as int64; REFUSE beyond int64. */
+static int int_of(const char *start, const char *p, int digits, int64_t *out) {
+    /* 19 digits never overflow uint64 */
+    if (digits > 19) return REFUSE;
+    uint64_t v = 0;
+    int negative = *start == '-';
+    for (const char *q = start + negative; q < p; q++) v = v * 10 + (uint64_t)(*q - '0');
+    if (v > (uint64_t)INT64_MAX + (uint64_t)negative) return REFUSE;
+    *out = negative ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v) : (int64_t)v;
+    return 0;
+}
+
+/* The float text [start, p) as a double; REFUSE when it overflows, ERROR on a Python error. */
+static int double_of(const char *start, const char *p, double *out) {
     char *stop = NULL;
     double v = PyOS_string_to_double(start, &stop, NULL);
-    if (v == -1.0 && PyErr_Occurred()) return NULL;
-    if (stop != p || Py_IS_INFINITY(v)) {
+    if (v == -1.0 && PyErr_Occurred()) return ERROR;
+    if (stop != p || Py_IS_INFINITY(v)) return REFUSE;
+    *out = v;
+    return 0;
+}
+
+/* The number at sc->p as a Python int or float, moving past it. */
+static PyObject *scan_number(Scanner *sc, int *refused) {
+    const char *start = sc->p;
+    int is_float, digits;
+    if (number_span(sc, &is_float, &digits) < 0) {
         *refused = 1;
         return NULL;
     }
-    return PyFloat_FromDouble(v);
+    if (!is_float) {
+        int64_t v;
+        if (int_of(start, sc->p, digits, &v) < 0) {
+            *refused = 1;
+            return NULL;
+        }
+        return PyLong_FromLongLong((long long)v);
+    }
+    double d;
+    int rc = double_of(start, sc->p, &d);
+    if (rc < 0) {
+        *refused = rc == REFUSE;
+        return NULL;
+    }
+    return PyFloat_FromDouble(d);
 }
 
 static int expect_word(Scanner *sc, const char *word, size_t n) {
@@ -499,6 +523,8 @@ static int skip_value(Scanner *sc, int depth) {
     if (c == 't') return expect_word(sc, "true", 4);
     if (c == 'f') return expect_word(sc, "false", 5);
     if (c == 'n') return expect_word(sc, "null", 4);
+    /* a skipped number is checked as a read one is (int64, no overflow): the same texts
+     * refuse whichever keys they are under */
     int refused = 0;
     PyObject *number = scan_number(sc, &refused);
     if (number == NULL) return refused ? REFUSE : ERROR;
@@ -559,17 +585,7 @@ static PyObject *build_value(Scanner *sc, int nested, int depth, int *refused) {
         Py_INCREF(v);
         return v;
     }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-        const char *from = sc->p;
-        PyObject *v = scan_number(sc, refused);
-        /* msgspec's parser gives up (or goes wrong) on numbers of ~100k digits */
-        if (v != NULL && sc->p - from > 1000) {
-            Py_DECREF(v);
-            *refused = 1;
-            return NULL;
-        }
-        return v;
-    }
+    if (c == '-' || (c >= '0' && c <= '9')) return scan_number(sc, refused);
     *refused = 1;
     return NULL;
 }
@@ -615,165 +631,281 @@ static int key_index(const KeyTable *t, const Key *k) {
     return -1;
 }
 
+/* What a number slot holds (``tags``): its value is in ``numbers`` as int64, double bits, or
+ * for TAG_OTHER the value's code in ``values``. */
+enum { TAG_MISSING = 0, TAG_NULL = 1, TAG_INT = 2, TAG_FLOAT = 3, TAG_OTHER = 4 };
+
 typedef struct {
+    /* top-level keys: the coded ones first, then the number ones */
     Key event[MAX_KEYS];
-    int n_event;
+    int n_event, n_coded;
     Key args;
+    /* args keys: the number ones first (slots after the top-level number keys), then the
+     * value ones (triples) */
     Key rule[MAX_KEYS];
-    int n_rule;
+    int n_rule, n_arg_number;
     Key kept[MAX_KEYS];
     int n_kept;
     KeyTable event_table, rule_table, kept_table;
-    PyObject *rule_names; /* tuple of str (borrowed) */
-    PyObject *kept_names; /* tuple of str (borrowed) */
 } Spec;
 
 typedef struct {
-    PyObject *columns[MAX_KEYS]; /* lists */
-    PyObject *rule;              /* list */
-    Buf kept_events;             /* int64 event index per kept arg */
-    Buf kept_keys;               /* int32 index in kept_keys per kept arg */
-    Buf kept_values;             /* int32 index in kept_texts per kept arg */
-    PyObject *kept_texts;        /* list of the distinct texts, str */
+    Buf codes;       /* int32 [n][n_coded]: index in values (0: missing, None) */
+    Buf tags;        /* uint8 [n][n_numbers] */
+    Buf numbers;     /* int64 [n][n_numbers] */
+    Buf has_args;    /* uint8 [n]: args is an object */
+    Buf arg_events;  /* int64 event index per args value read */
+    Buf arg_keys;    /* int32 index among the value keys */
+    Buf arg_values;  /* int32 index in values */
+    Buf kept_events; /* int64 event index per kept arg */
+    Buf kept_keys;   /* int32 index in kept_keys per kept arg */
+    Buf kept_values; /* int32 index in kept_texts per kept arg */
+    PyObject *values;     /* list: the distinct scalars read (and each array as read) */
+    PyObject *kept_texts; /* list of the distinct texts, str */
+    Intern codes_of;      /* token text -> index in values */
     Intern texts;
 } Out;
 
-/* The args object at sc->p (on its "{"): its rule keys' values into a new dict (*dict), its
- * kept keys' texts onto the kept lists. */
-static int scan_args(Scanner *sc, const Spec *spec, Out *out, Py_ssize_t event, PyObject **dict) {
-    PyObject *d = PyDict_New();
-    if (d == NULL) return ERROR;
-    uint64_t seen_rule = 0, seen_kept = 0;
+/* The index in out->values of the scalar token [from, sc->p) of ``kind`` ('"': a string
+ * with body/len/esc, 'n' a number, 'w' a literal), appending its value the first time the
+ * token occurs (equal tokens share one value). */
+static int token_code(Scanner *sc, Out *out, const char *from, char kind, const char *body,
+                      Py_ssize_t len, int esc, int is_float, int digits, int32_t *code) {
+    Intern *t = &out->codes_of;
+    Py_ssize_t n = sc->p - from;
+    if ((t->used + 1) * 2 > t->cap && intern_grow(t) < 0) return ERROR;
+    uint64_t h = hash_bytes(from, n);
+    size_t j = (size_t)h & (t->cap - 1);
+    while (t->slots[j].value != NULL) {
+        Slot *slot = &t->slots[j];
+        if (slot->hash == h && slot->len == n && memcmp(slot->ptr, from, (size_t)n) == 0) {
+            *code = (int32_t)slot->index;
+            return 0;
+        }
+        j = (j + 1) & (t->cap - 1);
+    }
+    PyObject *value = NULL;
     int refused = 0;
-    if (empty_after_open(sc, '}')) {
-        *dict = d;
+    if (kind == '"') {
+        value = esc ? unescaped(sc, body, len, &refused) : PyUnicode_DecodeUTF8(body, len, "strict");
+        if (value == NULL && !refused && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear();
+            refused = 1;
+        }
+    } else if (kind == 'w') {
+        value = *from == 't' ? Py_True : *from == 'f' ? Py_False : Py_None;
+        Py_INCREF(value);
+    } else if (!is_float) {
+        int64_t v;
+        if (int_of(from, sc->p, digits, &v) < 0) return REFUSE;
+        value = PyLong_FromLongLong((long long)v);
+    } else {
+        double d;
+        int rc = double_of(from, sc->p, &d);
+        if (rc < 0) return rc;
+        value = PyFloat_FromDouble(d);
+    }
+    if (value == NULL) return refused ? REFUSE : ERROR;
+    Py_ssize_t index = PyList_GET_SIZE(out->values);
+    if (index >= INT32_MAX || PyList_Append(out->values, value) < 0) {
+        Py_DECREF(value);
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return ERROR;
+    }
+    t->slots[j] = (Slot){h, from, n, value, index};
+    t->used++;
+    *code = (int32_t)index;
+    return 0;
+}
+
+/* The code of the value at sc->p: a scalar (shared by equal tokens) or, with ``nested``, an
+ * array (appended as built). An object, or an array without ``nested``, refuses. */
+static int value_code(Scanner *sc, Out *out, int nested, int32_t *code) {
+    skip_ws(sc);
+    if (sc->p >= sc->end) return REFUSE;
+    const char *from = sc->p;
+    char c = *from;
+    if (c == '"') {
+        const char *body;
+        Py_ssize_t len;
+        int esc;
+        if (scan_string(sc, &body, &len, &esc) < 0) return REFUSE;
+        return token_code(sc, out, from, '"', body, len, esc, 0, 0, code);
+    }
+    if (c == 't' || c == 'f' || c == 'n') {
+        if (expect_word(sc, c == 't' ? "true" : c == 'f' ? "false" : "null", c == 'f' ? 5 : 4) < 0)
+            return REFUSE;
+        return token_code(sc, out, from, 'w', NULL, 0, 0, 0, 0, code);
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        int is_float, digits;
+        if (number_span(sc, &is_float, &digits) < 0) return REFUSE;
+        return token_code(sc, out, from, 'n', NULL, 0, 0, is_float, digits, code);
+    }
+    if (c != '[' || !nested) return REFUSE;
+    int refused = 0;
+    PyObject *list = build_value(sc, 1, 1, &refused);
+    if (list == NULL) return refused ? REFUSE : ERROR;
+    Py_ssize_t index = PyList_GET_SIZE(out->values);
+    int rc = index >= INT32_MAX ? -1 : PyList_Append(out->values, list);
+    Py_DECREF(list);
+    if (rc < 0) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return ERROR;
+    }
+    *code = (int32_t)index;
+    return 0;
+}
+
+/* A number slot: null, an int64, a double (its bits), or anything else ``value_code`` reads
+ * (TAG_OTHER, its code). */
+static int number_slot(Scanner *sc, Out *out, int nested, uint8_t *tag, int64_t *value) {
+    skip_ws(sc);
+    if (sc->p >= sc->end) return REFUSE;
+    const char *from = sc->p;
+    char c = *from;
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        int is_float, digits;
+        if (number_span(sc, &is_float, &digits) < 0) return REFUSE;
+        if (!is_float) {
+            *tag = TAG_INT;
+            return int_of(from, sc->p, digits, value);
+        }
+        double d;
+        int rc = double_of(from, sc->p, &d);
+        if (rc < 0) return rc;
+        memcpy(value, &d, sizeof d);
+        *tag = TAG_FLOAT;
         return 0;
     }
+    if (c == 'n') {
+        *tag = TAG_NULL;
+        return expect_word(sc, "null", 4);
+    }
+    int32_t code;
+    int rc = value_code(sc, out, nested, &code);
+    if (rc < 0) return rc;
+    *tag = TAG_OTHER;
+    *value = code;
+    return 0;
+}
+
+static int put_triple(Buf *events, Buf *keys, Buf *values, Py_ssize_t event, int key, int32_t v) {
+    int64_t at = (int64_t)event;
+    int32_t k = (int32_t)key;
+    if (buf_put(events, &at, sizeof at) < 0 || buf_put(keys, &k, sizeof k) < 0 ||
+        buf_put(values, &v, sizeof v) < 0)
+        return ERROR;
+    return 0;
+}
+
+/* The args object at sc->p (on its "{"): number keys into the event's slots (after
+ * ``n_top`` top-level ones), value keys and kept keys onto their triples. */
+static int scan_args(Scanner *sc, const Spec *spec, Out *out, Py_ssize_t event, int n_top,
+                     uint8_t *tags, int64_t *numbers) {
+    uint64_t seen_rule = 0, seen_kept = 0;
+    if (empty_after_open(sc, '}')) return 0;
     for (;;) {
         Key k;
-        int esc, rc;
+        int esc, rc = 0;
         skip_ws(sc);
-        if (scan_key(sc, &k, &esc) < 0 || esc) goto refuse;
+        if (scan_key(sc, &k, &esc) < 0 || esc) return REFUSE;
         int r = key_index(&spec->rule_table, &k);
         int kk = r < 0 ? key_index(&spec->kept_table, &k) : -1;
         if (r >= 0) {
-            if (seen_rule & (1ULL << r)) goto refuse;
+            if (seen_rule & (1ULL << r)) return REFUSE;
             seen_rule |= 1ULL << r;
-            PyObject *v = build_value(sc, 1, 1, &refused);
-            if (v == NULL) goto fail;
-            rc = PyDict_SetItem(d, PyTuple_GET_ITEM(spec->rule_names, r), v);
-            Py_DECREF(v);
-            if (rc < 0) goto error;
+            if (r < spec->n_arg_number) {
+                rc = number_slot(sc, out, 1, &tags[n_top + r], &numbers[n_top + r]);
+            } else {
+                int32_t code;
+                rc = value_code(sc, out, 1, &code);
+                if (rc == 0)
+                    rc = put_triple(&out->arg_events, &out->arg_keys, &out->arg_values, event,
+                                    r - spec->n_arg_number, code);
+            }
         } else if (kk >= 0) {
-            if (seen_kept & (1ULL << kk)) goto refuse;
+            if (seen_kept & (1ULL << kk)) return REFUSE;
             seen_kept |= 1ULL << kk;
             skip_ws(sc);
             const char *from = sc->p;
             rc = skip_value(sc, 1);
-            if (rc < 0) {
-                refused = rc == REFUSE;
-                goto fail;
+            if (rc == 0) {
+                Py_ssize_t text = text_index(&out->texts, out->kept_texts, from, sc->p - from);
+                rc = text < 0 ? ERROR
+                              : put_triple(&out->kept_events, &out->kept_keys, &out->kept_values,
+                                           event, kk, (int32_t)text);
             }
-            Py_ssize_t text = text_index(&out->texts, out->kept_texts, from, sc->p - from);
-            int64_t at = (int64_t)event;
-            int32_t key = (int32_t)kk, value = (int32_t)text;
-            if (text < 0 || buf_put(&out->kept_events, &at, sizeof at) < 0 ||
-                buf_put(&out->kept_keys, &key, sizeof key) < 0 ||
-                buf_put(&out->kept_values, &value, sizeof value) < 0)
-                goto error;
         } else {
             rc = skip_value(sc, 1);
-            if (rc < 0) {
-                refused = rc == REFUSE;
-                goto fail;
-            }
         }
+        if (rc < 0) return rc;
         int more = next_member(sc, '}');
         if (more > 0) continue;
-        if (more < 0) goto refuse;
-        *dict = d;
-        return 0;
+        return more < 0 ? REFUSE : 0;
     }
-refuse:
-    Py_DECREF(d);
-    return REFUSE;
-fail:
-    Py_DECREF(d);
-    return refused ? REFUSE : ERROR;
-error:
-    Py_DECREF(d);
-    return ERROR;
 }
 
-/* One event object at sc->p (on its "{"), its values appended to the columns. */
+/* One event object at sc->p (on its "{"): its codes, number slots and args flag appended. */
 static int scan_event(Scanner *sc, const Spec *spec, Out *out, Py_ssize_t event) {
-    PyObject *values[MAX_KEYS];
-    PyObject *args = NULL;
-    int refused = 0, rc = REFUSE, seen_args = 0;
+    int32_t codes[MAX_KEYS];
+    uint8_t tags[2 * MAX_KEYS];
+    int64_t numbers[2 * MAX_KEYS];
+    int n_top = spec->n_event - spec->n_coded, n_numbers = n_top + spec->n_arg_number;
+    uint8_t has_args = 0;
+    int seen_args = 0;
     uint64_t seen = 0;
-    memset(values, 0, sizeof(PyObject *) * (size_t)spec->n_event);
-    if (empty_after_open(sc, '}')) goto done;
-    for (;;) {
-        Key k;
-        int esc;
-        skip_ws(sc);
-        if (scan_key(sc, &k, &esc) < 0 || esc) goto out;
-        int i = key_index(&spec->event_table, &k);
-        if (i >= 0) {
-            if (seen & (1ULL << i)) goto out;
-            seen |= 1ULL << i;
-            values[i] = build_value(sc, 0, 1, &refused);
-            if (values[i] == NULL) {
-                rc = refused ? REFUSE : ERROR;
-                goto out;
-            }
-        } else if (k.len == spec->args.len && memcmp(k.ptr, spec->args.ptr, (size_t)k.len) == 0) {
-            if (seen_args) goto out;
-            seen_args = 1;
+    memset(codes, 0, sizeof codes);
+    memset(tags, 0, sizeof tags);
+    memset(numbers, 0, sizeof numbers);
+    if (!empty_after_open(sc, '}')) {
+        for (;;) {
+            Key k;
+            int esc, rc = 0;
             skip_ws(sc);
-            if (sc->p < sc->end && *sc->p == '{') {
-                int a = scan_args(sc, spec, out, event, &args);
-                if (a < 0) {
-                    rc = a;
-                    goto out;
+            if (scan_key(sc, &k, &esc) < 0 || esc) return REFUSE;
+            int i = key_index(&spec->event_table, &k);
+            if (i >= 0) {
+                if (seen & (1ULL << i)) return REFUSE;
+                seen |= 1ULL << i;
+                if (i < spec->n_coded)
+                    rc = value_code(sc, out, 0, &codes[i]);
+                else
+                    rc = number_slot(sc, out, 0, &tags[i - spec->n_coded],
+                                     &numbers[i - spec->n_coded]);
+            } else if (k.len == spec->args.len &&
+                       memcmp(k.ptr, spec->args.ptr, (size_t)k.len) == 0) {
+                if (seen_args) return REFUSE;
+                seen_args = 1;
+                skip_ws(sc);
+                if (sc->p < sc->end && *sc->p == '{') {
+                    has_args = 1;
+                    rc = scan_args(sc, spec, out, event, n_top, tags, numbers);
+                } else {
+                    /* args that is not an object or null (damaged): the general way */
+                    rc = expect_word(sc, "null", 4);
                 }
-            } else if (expect_word(sc, "null", 4) < 0) {
-                goto out;  /* args that is not an object (damaged): the general way */
+            } else {
+                rc = skip_value(sc, 1);
             }
-        } else {
-            int s = skip_value(sc, 1);
-            if (s < 0) {
-                rc = s;
-                goto out;
-            }
-        }
-        int more = next_member(sc, '}');
-        if (more > 0) continue;
-        if (more < 0) goto out;
-        break;
-    }
-done:
-    for (int i = 0; i < spec->n_event; i++) {
-        PyObject *v = values[i] ? values[i] : Py_None;
-        if (PyList_Append(out->columns[i], v) < 0) {
-            rc = ERROR;
-            goto out;
+            if (rc < 0) return rc;
+            int more = next_member(sc, '}');
+            if (more > 0) continue;
+            if (more < 0) return REFUSE;
+            break;
         }
     }
-    if (PyList_Append(out->rule, args ? args : Py_None) < 0) {
-        rc = ERROR;
-        goto out;
-    }
-    rc = 0;
-out:
-    for (int i = 0; i < spec->n_event; i++) Py_XDECREF(values[i]);
-    Py_XDECREF(args);
-    return rc;
+    if (buf_put(&out->codes, codes, sizeof(int32_t) * (size_t)spec->n_coded) < 0 ||
+        buf_put(&out->tags, tags, (size_t)n_numbers) < 0 ||
+        buf_put(&out->numbers, numbers, sizeof(int64_t) * (size_t)n_numbers) < 0 ||
+        buf_put(&out->has_args, &has_args, 1) < 0)
+        return ERROR;
+    return 0;
 }
 
-static int read_keys(PyObject *tuple, Key *keys, int *n, const char *what) {
-    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) > MAX_KEYS) {
-        PyErr_Format(PyExc_TypeError, "%s: a tuple of at most %d str", what, MAX_KEYS);
+static int read_keys(PyObject *tuple, Key *keys, int *n, int room, const char *what) {
+    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) > room) {
+        PyErr_Format(PyExc_TypeError, "%s: a tuple of at most %d str", what, room);
         return ERROR;
     }
     *n = (int)PyTuple_GET_SIZE(tuple);
@@ -789,13 +921,18 @@ static int read_keys(PyObject *tuple, Key *keys, int *n, const char *what) {
     return 0;
 }
 
-static void out_clear(Out *out, int n) {
-    for (int i = 0; i < n; i++) Py_CLEAR(out->columns[i]);
-    Py_CLEAR(out->rule);
-    PyMem_Free(out->kept_events.data);
-    PyMem_Free(out->kept_keys.data);
-    PyMem_Free(out->kept_values.data);
+static Buf *out_bufs(Out *out, int i) {
+    Buf *bufs[] = {&out->codes,      &out->tags,       &out->numbers,     &out->has_args,
+                   &out->arg_events, &out->arg_keys,   &out->arg_values,  &out->kept_events,
+                   &out->kept_keys,  &out->kept_values};
+    return i < (int)(sizeof bufs / sizeof bufs[0]) ? bufs[i] : NULL;
+}
+
+static void out_clear(Out *out) {
+    for (int i = 0; out_bufs(out, i) != NULL; i++) PyMem_Free(out_bufs(out, i)->data);
+    Py_CLEAR(out->values);
     Py_CLEAR(out->kept_texts);
+    intern_free(&out->codes_of);
     intern_free(&out->texts);
 }
 
@@ -821,33 +958,44 @@ static int scan_array(Scanner *sc, const Spec *spec, Out *out, Py_ssize_t *count
     return 0;
 }
 
+/* Two key tuples as one list of keys (``first`` then ``second``); *n_first: len(first). */
+static int read_key_pair(PyObject *first, PyObject *second, Key *keys, int *n, int *n_first,
+                         const char *what) {
+    int n_second;
+    if (read_keys(first, keys, n_first, MAX_KEYS, what) < 0 ||
+        read_keys(second, keys + *n_first, &n_second, MAX_KEYS - *n_first, what) < 0)
+        return ERROR;
+    *n = *n_first + n_second;
+    return 0;
+}
+
 static PyObject *scan(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer text;
-    PyObject *event_keys, *args_key, *rule_keys, *kept_keys;
+    PyObject *coded_keys, *number_keys, *args_key, *arg_number_keys, *arg_value_keys, *kept_keys;
     Spec spec;
     Out out;
     memset(&spec, 0, sizeof(spec));
     memset(&out, 0, sizeof(out));
-    if (!PyArg_ParseTuple(args, "y*OUOO", &text, &event_keys, &args_key, &rule_keys, &kept_keys))
+    if (!PyArg_ParseTuple(args, "y*OOUOOO", &text, &coded_keys, &number_keys, &args_key,
+                          &arg_number_keys, &arg_value_keys, &kept_keys))
         return NULL;
     PyObject *result = NULL;
     Scanner sc = {text.buf, (const char *)text.buf + text.len, {NULL, 0, 0}, NULL, 0};
-    if (read_keys(event_keys, spec.event, &spec.n_event, "event_keys") < 0 ||
-        read_keys(rule_keys, spec.rule, &spec.n_rule, "rule_keys") < 0 ||
-        read_keys(kept_keys, spec.kept, &spec.n_kept, "kept_keys") < 0)
+    if (read_key_pair(coded_keys, number_keys, spec.event, &spec.n_event, &spec.n_coded,
+                      "event keys") < 0 ||
+        read_key_pair(arg_number_keys, arg_value_keys, spec.rule, &spec.n_rule,
+                      &spec.n_arg_number, "args keys") < 0 ||
+        read_keys(kept_keys, spec.kept, &spec.n_kept, MAX_KEYS, "kept_keys") < 0)
         goto finish;
     spec.args.ptr = PyUnicode_AsUTF8AndSize(args_key, &spec.args.len);
     if (spec.args.ptr == NULL) goto finish;
     table_build(&spec.event_table, spec.event, spec.n_event);
     table_build(&spec.rule_table, spec.rule, spec.n_rule);
     table_build(&spec.kept_table, spec.kept, spec.n_kept);
-    spec.rule_names = rule_keys;
-    spec.kept_names = kept_keys;
-    for (int i = 0; i < spec.n_event; i++) {
-        if ((out.columns[i] = PyList_New(0)) == NULL) goto finish;
-    }
-    if ((out.rule = PyList_New(0)) == NULL || (out.kept_texts = PyList_New(0)) == NULL)
+    /* values[0] is None: what a missing key reads as */
+    if ((out.values = PyList_New(0)) == NULL || PyList_Append(out.values, Py_None) < 0 ||
+        (out.kept_texts = PyList_New(0)) == NULL)
         goto finish;
     Py_ssize_t n = 0;
     int rc = scan_array(&sc, &spec, &out, &n);
@@ -858,22 +1006,22 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         Py_INCREF(result);
         goto finish;
     }
-    PyObject *columns = PyTuple_New(spec.n_event);
-    if (columns == NULL) goto finish;
-    for (int i = 0; i < spec.n_event; i++) {
-        PyTuple_SET_ITEM(columns, i, out.columns[i]);
-        out.columns[i] = NULL;
+    PyObject *bytes[10];
+    int made = 0;
+    for (; made < 10; made++) {
+        Buf *b = out_bufs(&out, made);
+        /* (y# of a NULL pointer would be None: an empty array is "") */
+        bytes[made] = PyBytes_FromStringAndSize(b->data ? b->data : "", (Py_ssize_t)b->size);
+        if (bytes[made] == NULL) break;
     }
-    /* (y# of a NULL pointer would be None: an empty array is "") */
-    result = Py_BuildValue("(nNOy#y#y#O)", n, columns, out.rule,
-                           out.kept_events.data ? out.kept_events.data : "",
-                           (Py_ssize_t)out.kept_events.size,
-                           out.kept_keys.data ? out.kept_keys.data : "",
-                           (Py_ssize_t)out.kept_keys.size,
-                           out.kept_values.data ? out.kept_values.data : "",
-                           (Py_ssize_t)out.kept_values.size, out.kept_texts);
+    if (made == 10)
+        result = Py_BuildValue("(nONNNNNNNNNNO)", n, out.values, bytes[0], bytes[1], bytes[2],
+                               bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8],
+                               bytes[9], out.kept_texts);
+    else
+        for (int i = 0; i < made; i++) Py_DECREF(bytes[i]);
 finish:
-    out_clear(&out, MAX_KEYS);
+    out_clear(&out);
     intern_free(&sc.strings);
     PyMem_Free(sc.buf);
     PyBuffer_Release(&text);
@@ -882,14 +1030,15 @@ finish:
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(text, event_keys, args_key, rule_keys, kept_keys) -> tuple | None\n\n"
-     "A JSON array of event objects read into column lists (see the module source)."},
+     "scan(text, coded_keys, number_keys, args_key, arg_number_keys, arg_value_keys, "
+     "kept_keys) -> tuple | None\n\n"
+     "A JSON array of event objects read into coded columns (see the module source)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_colscan",
-    "A JSON array of Kineto event objects read straight into column lists.", -1, methods,
+    "A JSON array of Kineto event objects read straight into coded columns.", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__colscan(void) { return PyModule_Create(&module); }

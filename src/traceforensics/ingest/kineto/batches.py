@@ -30,7 +30,7 @@ import numpy.typing as npt
 import polars as pl
 
 from traceforensics.ingest.kineto import categories as cats
-from traceforensics.ingest.kineto import gpu
+from traceforensics.ingest.kineto import classify, gpu
 from traceforensics.ingest.kineto.colscan import Batch, Scanned
 from traceforensics.ingest.kineto.flows import (
     FlowPoints,
@@ -39,29 +39,11 @@ from traceforensics.ingest.kineto.flows import (
     thread_key,
 )
 from traceforensics.ingest.kineto.payload import json_texts
-from traceforensics.ingest.kineto.scanned_args import ScannedRows
+from traceforensics.ingest.kineto.scanned_rows import add_scanned
 from traceforensics.ingest.kineto.timeconv import TimeValueError, us_to_ns, usable_us
-from traceforensics.ingest.kineto.typed import ARGS_TYPES, RULE_FIELDS, UNSET, args_dicts
+from traceforensics.ingest.kineto.typed import ARGS_TYPES, UNSET, args_dicts
 
-_EMPTY: dict[str, Any] = {}
-_ROW = cats.ROW_PHASES
-_SKIP = cats.SKIPPED_CATEGORIES
-_FLOW_PHASES = frozenset({"s", "t", "f"})
-#: Kinds whose rule args are kept (GPU placement and payload, runtime copy sizes).
-_RULE_KINDS = cats.GPU_ROW_KINDS | {"cuda_api"}
-_NEED_KINDS = _RULE_KINDS | cats.ARGS_KINDS
 _INT_OR_NONE = {int, type(None)}
-_EXTERNAL, _EXTERNAL_LOWER = RULE_FIELDS["external_id"], RULE_FIELDS["external_id_lower"]
-#: The args keys the GPU-side rules read (``payload``); correlation has its own column.
-_RULE_KEYSET = frozenset(
-    {"device", "stream", "bytes", "kind", "grid", "block", "size", "Collective name"}
-)
-
-
-def _kind_of(cat: Any) -> str:
-    if isinstance(cat, str):
-        return cats.KIND_BY_CAT.get(cat, cats.UNKNOWN_KIND)
-    return cats.UNKNOWN_KIND
 
 
 def _shared(values: list[Any], memo: dict[Any, Any]) -> list[Any]:
@@ -135,58 +117,51 @@ class ColumnBuilder:
 
     def __init__(self) -> None:
         self.c = Columns()
-        self._memo: dict[Any, Any] = {}
+        self.memo: dict[Any, Any] = {}
 
     def add(self, events: Batch) -> None:
         """Take one batch of decoded events (in file order): typed ``Event`` structs, or
-        columns the compiled scanner read (``colscan.Scanned``, args already as dicts).
+        the coded columns the compiled scanner read (``colscan.Scanned``, ``scanned_rows``).
 
         The structs' fields are read once into column lists (C-level getters) and the
         events sorted by what they are (a row, metadata, a launch-flow endpoint, nothing) from
         their few distinct (phase, category) pairs; every later step works on columns."""
+        if isinstance(events, Scanned):
+            add_scanned(self, events)
+            return
         c = self.c
         c.events_seen += len(events)
         if not events:
             return
-        scanned = events if isinstance(events, Scanned) else None
-        cols: list[list[Any]]
-        if scanned is not None:
-            ph, cat, name, pid, tid, ts, dur, ids = scanned.columns
-            # the event's index in the chunk rides along: the kept args point at it
-            cols = [ph, cat, name, pid, tid, ts, dur, scanned.rule, ids, list(range(scanned.n))]
-        else:
-            assert isinstance(events, list)
-            cols = [list(map(get, events)) for get in _FIELDS]
-        codes = _classes(cols[0], cols[1])
+        cols = [list(map(get, events)) for get in _FIELDS]
+        codes = classify.classes(cols[0], cols[1])
         present = set(codes)
-        if _META in present:
-            self._meta(*_pick(cols, codes, _META, (2, 3, 7)))
-        if _FLOW in present:
-            self._flows(*_pick(cols, codes, _FLOW, (3, 4, 5, 8)))
-        if _ROWC not in present:
+        if classify.META in present:
+            self.add_meta(*_pick(cols, codes, classify.META, (2, 3, 7)))
+        if classify.FLOW in present:
+            self.add_flows(*_pick(cols, codes, classify.FLOW, (3, 4, 5, 8)))
+        if classify.ROW not in present:
             return
-        fields = (0, 1, 2, 3, 4, 5, 6, 7, 9) if scanned is not None else tuple(range(8))
-        ph, cat, name, pid, tid, ts, dur, args, *index = _pick(cols, codes, _ROWC, fields)
-        start, dur_ns, keep = self._times(ph, ts, dur)
+        ph, cat, name, pid, tid, ts, dur, args = _pick(cols, codes, classify.ROW, tuple(range(8)))
+        start, dur_ns, keep = self.convert_times(ph, ts, dur)
         if keep is not None:
-            ph, cat, name, pid, tid, args, *index = (
-                list(compress(col, keep)) for col in (ph, cat, name, pid, tid, args, *index)
+            ph, cat, name, pid, tid, args = (
+                list(compress(col, keep)) for col in (ph, cat, name, pid, tid, args)
             )
         if ph:
-            rows = None if scanned is None else ScannedRows(scanned, index[0])
-            self._add_rows(ph, cat, name, pid, tid, args, start, dur_ns, rows)
+            self._add_rows(ph, cat, name, pid, tid, args, start, dur_ns)
 
-    def _meta(self, name: list[Any], pid: list[Any], args: list[Any]) -> None:
+    def add_meta(self, name: list[Any], pid: list[Any], args: list[Any]) -> None:
         """Keep metadata events (device labels): a small share of a trace."""
         for n, p, a in zip(name, pid, args, strict=True):
             kept: dict[str, Any] = {}
             if type(a) in ARGS_TYPES:
                 kept = {k: v for k, v in (("labels", a.labels), ("name", a.name)) if v is not UNSET}
-            elif type(a) is dict:  # scanned: the keys present
+            elif type(a) is dict:  # scanned: the keys present (``scanned_rows``)
                 kept = {k: a[k] for k in ("labels", "name") if k in a}
             self.c.meta.append({"name": n, "pid": p, "args": kept})
 
-    def _flows(self, pid: list[Any], tid: list[Any], ts: list[Any], ids: list[Any]) -> None:
+    def add_flows(self, pid: list[Any], tid: list[Any], ts: list[Any], ids: list[Any]) -> None:
         """Keep launch-flow endpoints (the correlation fallback), grouped by thread."""
         number = [type(v) in (int, float) for v in ts]
         if not all(number):
@@ -246,7 +221,7 @@ class ColumnBuilder:
         for key, (times, flow_ids) in grouped.items():
             add_flow_points(self.c.flows, key, times, flow_ids)
 
-    def _times(
+    def convert_times(
         self, ph: list[Any], ts: list[Any], dr: list[Any]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[bool] | None]:
         """``(start_ns without the base, dur_ns, rows kept or None for all)``; instants last
@@ -286,14 +261,12 @@ class ColumnBuilder:
         args: list[Any],
         start: npt.NDArray[np.int64],
         dur: npt.NDArray[np.int64],
-        scanned: ScannedRows | None = None,
     ) -> None:
-        """Append the rows; ``args`` are typed structs, or with ``scanned`` the scanner's
-        dicts (``scanned_args``), which then also brings the kept args and external ids."""
-        c, memo = self.c, self._memo
+        """Append the rows of typed structs (``args``: their args structs)."""
+        c, memo = self.c, self.memo
         base, n = c.rows, len(ph)
         cat = _shared(cat_raw, memo)
-        kind = _kinds(ph, cat, c.unknown_cats)
+        kind = classify.kinds(ph, cat, c.unknown_cats)
         if set(map(type, names)) != {str}:
             names = ["" if v is None else str(v) for v in names]
         c.cat.extend(cat)
@@ -303,36 +276,31 @@ class ColumnBuilder:
         c.tid_raw.extend(_shared(tid, memo))
         c.start_parts.append(start)
         c.dur_parts.append(dur)
-        c.external_parts.append(_external_ids(args, scanned is not None))
-        if scanned is None:
-            # one C call turns the args structs of the rows that need them into dicts of the
-            # keys present (cheaper than reading 30 attributes per event in Python)
-            need = [
-                i for i, k in enumerate(kind) if k in _NEED_KINDS and type(args[i]) in ARGS_TYPES
-            ]
-            dicts: list[dict[str, Any]] = args_dicts([args[i] for i in need])
-        else:
-            need = [i for i, k in enumerate(kind) if k in _NEED_KINDS and type(args[i]) is dict]
-            dicts = scanned.with_kept(need, args, _RULE_KEYSET)
-        rule = [_EMPTY] * n
+        c.external_parts.append(_external_ids(args))
+        # one C call turns the args structs of the rows that need them into dicts of the
+        # keys present (cheaper than reading 30 attributes per event in Python)
+        need = [
+            i
+            for i, k in enumerate(kind)
+            if k in classify.NEED_KINDS and type(args[i]) in ARGS_TYPES
+        ]
+        dicts: list[dict[str, Any]] = args_dicts([args[i] for i in need])
+        rule = [classify.EMPTY_ARGS] * n
         correlation: list[int | None] = [None] * n
         owners: list[tuple[int, dict[str, Any]]] = []
         for i, d in zip(need, dicts, strict=True):
             k = kind[i]
-            if k in _RULE_KINDS:
-                keys = _RULE_KEYSET.intersection(d)
+            if k in classify.RULE_KINDS:
+                keys = classify.RULE_KEYS.intersection(d)
                 if keys:
                     rule[i] = {key: d[key] for key in keys}
                 if k in cats.CORRELATED_KINDS:
                     correlation[i] = gpu.parse_int(d.get("correlation"))
-            if scanned is None and k in cats.ARGS_KINDS:
+            if k in cats.ARGS_KINDS:
                 owners.append((base + i, d))
         c.args.extend(rule)
         c.correlation.extend(correlation)
-        if scanned is None:
-            c.arg_parts.append(_kept_table(owners))
-        else:
-            c.arg_parts.append(scanned.kept_table(kind, base))
+        c.arg_parts.append(_kept_table(owners))
 
 
 #: The struct fields ``add`` reads, one C-level getter each (one pass per field is faster
@@ -340,32 +308,6 @@ class ColumnBuilder:
 _FIELDS = tuple(
     attrgetter(f) for f in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id")
 )
-_DROP, _ROWC, _META, _FLOW = 0, 1, 2, 3
-
-
-def _class_of(ph: Any, cat: Any) -> int:
-    """What an event is: a table row (``X``/``i``/``I`` but not a skipped category), metadata
-    (``M``), a launch-flow endpoint (``s``/``t``/``f`` of a launch-flow category) or nothing."""
-    if type(ph) is not str:
-        return _DROP
-    if ph in _ROW:
-        return _DROP if type(cat) is str and cat in _SKIP else _ROWC
-    if ph == "M":
-        return _META
-    if ph in _FLOW_PHASES and type(cat) is str and cat in cats.LAUNCH_FLOW_CATS:
-        return _FLOW
-    return _DROP
-
-
-def _classes(ph: list[Any], cat: list[Any]) -> list[int]:
-    """``_class_of`` each event, decided once per distinct (phase, category) pair. Pairs that
-    compare equal across types (``1``/``True``) are never strings, so they share a class."""
-    pairs = list(zip(ph, cat, strict=True))
-    try:
-        table = {p: _class_of(*p) for p in set(pairs)}
-    except TypeError:  # an unhashable (damaged) phase or category
-        return [_class_of(a, b) for a, b in pairs]
-    return list(map(table.__getitem__, pairs))
 
 
 def _pick(
@@ -383,42 +325,19 @@ def build_batch(events: Batch) -> Columns:
     return builder.c
 
 
-def _kinds(ph: list[Any], cat: list[Any], unknown: Counter[str]) -> list[str]:
-    """``kind`` of each row: from ``cat`` for ``X`` events, ``marker`` for instants; unknown
-    ``X`` categories are counted in ``unknown`` (read as annotation, warned once)."""
-    try:
-        table = {v: _kind_of(v) for v in set(cat)}
-        kind = [table[c] for c in cat]
-    except TypeError:  # an unhashable (damaged) cat
-        kind = [_kind_of(c) for c in cat]
-    if set(ph) != {"X"}:
-        kind = [k if p == "X" else "marker" for p, k in zip(ph, kind, strict=True)]
-    if cats.UNKNOWN_KIND in kind and any(
-        not cats.is_str_in(c, cats.KIND_BY_CAT) for c in set(map(gpu.key_of, cat))
-    ):
-        unknown.update(
-            c if isinstance(c, str) else str(c)
-            for c, k, p in zip(cat, kind, ph, strict=True)
-            if p == "X" and k == cats.UNKNOWN_KIND and not cats.is_str_in(c, cats.KIND_BY_CAT)
-        )
-    return kind
-
-
-def _external_ids(args: list[Any], scanned: bool) -> pl.Series:
-    """``args["External id"]`` (else the lower-case spelling) of each row as Int64; ``args``
-    are typed structs, or with ``scanned`` the scanner's dicts of the keys present."""
-    if scanned:
-        ids = [a.get(_EXTERNAL, UNSET) if type(a) is dict else None for a in args]
-        if UNSET in ids:
-            ids = [args[i].get(_EXTERNAL_LOWER) if v is UNSET else v for i, v in enumerate(ids)]
-    else:
-        ids = [a.external_id if type(a) in ARGS_TYPES else None for a in args]
-        if UNSET in ids:
-            ids = [args[i].external_id_lower if v is UNSET else v for i, v in enumerate(ids)]
-            ids = [None if v is UNSET else v for v in ids]
+def _external_ids(args: list[Any]) -> pl.Series:
+    """``args["External id"]`` (else the lower-case spelling) of each row's args struct as
+    Int64 (not an int or an all-digits string: null)."""
+    ids = [a.external_id if type(a) in ARGS_TYPES else None for a in args]
+    if UNSET in ids:
+        ids = [args[i].external_id_lower if v is UNSET else v for i, v in enumerate(ids)]
+        ids = [None if v is UNSET else v for v in ids]
     if not set(map(type, ids)) <= _INT_OR_NONE:
         ids = [v if type(v) is int else gpu.parse_int(v) for v in ids]
-    return pl.Series(ids, dtype=pl.Int64)
+    try:
+        return pl.Series(ids, dtype=pl.Int64)
+    except (TypeError, OverflowError):  # an int beyond int64 (damaged): no id
+        return pl.Series(list(map(gpu.parse_int, ids)), dtype=pl.Int64)
 
 
 def _kept_table(owners: list[tuple[int, dict[str, Any]]]) -> pl.DataFrame:

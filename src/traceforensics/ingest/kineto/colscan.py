@@ -1,12 +1,15 @@
-"""The compiled column scanner (``_colscan.c``): a chunk of events read straight into lists.
+"""The compiled column scanner (``_colscan.c``): a chunk of events read straight into codes.
 
 The typed decoder (``typed``) makes one struct per event and ``batches`` then reads the
-structs' fields into column lists; the scanner builds those lists in one pass over the JSON
-text, in C, with the args already split into what the rules read and what the side table keeps:
+structs' fields into column lists; the scanner reads the JSON text once, in C, into flat
+arrays, making one Python object per distinct value only (``scanned_rows`` turns them into
+columns with a few array operations per chunk):
 
-    text  [ {"ph": "X", "cat": "kernel", ..., "args": {"External id": 7, "Input Dims": [[2]]}}, ..]
-    ->    ph ["X", ..]  cat ["kernel", ..]  ...  rule [{"External id": 7}, ..]
-          kept (event 0, "Input Dims", "[[2]]"), ...  (as codes into the chunk's texts)
+    text  [ {"ph": "X", "cat": "kernel", "ts": 5.5, ..., "args": {"External id": 7,
+             "device": 0, "Input Dims": [[2]]}}, ..]
+    ->    values [None, "X", "kernel", ..]    codes [[1, 2, ..], ..]  (ph, cat, name, pid, tid, id)
+          tags [[FLOAT, MISSING, INT, ..]]   numbers [[bits of 5.5, 0, 7, ..]]  (ts, dur, ids)
+          args values (event 0, "device", code of 0), kept (event 0, "Input Dims", "[[2]]")
 
 It reads only the clean case (strict JSON, the usual shapes; see the C source) and answers None
 for anything else, and the typed decoder then reads that chunk: a file loads the same with it,
@@ -24,7 +27,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from traceforensics.ingest.kineto.typed import KEPT_FIELDS, RULE_FIELDS, decode_chunk
+from traceforensics.ingest.kineto.typed import KEPT_FIELDS, RULE_FIELDS, UNSET, decode_chunk
 
 _colscan: Any
 try:
@@ -34,26 +37,44 @@ except ImportError:  # built without a C compiler: the typed decoder reads every
 
 #: Whether the compiled scanner was built with this install.
 AVAILABLE: Final = _colscan is not None
-#: The top-level event keys read, in the order of ``Scanned.columns``.
-EVENT_KEYS: Final = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id")
-_RULE_KEYS: Final = tuple(RULE_FIELDS.values())
+#: Top-level keys read as codes into ``values``, in the order of ``Scanned.codes``' columns.
+CODED_KEYS: Final = ("ph", "cat", "name", "pid", "tid", "id")
+#: Number slots, in the order of ``Scanned.tags``' columns: top-level keys, then args keys.
+NUMBER_KEYS: Final = ("ts", "dur")
+ARG_NUMBER_KEYS: Final = (
+    RULE_FIELDS["external_id"],
+    RULE_FIELDS["external_id_lower"],
+    RULE_FIELDS["correlation"],
+)
+#: The other args keys the rules read, as (event, key, value code) triples.
+ARG_VALUE_KEYS: Final = tuple(k for k in RULE_FIELDS.values() if k not in ARG_NUMBER_KEYS)
 #: The kept args keys, in the order ``Scanned.kept_keys`` indexes: ``typed``'s, sorted by key.
 KEPT_KEYS: Final = tuple(KEPT_FIELDS.values())
+#: What a number slot holds (``Scanned.tags``; the C source's TAG_*).
+MISSING, NULL, INT, FLOAT, OTHER = 0, 1, 2, 3, 4
 _OFF: Final = "TRACEFORENSICS_PURE_DECODE"
 
 
 @dataclass(frozen=True, slots=True)
 class Scanned:
-    """One chunk's events as columns (file order).
+    """One chunk's events as coded columns (file order; see the module docstring).
 
-    ``columns``: one list per ``EVENT_KEYS`` key (a missing key is None); ``rule``: per event a
-    dict of the args keys the rules read (``typed.RULE_FIELDS``) that are present, or None when
-    the event has no args (or null); ``kept_*``: the kept args (``KEPT_ARG_KEYS``) as
-    (event index, key, JSON text as written) triples."""
+    ``values``: the distinct values read (``values[0]`` is None, a missing key); ``codes``:
+    int32 [n, len(CODED_KEYS)] indices in it; ``tags``/``numbers``: [n, len(NUMBER_KEYS) +
+    len(ARG_NUMBER_KEYS)] slot kinds and int64 values (an int, a double's bits, or the code of
+    an ``OTHER`` value); ``has_args``: whether the event's args is an object; ``arg_*``: the
+    ``ARG_VALUE_KEYS`` present as (event index, key index, value code); ``kept_*``: the kept
+    args (``KEPT_ARG_KEYS``) as (event index, key, JSON text as written) triples."""
 
     n: int
-    columns: tuple[list[Any], ...]
-    rule: list[dict[str, Any] | None]
+    values: list[Any]
+    codes: npt.NDArray[np.int32]
+    tags: npt.NDArray[np.uint8]
+    numbers: npt.NDArray[np.int64]
+    has_args: npt.NDArray[np.bool_]
+    arg_events: npt.NDArray[np.int64]
+    arg_keys: npt.NDArray[np.int32]
+    arg_values: npt.NDArray[np.int32]
     kept_events: npt.NDArray[np.int64]
     kept_keys: npt.NDArray[np.int32]
     kept_values: npt.NDArray[np.int32]
@@ -61,6 +82,19 @@ class Scanned:
 
     def __len__(self) -> int:
         return self.n
+
+    def slot(self, key: str, event: int) -> Any:
+        """The Python value of number slot ``key`` of one event (``UNSET`` when missing), as
+        the typed decoder gives it: for checks and the rare per-value paths."""
+        j = (*NUMBER_KEYS, *ARG_NUMBER_KEYS).index(key)
+        tag, raw = int(self.tags[event, j]), self.numbers[event, j]
+        if tag == MISSING:
+            return UNSET
+        if tag == INT:
+            return int(raw)
+        if tag == FLOAT:
+            return float(raw.view(np.float64))
+        return None if tag == NULL else self.values[int(raw)]
 
 
 #: What one chunk decodes into: scanned columns, or typed ``Event`` structs.
@@ -77,17 +111,27 @@ def scan(text: bytes) -> Scanned | None:
     text is not its clean case (the caller then decodes it with ``typed``)."""
     if _colscan is None or not enabled():
         return None
-    out = _colscan.scan(text, EVENT_KEYS, "args", _RULE_KEYS, KEPT_KEYS)
+    out = _colscan.scan(
+        text, CODED_KEYS, NUMBER_KEYS, "args", ARG_NUMBER_KEYS, ARG_VALUE_KEYS, KEPT_KEYS
+    )
     if out is None:
         return None
-    n, columns, rule, events, keys, values, texts = out
+    n, values, codes, tags, numbers, has_args, *triples, texts = out
+    slots = len(NUMBER_KEYS) + len(ARG_NUMBER_KEYS)
+    arg_e, arg_k, arg_v, kept_e, kept_k, kept_v = triples
     return Scanned(
         n,
-        columns,
-        rule,
-        np.frombuffer(events, dtype=np.int64),
-        np.frombuffer(keys, dtype=np.int32),
-        np.frombuffer(values, dtype=np.int32),
+        values,
+        np.frombuffer(codes, dtype=np.int32).reshape(n, len(CODED_KEYS)),
+        np.frombuffer(tags, dtype=np.uint8).reshape(n, slots),
+        np.frombuffer(numbers, dtype=np.int64).reshape(n, slots),
+        np.frombuffer(has_args, dtype=np.bool_),
+        np.frombuffer(arg_e, dtype=np.int64),
+        np.frombuffer(arg_k, dtype=np.int32),
+        np.frombuffer(arg_v, dtype=np.int32),
+        np.frombuffer(kept_e, dtype=np.int64),
+        np.frombuffer(kept_k, dtype=np.int32),
+        np.frombuffer(kept_v, dtype=np.int32),
         texts,
     )
 

@@ -65,16 +65,22 @@ def parse_index(value: Any) -> int | None:
 
 
 def parse_int(value: Any) -> int | None:
-    """An int from an int or an all-digits string (``"25738"``); anything else -> None."""
+    """An int64 from an int or an all-digits string (``"25738"``); anything else, or a value
+    beyond int64 (no id or index is: the table's columns are Int64), -> None."""
     if type(value) is int:
-        return value
+        return value if _INT64_MIN <= value <= _INT64_MAX else None
     if isinstance(value, str):
         text = value.strip()
         digits = text.removeprefix("-")
         # ASCII only: "²".isdigit() is True but int("²") fails
-        if digits.isascii() and digits.isdigit():
-            return int(text)
+        # (more than 19 significant digits is beyond int64, and int() of thousands raises)
+        if digits.isascii() and digits.isdigit() and len(digits.lstrip("0")) <= 19:
+            number = int(text)
+            return number if _INT64_MIN <= number <= _INT64_MAX else None
     return None
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def parse_stream(value: Any) -> int | None:
