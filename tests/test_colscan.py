@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import kineto_trace_files, shared_trace
 from traceforensics.ingest.kineto import colscan, load_kineto, stream
-from traceforensics.ingest.kineto.batches import Columns, build_batch
+from traceforensics.ingest.kineto.batches import ColumnBuilder, Columns, build_batch
 from traceforensics.ingest.kineto.typed import KEPT_FIELDS, RULE_FIELDS, UNSET, decode_events
 from traceforensics.model.session import TraceSession
 
@@ -113,6 +113,8 @@ def _same(a: Any, b: Any) -> bool:
         return False
     if isinstance(a, list):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, float):
         return a == b and np.signbit(a) == np.signbit(b)
     return bool(a == b)
@@ -275,8 +277,9 @@ def test_the_switch_turns_the_scanner_off(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def _assert_columns_equal(a: Columns, b: Columns) -> None:
+    # with the types: ``1 == 1.0 == True``, but a pid shared as True is no pid downstream
     for name in ("cat", "kind", "name", "pid_raw", "tid_raw", "args", "correlation", "meta"):
-        assert getattr(a, name) == getattr(b, name), name
+        assert _same(getattr(a, name), getattr(b, name)), name
     for name in ("start_parts", "dur_parts"):
         np.testing.assert_array_equal(
             np.concatenate([np.zeros(0, np.int64), *getattr(a, name)]),
@@ -295,6 +298,8 @@ def _assert_columns_equal(a: Columns, b: Columns) -> None:
     }
     for name in ("unknown_cats", "float_timestamps", "negative_dur", "bad_times", "events_seen"):
         assert getattr(a, name) == getattr(b, name), name
+    assert _same(a.bad_example, b.bad_example)
+    assert repr(a.first_time_error) == repr(b.first_time_error)
 
 
 def _kineto_event(i: int) -> st.SearchStrategy[dict[str, Any]]:
@@ -368,9 +373,92 @@ def test_a_chunk_gives_the_columns_of_the_typed_path(events: list[Any], style: i
     _assert_columns_equal(build_batch(scanned), build_batch(decode_events(text)))
 
 
+#: Values that compare equal across types (``1``, ``1.0``, ``True``), signed zeros, escaped
+#: spellings of the same text: the cases where sharing one object per value could pick another.
+_odd = st.sampled_from(
+    [0, 1, True, False, 1.0, 0.0, -0.0, None, "", "1", "X", "\u0058", 7, 7.0, "7", 2**63 - 1]
+)
+
+
+def _odd_event() -> st.SearchStrategy[dict[str, Any]]:
+    number = (
+        st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False) | _odd
+    )
+    return st.fixed_dictionaries(
+        {},
+        optional={
+            "ph": st.sampled_from(["X", "X", "i", "I", "M", "s", "f", "B", None, 1, "\u0058"]),
+            "cat": st.sampled_from(
+                ["cpu_op", "kernel", "cuda_runtime", "ac2g", "Trace", "nonsense", None, 3, True]
+            ),
+            "name": _text | _odd,
+            "pid": _odd | st.integers(0, 3),
+            "tid": _odd | st.just("stream 7"),
+            "ts": number,
+            "dur": number,
+            "id": _odd | st.integers(0, 9),
+            "args": st.none()
+            | st.fixed_dictionaries(
+                {},
+                optional={
+                    key: _odd | st.lists(_odd, max_size=3)
+                    for key in ("External id", "external id", "correlation", "device", "stream")
+                }
+                | {"grid": st.lists(st.integers(0, 9), max_size=3) | _odd, "labels": _odd | _text}
+                | {"Input Dims": _odd, "Collective name": _odd | _text},
+            ),
+        },
+    )
+
+
+@needs_scanner
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(_odd_event(), max_size=12), min_size=1, max_size=4), st.data())
+def test_chunks_of_odd_values_give_the_columns_of_the_typed_path(
+    chunks: list[list[Any]], data: st.DataObject
+) -> None:
+    """Several chunks into one builder (the shared values carried from chunk to chunk), each
+    scanned or typed as drawn: the same columns, with the same types, as all typed."""
+    mixed, typed_only = ColumnBuilder(), ColumnBuilder()
+    for events in chunks:
+        text = _dump(events, data.draw(st.integers(0, 2)))
+        scanned = colscan.scan(text) if data.draw(st.booleans()) else None
+        mixed.add(scanned if scanned is not None else decode_events(text))
+        typed_only.add(decode_events(text))
+    _assert_columns_equal(mixed.c, typed_only.c)
+
+
+@needs_scanner
+def test_equal_values_of_two_types_are_shared_in_the_order_the_column_meets_them() -> None:
+    """``tid`` 1.0 is read before ``pid`` 1 (so its code is the lower), but the pid column
+    meets 1 first: as on the typed path, the pid column holds the int 1 twice."""
+    text = b'[{"ph":"X","cat":"cpu_op","name":"a","tid":1.0,"pid":1,"ts":0},' + (
+        b'{"ph":"X","cat":"cpu_op","name":"a","tid":2,"pid":1.0,"ts":1}]'
+    )
+    scanned = colscan.scan(text)
+    assert scanned is not None
+    got, want = build_batch(scanned), build_batch(decode_events(text))
+    assert [type(v) for v in want.pid_raw] == [int, int]
+    _assert_columns_equal(got, want)
+
+
+def test_many_distinct_phases_and_categories_stay_linear() -> None:
+    """A damaged chunk with a new (ph, cat) pair per event is classed per pair it holds, not
+    per pair of every phase with every category (that was 7 s for 6000 events)."""
+    events = [{"ph": f"p{i}", "cat": f"c{i}", "name": "a", "ts": i} for i in range(20_000)]
+    text = _dump(events, 0)
+    scanned = colscan.scan(text)
+    if scanned is None:
+        pytest.skip("the column scanner is not built")
+    builder = ColumnBuilder()
+    builder.add(scanned)  # quadratic, this would not finish for minutes
+    assert builder.c.rows == 0 and builder.c.events_seen == 20_000
+
+
 def test_ids_beyond_int64_are_no_ids(tmp_path: Any) -> None:
-    """An External id or correlation beyond int64 (a JSON int the scanner refuses, or a text)
-    is read as no id by the typed path, not a crash building the Int64 column."""
+    """An External id, correlation, stream or tid beyond int64 (a JSON int the scanner
+    refuses, or a text; zero-padded to thousands of digits too) and a grid beyond int32 are
+    read as no value, not a crash building the column (the trace was refused, exit 2)."""
     events = [
         {
             "ph": "X",
@@ -402,12 +490,35 @@ def test_ids_beyond_int64_are_no_ids(tmp_path: Any) -> None:
             "dur": 3,
             "args": {"device": 0, "stream": 7, "correlation": 3, "External id": 4},
         },
+        {  # a kernel: stream beyond int64 (the tid's instead), grid beyond int32
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k2",
+            "pid": 0,
+            "tid": 9,
+            "ts": 6,
+            "dur": 1,
+            "args": {"device": 0, "stream": 2**64, "grid": [2**40, 1, 1], "block": [1, 1, 1]},
+        },
+        {  # a host op: tid beyond int64, a zero-padded External id of 5000 digits
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "b",
+            "pid": 1,
+            "tid": 2**64,
+            "ts": 8,
+            "dur": 1,
+            "args": {"External id": "0" * 5000 + "12"},
+        },
     ]
     path = tmp_path / "big_ids.json"
     path.write_text(json.dumps({"traceEvents": events}))
     table = load_kineto([path]).events.sort("start_ns")
-    assert table["external_id"].to_list() == [None, None, 4]
-    assert table["correlation"].to_list() == [None, None, 3]
+    assert table["external_id"].to_list() == [None, None, 4, None, 12]
+    assert table["correlation"].to_list() == [None, None, 3, None, None]
+    assert table["stream"].to_list() == [None, None, 7, 9, None]
+    assert table["tid"].to_list() == [1, 1, None, None, None]
+    assert table["grid"].to_list()[3] is None and table["block"].to_list()[3] == [1, 1, 1]
 
 
 def _same_session(a: TraceSession, b: TraceSession) -> None:

@@ -20,17 +20,18 @@
  * - ``arg_value_keys``: (event index, key index, value code) triples in file order.
  * - ``kept_keys``: args keys kept as the JSON text of their value, exactly as written, as
  *   (event index, key, text) triples: three arrays (int64 event indices, int32 indices in
- *   ``kept_keys``, int32 indices in ``kept_texts``, the distinct texts as str).
+ *   ``kept_keys``, int32 indices in ``kept_texts``) and the distinct texts as str.
  *
  * Returns ``(n, values, codes, tags, numbers, has_args, arg_events, arg_keys, arg_values,
  * kept_events, kept_keys, kept_values, kept_texts)`` (arrays as bytes), or None whenever the
  * text is anything but the clean case: not strict RFC 8259 JSON with valid UTF-8, an element
  * that is not an object, an escaped key, a duplicate key among those read, an object or array
  * where a top-level value is read, an object under an args key read, args that are neither an
- * object nor null, an integer beyond int64, a float that overflows. None means "decode this
- * text the general way": the caller then runs the typed decoder, which judges the text by its
- * own rules, so this reader only ever accepts a subset of what that decoder accepts, and gives
- * the same values for it.
+ * object nor null, an integer beyond int64, a float that overflows, a number of over 1000
+ * characters (anywhere), values nested over 256 deep. None means "decode this text the
+ * general way": the caller then runs the typed decoder, which judges the text by its own
+ * rules, so this reader only ever accepts a subset of what that decoder accepts, and gives the
+ * same values for it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -396,7 +397,6 @@ static PyObject *unescaped(Scanner *sc, const char *s, Py_ssize_t n, int *refuse
     return PyUnicode_DecodeUTF8(sc->buf, (Py_ssize_t)k, "strict");
 }
 
-/* The number at sc->p as a Python int or float, moving past it. */
 /* Move past the number at sc->p, checking its grammar; *is_float: it has a fraction or an
  * exponent, *digits: digits of its integer part. */
 static int number_span(Scanner *sc, int *is_float, int *digits) {
@@ -707,9 +707,12 @@ static int token_code(Scanner *sc, Out *out, const char *from, char kind, const 
     }
     if (value == NULL) return refused ? REFUSE : ERROR;
     Py_ssize_t index = PyList_GET_SIZE(out->values);
-    if (index >= INT32_MAX || PyList_Append(out->values, value) < 0) {
+    if (index >= INT32_MAX) { /* codes are int32 (never with ~4 MB chunks): the general way */
         Py_DECREF(value);
-        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return REFUSE;
+    }
+    if (PyList_Append(out->values, value) < 0) {
+        Py_DECREF(value);
         return ERROR;
     }
     t->slots[j] = (Slot){h, from, n, value, index};
@@ -747,12 +750,13 @@ static int value_code(Scanner *sc, Out *out, int nested, int32_t *code) {
     PyObject *list = build_value(sc, 1, 1, &refused);
     if (list == NULL) return refused ? REFUSE : ERROR;
     Py_ssize_t index = PyList_GET_SIZE(out->values);
-    int rc = index >= INT32_MAX ? -1 : PyList_Append(out->values, list);
-    Py_DECREF(list);
-    if (rc < 0) {
-        if (!PyErr_Occurred()) PyErr_NoMemory();
-        return ERROR;
+    if (index >= INT32_MAX) {
+        Py_DECREF(list);
+        return REFUSE;
     }
+    int rc = PyList_Append(out->values, list);
+    Py_DECREF(list);
+    if (rc < 0) return ERROR;
     *code = (int32_t)index;
     return 0;
 }
@@ -832,9 +836,10 @@ static int scan_args(Scanner *sc, const Spec *spec, Out *out, Py_ssize_t event, 
             rc = skip_value(sc, 1);
             if (rc == 0) {
                 Py_ssize_t text = text_index(&out->texts, out->kept_texts, from, sc->p - from);
-                rc = text < 0 ? ERROR
-                              : put_triple(&out->kept_events, &out->kept_keys, &out->kept_values,
-                                           event, kk, (int32_t)text);
+                rc = text < 0            ? ERROR
+                     : text >= INT32_MAX ? REFUSE /* never with ~4 MB chunks */
+                                         : put_triple(&out->kept_events, &out->kept_keys,
+                                                      &out->kept_values, event, kk, (int32_t)text);
             }
         } else {
             rc = skip_value(sc, 1);

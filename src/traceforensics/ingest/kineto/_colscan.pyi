@@ -4,8 +4,27 @@ from typing import Any
 
 def scan(
     text: bytes,
-    event_keys: tuple[str, ...],
+    coded_keys: tuple[str, ...],
+    number_keys: tuple[str, ...],
     args_key: str,
-    rule_keys: tuple[str, ...],
+    arg_number_keys: tuple[str, ...],
+    arg_value_keys: tuple[str, ...],
     kept_keys: tuple[str, ...],
-) -> tuple[int, tuple[list[Any], ...], list[Any], bytes, bytes, bytes, list[str]] | None: ...
+) -> (
+    tuple[
+        int,
+        list[Any],
+        bytes,
+        bytes,
+        bytes,
+        bytes,
+        bytes,
+        bytes,
+        bytes,
+        bytes,
+        bytes,
+        bytes,
+        list[str],
+    ]
+    | None
+): ...

@@ -1,14 +1,16 @@
 """Columns of one Kineto file, built a batch of decoded events at a time.
 
-The streaming reader hands over the events of one chunk of the file at a time (``Event``
-structs, ``typed``); ``ColumnBuilder.add`` keeps only what the event table needs and lets the
-structs go, so memory holds one chunk of structs plus compact columns, never the whole file:
+The streaming reader hands over the events of one chunk of the file at a time: the compiled
+scanner's coded columns (``colscan.Scanned``, turned into these columns by ``scanned_rows``)
+or ``Event`` structs (``typed``); ``ColumnBuilder.add`` keeps only what the event table needs
+and lets the chunk go, so memory holds one chunk plus compact columns, never the whole file:
 
 - low-cardinality fields (``cat``, ``kind``, ``name``, raw ``pid``/``tid``) as lists of shared
   objects (each distinct value stored once), 8 bytes per row;
 - ``start_ns``/``dur_ns`` as int64 arrays per batch (``timeconv``'s exact rule; the file's
   ``baseTimeNanoseconds``, which may come after the events, is added at the end);
-- ``external_id`` as an Int64 series per batch, ``correlation`` for the correlated kinds;
+- ``external_id`` as an Int64 series per batch, ``correlation`` for the correlated kinds (a
+  value that is not an int, or an all-digits text, within int64 is null: ``gpu.parse_int``);
 - the rule args (device, stream, bytes, grid, ...) as small dicts for GPU and runtime rows only;
 - the kept args (shapes, stacks, collectives) straight into the args side table per batch;
 - metadata events as small dicts, launch-flow endpoints as (thread, ts ns, id) arrays.
@@ -113,7 +115,8 @@ class Columns:
 
 
 class ColumnBuilder:
-    """Accumulates ``Columns`` from batches of ``Event`` structs (see the module docstring)."""
+    """Accumulates ``Columns`` from batches of decoded events, scanned or typed (see the
+    module docstring); ``memo`` shares equal values across batches."""
 
     def __init__(self) -> None:
         self.c = Columns()
@@ -327,7 +330,7 @@ def build_batch(events: Batch) -> Columns:
 
 def _external_ids(args: list[Any]) -> pl.Series:
     """``args["External id"]`` (else the lower-case spelling) of each row's args struct as
-    Int64 (not an int or an all-digits string: null)."""
+    Int64 (not an int or an all-digits string within int64: null, ``gpu.parse_int``)."""
     ids = [a.external_id if type(a) in ARGS_TYPES else None for a in args]
     if UNSET in ids:
         ids = [args[i].external_id_lower if v is UNSET else v for i, v in enumerate(ids)]

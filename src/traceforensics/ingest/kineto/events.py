@@ -36,6 +36,7 @@ from traceforensics.model.schema import (
 )
 
 T = TypeVar("T")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass
@@ -55,8 +56,13 @@ class Extracted:
 
 def map_unique(values: Sequence[Any], fn: Callable[[Any], T]) -> list[T]:
     """``[fn(v) for v in values]`` computed once per distinct value."""
-    if fn is gpu.parse_int and all(type(v) is int for v in values):
-        return list(values)  # ints parse to themselves: the common case for pid/tid
+    # ints within int64 parse to themselves: the common case for pid/tid
+    if (
+        fn is gpu.parse_int
+        and set(map(type, values)) <= {int}
+        and (not values or (min(values) >= _INT64_MIN and max(values) <= _INT64_MAX))
+    ):
+        return list(values)
     try:
         table = {v: fn(v) for v in set(values)}
     except TypeError:  # an unhashable value (malformed event): no memo

@@ -68,30 +68,44 @@ def parse_int(value: Any) -> int | None:
     """An int64 from an int or an all-digits string (``"25738"``); anything else, or a value
     beyond int64 (no id or index is: the table's columns are Int64), -> None."""
     if type(value) is int:
-        return value if _INT64_MIN <= value <= _INT64_MAX else None
+        return int64(value)
     if isinstance(value, str):
         text = value.strip()
         digits = text.removeprefix("-")
         # ASCII only: "²".isdigit() is True but int("²") fails
-        # (more than 19 significant digits is beyond int64, and int() of thousands raises)
-        if digits.isascii() and digits.isdigit() and len(digits.lstrip("0")) <= 19:
-            number = int(text)
-            return number if _INT64_MIN <= number <= _INT64_MAX else None
+        if digits.isascii() and digits.isdigit():
+            return _digits_int64(text.startswith("-"), digits)
     return None
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
+def int64(value: int) -> int | None:
+    """``value`` when it fits int64, else None (no id, index or stream is beyond it)."""
+    return value if _INT64_MIN <= value <= _INT64_MAX else None
+
+
+def _digits_int64(negative: bool, digits: str) -> int | None:
+    """The int64 of ASCII ``digits`` (with a sign), else None. The leading zeros go first:
+    ``int()`` of more than 4300 digits raises, and over 19 significant ones is beyond int64."""
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > 19:
+        return None
+    return int64(-int(significant) if negative else int(significant))
+
+
 def parse_stream(value: Any) -> int | None:
     """Stream id from a tid or ``args.stream``: ``7``, ``"7"``, ``"stream 7"``, ``"stream 7
-    (sync)"``. ROCm's ``"0x0"`` hex strings on host rows are not streams of a GPU row: None."""
+    (sync)"``. ROCm's ``"0x0"`` hex strings on host rows are not streams of a GPU row: None;
+    so is a number beyond int64."""
     if type(value) is int:
-        return value
+        return int64(value)
     if isinstance(value, str):
         match = _STREAM_RE.match(value)
         if match and not value.strip().lower().startswith("0x"):
-            return int(match.group(1))
+            number = match.group(1)
+            return _digits_int64(number.startswith("-"), number.removeprefix("-"))
     return None
 
 

@@ -44,16 +44,17 @@ class Payload:
 
 
 def _dim3(value: Any) -> list[int] | None:
-    """A kernel ``grid``/``block`` ``[x, y, z]`` of ints, else None."""
+    """A kernel ``grid``/``block`` ``[x, y, z]`` of int32s, else None."""
     if (
         type(value) is list
         and len(value) == 3
-        and type(value[0]) is int
-        and type(value[1]) is int
-        and type(value[2]) is int
+        and all(type(v) is int and _INT32_MIN <= v <= _INT32_MAX for v in value)
     ):
         return value
     return None
+
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 
 def dim_series(name: str, n: int, positions: list[int], values: list[list[int]]) -> pl.Series:
@@ -102,7 +103,9 @@ def place_gpu_rows(
             dev = gpu.parse_index(dev)
         device[i] = by_pid[keys[i]] if dev is None else dev
         st = a.get("stream")
-        stream[i] = st if type(st) is int else gpu.parse_stream(tid_raw[i])
+        if type(st) is not int or gpu.int64(st) is None:  # none, or beyond int64: the tid's
+            st = gpu.parse_stream(tid_raw[i])
+        stream[i] = st
         pid[i] = host_pid
         tid[i] = None
     return device, stream
@@ -143,6 +146,9 @@ def _kernel_dims(
             and set(map(len, values)) <= {3}
             and set(map(type, chain.from_iterable(values))) <= {int}
         )
+        if clean and values:  # the column is Int32: a larger value (damaged) is no value
+            flat = list(chain.from_iterable(values))
+            clean = min(flat) >= _INT32_MIN and max(flat) <= _INT32_MAX
         if not clean:  # a damaged value somewhere: the per-value rule keeps the good ones
             found = [(i, v) for i, v in zip(positions, values, strict=True) if _dim3(v) is not None]
             positions, values = [i for i, _ in found], [v for _, v in found]

@@ -73,19 +73,27 @@ def add_scanned(builder: ColumnBuilder, s: Scanned) -> None:
 
 
 def _classes(s: Scanned) -> npt.NDArray[np.int8]:
-    """``classify.class_of`` of each event, once per (ph, cat) pair of the distinct codes
-    present (a chunk has a handful of phases and a few dozen categories)."""
+    """``classify.class_of`` of each event, once per distinct (ph, cat) pair that occurs (a
+    chunk has a handful of phases and a few dozen categories; a damaged one may have as many
+    of each as events, and then only the pairs it holds are classed)."""
     ph_codes, ph_at = _present(s.codes[:, _PH], len(s.values))
     cat_codes, cat_at = _present(s.codes[:, _CAT], len(s.values))
-    table = np.asarray(
-        [
-            [classify.class_of(s.values[p], s.values[c]) for c in cat_codes.tolist()]
-            for p in ph_codes.tolist()
-        ],
-        dtype=np.int8,
-    )
-    out: npt.NDArray[np.int8] = table[ph_at, cat_at]
+    pair = ph_at * cat_codes.size + cat_at
+    if ph_codes.size * cat_codes.size <= _DENSE_PAIRS:
+        distinct, inverse = np.arange(ph_codes.size * cat_codes.size), pair
+    else:
+        distinct, inverse = np.unique(pair, return_inverse=True)
+    ph_of, cat_of = np.divmod(distinct, cat_codes.size)
+    table = [
+        classify.class_of(s.values[p], s.values[c])
+        for p, c in zip(ph_codes[ph_of].tolist(), cat_codes[cat_of].tolist(), strict=True)
+    ]
+    out: npt.NDArray[np.int8] = np.asarray(table, dtype=np.int8)[inverse.reshape(-1)]
     return out
+
+
+#: Up to this many (phase, category) code pairs, every pair is classed (no sort).
+_DENSE_PAIRS: Final = 4096
 
 
 def _present(
