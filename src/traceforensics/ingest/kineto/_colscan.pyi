@@ -3,7 +3,7 @@
 from typing import Any
 
 def scan(
-    text: bytes,
+    text: bytes | memoryview,
     coded_keys: tuple[str, ...],
     number_keys: tuple[str, ...],
     args_key: str,

@@ -106,7 +106,7 @@ def enabled() -> bool:
     return AVAILABLE and os.environ.get(_OFF, "") in ("", "0")
 
 
-def scan(text: bytes) -> Scanned | None:
+def scan(text: bytes | memoryview) -> Scanned | None:
     """The events of one JSON array text as columns, or None when the scanner is off or the
     text is not its clean case (the caller then decodes it with ``typed``)."""
     if _colscan is None or not enabled():
