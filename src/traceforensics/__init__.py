@@ -22,7 +22,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from traceforensics._allocator import TF_ALLOCATOR_CONF
+from traceforensics._allocator import TF_ALLOCATOR_CONF, limit_arenas
 
 # polars allocates through its own jemalloc, which by default keeps freed pages for 10 s: a
 # load builds and drops whole columns, and that retained memory was ~15 % of the peak of a
@@ -35,14 +35,14 @@ from traceforensics._allocator import TF_ALLOCATOR_CONF
 if "polars" not in sys.modules and "TF_KEEP_ALLOCATOR" not in os.environ:
     os.environ.setdefault("_RJEM_MALLOC_CONF", TF_ALLOCATOR_CONF)
     if "MALLOC_ARENA_MAX" not in os.environ:  # likewise glibc's per-thread arenas
-        from traceforensics.model.memory import limit_arenas
-
         limit_arenas()
 
-from traceforensics.model import TraceSession  # after the allocator setting
+# Nothing here imports polars (``TraceSession`` is read on first use, ``__getattr__``): the
+# console script answers a repeat ``tf analyze TRACE --json`` without it (``cli.entry``).
 
 if TYPE_CHECKING:
     from traceforensics.analysis.pipeline import Analysis
+    from traceforensics.model import TraceSession
     from traceforensics.model.monitor import MonitorLog
     from traceforensics.recording import capture
 
@@ -92,6 +92,7 @@ def analyze(
     ``if __name__ == "__main__":``."""
     from traceforensics.analysis.options import AnalysisOptions
     from traceforensics.analysis.pipeline import analyze as run
+    from traceforensics.model import TraceSession
 
     opts = AnalysisOptions.of(**options)
     log = load_monitor_log(monitor) if isinstance(monitor, (str, os.PathLike)) else monitor
@@ -108,8 +109,13 @@ def analyze(
 
 
 def __getattr__(name: str) -> Any:
-    """``capture`` on first use: importing ``traceforensics`` must not import ``torch``, and
-    the recorder is only needed by those who record."""
+    """``TraceSession`` and ``capture`` on first use: importing ``traceforensics`` imports
+    neither polars (a cached run may not need it) nor ``torch`` (only those who record need
+    the recorder)."""
+    if name == "TraceSession":
+        from traceforensics.model import TraceSession as _Session
+
+        return _Session
     if name == "capture":
         from traceforensics.recording import capture as _capture
 

@@ -20,6 +20,7 @@ from traceforensics.analysis.pipeline import (
     Analysis,
     analyze,
 )
+from traceforensics.cli import replay
 from traceforensics.cli.fail_on import FAIL_ON_EXIT_HELP, check_gate, fail_on_option
 from traceforensics.cli.options import (
     COLUMNS_HELP,
@@ -296,7 +297,12 @@ def analyze_command(
         )
     # the JSON document is built once, and only when --json, --store or --fail-on needs it
     document = functools.cache(lambda: build_json(result))
-    _write(result, document if as_json else None, markdown_path, plot_path, sections, md_figures)
+    out = _write(
+        result, document if as_json else None, markdown_path, plot_path, sections, md_figures
+    )
+    if as_json and not no_cache:  # ``tf analyze TRACE --json`` alone is replayed next time
+        warned = "".join(f"tf: warning: {one_line(w)}\n" for w in result.warnings)
+        replay.remember(_argv(), out, warned)
     store_run(document, store, labels, inputs)  # before the gate: a failed run counts
     check_gate(fail_on, lambda: _figures(document(), path))
 
@@ -363,8 +369,13 @@ def _figure_links(
 
 def command_line() -> str:
     """The command line of this run, quoted for a shell (report headers)."""
-    argv = (click.get_current_context().find_root().obj or {}).get("argv", sys.argv[1:])
-    return " ".join(shlex.quote(a) for a in ["tf", *argv])
+    return " ".join(shlex.quote(a) for a in ["tf", *_argv()])
+
+
+def _argv() -> list[str]:
+    """The arguments of this run, as given (``cli.main``)."""
+    argv: list[str] = (click.get_current_context().find_root().obj or {}).get("argv", sys.argv[1:])
+    return argv
 
 
 def _monitor(path: str | None, columns: str | None, utc_offset: str) -> MonitorLog | None:
@@ -433,9 +444,10 @@ def _write(
     plot_path: Path | None,
     sections: tuple[str, ...] = SECTIONS,
     md_figures: bool = False,
-) -> None:
+) -> bytes:
     """The report on stdout (the JSON ``document`` when given, else text), and the optional
-    Markdown and plot files (figures first, so the Markdown can link them)."""
+    Markdown and plot files (figures first, so the Markdown can link them); the JSON bytes
+    written (empty for text)."""
     figures: dict[str, Path] = {}
     if plot_path is not None:
         from traceforensics.report.plots import write_figures
@@ -452,6 +464,8 @@ def _write(
             errors="backslashreplace",
         )
     if document is not None:
-        sys.stdout.buffer.write(dumps(document()))
-    else:
-        sys.stdout.write(render_text(result, sections=sections))
+        out = dumps(document())
+        sys.stdout.buffer.write(out)
+        return out
+    sys.stdout.write(render_text(result, sections=sections))
+    return b""

@@ -10,9 +10,6 @@ entries are simply never read again.
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -20,47 +17,15 @@ from pathlib import Path
 
 import polars as pl
 
+from traceforensics.cache_keys import (  # the keys: in a module that imports no polars
+    CACHE_FORMAT,
+    cache_root,
+    input_key,
+    source_fingerprint,
+)
 from traceforensics.model.session import DAMAGED_FILE, TraceSession
 
-CACHE_FORMAT = "1"
-
-
-def cache_root() -> Path:
-    """The directory holding cached sessions (respects ``XDG_CACHE_HOME``)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "traceforensics" / "sessions"
-
-
-@functools.cache
-def _tool_version() -> str:
-    from traceforensics._version import __version__
-
-    return f"{__version__}+{source_fingerprint(Path(__file__).resolve().parents[1])}"
-
-
-def source_fingerprint(package: Path, parts: tuple[str, ...] = ("ingest", "model")) -> str:
-    """Hash of the source of ``parts`` (subpackages) under ``package`` (names and bytes): the
-    Python modules and the C source of the compiled scanner (``ingest/kineto/_colscan.c``)."""
-    h = hashlib.sha256()
-    sources = (
-        f for part in parts for ext in ("py", "c") for f in package.glob(f"{part}/**/*.{ext}")
-    )
-    for src in sorted(sources):
-        h.update(src.relative_to(package).as_posix().encode() + b"\0" + src.read_bytes())
-    return h.hexdigest()[:12]
-
-
-def input_key(path: Path) -> str:
-    """Hash of (path, size, mtime_ns) of the input (every file of a directory) + tool version."""
-    p = path.resolve()
-    files = sorted(q for q in p.iterdir() if q.is_file()) if p.is_dir() else [p]
-    h = hashlib.sha256()
-    # names as the OS bytes (a name may hold bytes that are not UTF-8)
-    h.update(f"{CACHE_FORMAT}|{_tool_version()}|".encode() + os.fsencode(p))
-    for f in files:
-        st = f.stat()
-        h.update(b"|" + os.fsencode(f.name) + f"|{st.st_size}|{st.st_mtime_ns}".encode())
-    return h.hexdigest()[:32]
+__all__ = ["CACHE_FORMAT", "cache_root", "cached_load", "input_key", "source_fingerprint"]
 
 
 def cached_load(path: Path, loader: Callable[[Path], TraceSession]) -> TraceSession:

@@ -32,21 +32,6 @@ def _libc() -> Any:
         return None
 
 
-#: glibc ``mallopt`` parameter number of ``M_ARENA_MAX``.
-_M_ARENA_MAX = -8
-
-
-def limit_arenas(count: int = 2) -> bool:
-    """Cap glibc's malloc arenas: every thread that allocates (the analysis runs steps on
-    worker threads, numpy allocates there) otherwise gets an arena of its own, each keeping
-    its freed pages (~50 MB of the 40x peak). Only arenas created later are affected, so this
-    is called before any thread starts. True when it could be asked."""
-    libc = _libc()
-    if libc is None or not hasattr(libc, "mallopt"):
-        return False
-    return bool(libc.mallopt(_M_ARENA_MAX, count))
-
-
 def freeze_for_exit() -> None:
     """Move every object to the collector's permanent generation, for a process about to end.
 

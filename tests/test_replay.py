@@ -1,0 +1,134 @@
+"""``cli.replay``: a repeat ``tf analyze TRACE --json`` is answered with the first run's bytes,
+by the console script (``cli.entry``) without importing polars; anything that could change
+the answer misses. Each run is a fresh interpreter, as the console script is."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from traceforensics.cli.replay import servable
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "synthetic_training.pt.trace.json.gz"
+
+#: The console script, reporting on a pipe whether polars was imported.
+_SCRIPT = (
+    "import os, sys\n"
+    "sys.argv = ['tf', *sys.argv[1:]]\n"
+    "from traceforensics.cli.entry import main\n"
+    "try:\n"
+    "    main()\n"
+    "finally:\n"
+    "    os.write(int(os.environ['REPLAY_TEST_FD']), str('polars' in sys.modules).encode())\n"
+)
+
+
+def _tf(
+    args: list[str], cache: Path, env: dict[str, str] | None = None
+) -> tuple[int, bytes, bytes, bool]:
+    """``tf ARGS`` as the console script: (exit code, stdout, stderr, polars imported)."""
+    read, write = os.pipe()
+    # (not a TF_ name: the replay's key holds those settings)
+    run_env = os.environ | {"XDG_CACHE_HOME": str(cache), "REPLAY_TEST_FD": str(write)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, *args],
+        capture_output=True,
+        env=run_env | (env or {}),
+        pass_fds=(write,),
+        check=False,
+    )
+    os.close(write)
+    with os.fdopen(read, "rb") as fh:
+        imported = fh.read() == b"True"
+    return proc.returncode, proc.stdout, proc.stderr, imported
+
+
+def _warned_trace(tmp_path: Path) -> Path:
+    """The example trace plus an event of an unknown category: its run warns on stderr."""
+    doc = json.loads(gzip.decompress(EXAMPLE.read_bytes()))
+    doc["traceEvents"].append(
+        {"ph": "X", "cat": "mystery", "name": "m", "pid": 1, "tid": 1, "ts": 1, "dur": 1}
+    )
+    path = tmp_path / "warned.pt.trace.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _entries(cache: Path) -> list[Path]:
+    results = cache / "traceforensics" / "results"
+    return sorted(results.glob("replay-*")) if results.exists() else []
+
+
+def test_a_repeat_is_the_first_runs_bytes_without_polars(tmp_path: Path) -> None:
+    trace, cache = _warned_trace(tmp_path), tmp_path / "cache"
+    code, out, err, imported = _tf(["analyze", str(trace), "--json"], cache)
+    assert code == 0 and imported
+    assert b"unknown categories" in err  # the warning the replay must repeat
+    assert len(_entries(cache)) == 2  # .json and .err
+    for args in (["analyze", str(trace), "--json"], ["analyze", "--json", str(trace)]):
+        again = _tf(args, cache)
+        assert again == (0, out, err, False)
+    assert json.loads(out)["inputs"][0]["path"] == str(trace)
+
+
+def test_what_could_change_the_answer_misses(tmp_path: Path) -> None:
+    trace, cache = tmp_path / "t.pt.trace.json.gz", tmp_path / "cache"
+    shutil.copy(EXAMPLE, trace)
+    first = _tf(["analyze", str(trace), "--json"], cache)
+    assert first[0] == 0 and _tf(["analyze", str(trace), "--json"], cache)[3] is False
+    # a setting of ours: computed again (the analysis cache may still serve it)
+    assert _tf(["analyze", str(trace), "--json"], cache, {"TF_INGEST_WORKERS": "0"})[3]
+    # the input rewritten with other content: its answer, not the stored one
+    doc = json.loads(gzip.decompress(EXAMPLE.read_bytes()))
+    doc["traceEvents"] = doc["traceEvents"][: len(doc["traceEvents"]) // 2]
+    trace.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    code, out, _, imported = _tf(["analyze", str(trace), "--json"], cache)
+    assert code == 0 and imported and out != first[1]
+    assert json.loads(out)["event_count"] < json.loads(first[1])["event_count"]
+
+
+def test_no_cache_neither_reads_nor_writes_an_entry(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    code, _, _, imported = _tf(["analyze", str(EXAMPLE), "--json", "--no-cache"], cache)
+    assert code == 0 and imported and _entries(cache) == []
+    _tf(["analyze", str(EXAMPLE), "--json"], cache)
+    assert _tf(["analyze", str(EXAMPLE), "--json", "--no-cache"], cache)[3]  # computed
+
+
+def test_a_half_written_entry_is_not_served(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    out = _tf(["analyze", str(EXAMPLE), "--json"], cache)[1]
+    json_entry = next(p for p in _entries(cache) if p.suffix == ".json")
+    json_entry.with_suffix(".err").unlink()
+    code, again, _, imported = _tf(["analyze", str(EXAMPLE), "--json"], cache)
+    assert (code, again, imported) == (0, out, True)  # computed, and stored whole again
+    assert len(_entries(cache)) == 2
+
+
+def test_a_missing_trace_still_gets_its_one_line_error(tmp_path: Path) -> None:
+    code, out, err, _ = _tf(["analyze", str(tmp_path / "nope.json"), "--json"], tmp_path)
+    assert code == 2 and out == b"" and err.startswith(b"tf: error:")
+
+
+@pytest.mark.parametrize(
+    ("argv", "path"),
+    [
+        (["analyze", "t.json", "--json"], "t.json"),
+        (["analyze", "--json", "t.json"], "t.json"),
+        (["analyze", "t.json"], None),  # the text report: colour, terminal width
+        (["analyze", "t.json", "--json", "--top", "5"], None),
+        (["analyze", "t.json", "--json", "--no-cache"], None),
+        (["analyze", "--json", "--json"], None),
+        (["diff", "a", "--json"], None),
+        (["analyze", "-x", "--json"], None),
+    ],
+)
+def test_only_the_plain_json_command_is_replayed(argv: list[str], path: str | None) -> None:
+    assert servable(argv) == path
