@@ -87,6 +87,15 @@ class Columns:
     def rows(self) -> int:
         return len(self.kind)
 
+    def settle_durations(self, dur: npt.NDArray[np.int64], instant: npt.NDArray[np.bool_]) -> None:
+        """``dur`` (ns, of the rows being added) made what the table holds, in place:
+        instants last 0 ns, a negative duration is clamped to 0 (counted for the warning)."""
+        dur[instant] = 0
+        negative = int((dur < 0).sum())
+        if negative:
+            self.negative_dur += negative
+            np.maximum(dur, 0, out=dur)
+
     def extend(self, later: Columns) -> None:
         """Append the columns of the events that follow these in the file (a batch built
         elsewhere, e.g. by a worker process); its kept-args positions are shifted."""
@@ -247,11 +256,7 @@ class ColumnBuilder:
             dur = us_to_ns(dr, missing=0)
         if not c.float_timestamps:
             c.float_timestamps = float in set(map(type, ts))
-        dur[np.fromiter(map("X".__ne__, ph), dtype=bool, count=len(ph))] = 0
-        negative = int((dur < 0).sum())
-        if negative:
-            c.negative_dur += negative
-            np.maximum(dur, 0, out=dur)
+        c.settle_durations(dur, np.fromiter(map("X".__ne__, ph), dtype=bool, count=len(ph)))
         return start, dur, keep
 
     def _add_rows(

@@ -183,11 +183,7 @@ def _times(
     start = _ns(tags[:, _TS], s.numbers[rows, _TS])
     dur_ns = _ns(tags[:, _DUR], s.numbers[rows, _DUR])
     c.float_timestamps = c.float_timestamps or bool((tags[:, _TS] == FLOAT).any())
-    dur_ns[~is_x] = 0
-    negative = int((dur_ns < 0).sum())
-    if negative:
-        c.negative_dur += negative
-        np.maximum(dur_ns, 0, out=dur_ns)
+    c.settle_durations(dur_ns, ~is_x)
     return rows, start, dur_ns
 
 
