@@ -71,7 +71,7 @@ def test_a_repeat_is_the_first_runs_bytes_without_polars(tmp_path: Path) -> None
     code, out, err, imported = _tf(["analyze", str(trace), "--json"], cache)
     assert code == 0 and imported
     assert b"unknown categories" in err  # the warning the replay must repeat
-    assert len(_entries(cache)) == 2  # .json and .err
+    assert len(_entries(cache)) == 1
     for args in (["analyze", str(trace), "--json"], ["analyze", "--json", str(trace)]):
         again = _tf(args, cache)
         assert again == (0, out, err, False)
@@ -102,19 +102,98 @@ def test_no_cache_neither_reads_nor_writes_an_entry(tmp_path: Path) -> None:
     assert _tf(["analyze", str(EXAMPLE), "--json", "--no-cache"], cache)[3]  # computed
 
 
-def test_a_half_written_entry_is_not_served(tmp_path: Path) -> None:
+def test_a_damaged_entry_is_not_served(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     out = _tf(["analyze", str(EXAMPLE), "--json"], cache)[1]
-    json_entry = next(p for p in _entries(cache) if p.suffix == ".json")
-    json_entry.with_suffix(".err").unlink()
+    (entry,) = _entries(cache)
+    entry.write_bytes(entry.read_bytes()[:-10])  # cut short
     code, again, _, imported = _tf(["analyze", str(EXAMPLE), "--json"], cache)
     assert (code, again, imported) == (0, out, True)  # computed, and stored whole again
-    assert len(_entries(cache)) == 2
+    assert _tf(["analyze", str(EXAMPLE), "--json"], cache) == (0, out, b"", False)
 
 
-def test_a_missing_trace_still_gets_its_one_line_error(tmp_path: Path) -> None:
-    code, out, err, _ = _tf(["analyze", str(tmp_path / "nope.json"), "--json"], tmp_path)
-    assert code == 2 and out == b"" and err.startswith(b"tf: error:")
+def test_warnings_come_before_the_json_as_on_a_first_run(tmp_path: Path) -> None:
+    """With stderr and stdout on one stream (``2>&1``, a terminal) the replay reads the same."""
+    trace, cache = _warned_trace(tmp_path), tmp_path / "cache"
+    env = os.environ | {"XDG_CACHE_HOME": str(cache)}
+    script = (
+        "import sys; sys.argv=['tf', *sys.argv[1:]]\n"
+        "from traceforensics.cli.entry import main\nmain()"
+    )
+
+    def joined() -> bytes:
+        args = [sys.executable, "-c", script, "analyze", str(trace), "--json"]
+        return subprocess.run(
+            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, check=True
+        ).stdout
+
+    first = joined()
+    assert first.startswith(b"tf: warning:") and joined() == first
+
+
+def test_a_replaced_file_of_the_same_size_and_mtime_misses(tmp_path: Path) -> None:
+    """``cp -p`` of another trace of the same length over it: another inode (and ctime)."""
+    trace, cache = _warned_trace(tmp_path), tmp_path / "cache"
+    first = _tf(["analyze", str(trace), "--json"], cache)
+    other = tmp_path / "other.json"
+    other.write_bytes(trace.read_bytes().replace(b'"mystery"', b'"mysterz"'))
+    stat = trace.stat()
+    os.replace(other, trace)
+    os.utime(trace, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert (trace.stat().st_size, trace.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
+    code, _, err, imported = _tf(["analyze", str(trace), "--json"], cache)
+    assert code == 0 and imported and b"mysterz" in err and err != first[2]
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    """``tf analyze TRACE --json | head -c 1``: exit 1 and no traceback, replayed or not."""
+    cache = tmp_path / "cache"
+    env = os.environ | {"XDG_CACHE_HOME": str(cache)}
+    _tf(["analyze", str(EXAMPLE), "--json"], cache)
+    script = (
+        "import os, sys\nsys.argv=['tf', 'analyze', sys.argv[1], '--json']\n"
+        "r, w = os.pipe(); os.close(r); os.dup2(w, 1)\n"
+        "from traceforensics.cli.entry import main\nmain()"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(EXAMPLE)], capture_output=True, env=env, check=False
+    )
+    assert proc.returncode == 1 and b"Traceback" not in proc.stderr
+
+
+def test_the_package_hash_covers_its_data_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A peak-FLOPS table edited changes the answer: it changes the key too."""
+    from traceforensics.cli import replay
+
+    copy = tmp_path / "pkg"
+    shutil.copytree(replay.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    monkeypatch.setattr(replay, "PACKAGE", copy)
+    before = replay._package()
+    data = next(p for p in copy.rglob("*.csv"))
+    data.write_text(data.read_text() + "\n")
+    assert replay._package() != before
+    (copy / "cli" / "stray.pyc").write_bytes(b"x")  # bytecode is not what runs the rules
+    data.write_text(data.read_text()[:-1])
+    assert replay._package() == before
+
+
+def test_a_directory_is_not_replayed(tmp_path: Path) -> None:
+    ranks, cache = tmp_path / "ranks", tmp_path / "cache"
+    ranks.mkdir()
+    shutil.copy(EXAMPLE, ranks / "rank0.pt.trace.json.gz")
+    first = _tf(["analyze", str(ranks), "--json"], cache)
+    assert first[0] == 0 and _entries(cache) == []
+    assert _tf(["analyze", str(ranks), "--json"], cache)[3]
+
+
+def test_a_missing_or_looping_trace_still_gets_its_one_line_error(tmp_path: Path) -> None:
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop)
+    for path in (tmp_path / "nope.json", loop):
+        code, out, err, _ = _tf(["analyze", str(path), "--json"], tmp_path)
+        assert code == 2 and out == b"" and err.startswith(b"tf: error:"), err
 
 
 @pytest.mark.parametrize(

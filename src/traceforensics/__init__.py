@@ -123,4 +123,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'traceforensics' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    return sorted({*globals(), "TraceSession", "capture"})
+
+
 __all__ = ["TraceSession", "__version__", "analyze", "capture", "load", "load_monitor_log"]

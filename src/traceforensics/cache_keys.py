@@ -2,7 +2,7 @@
 ``cli``), in a module that imports only the standard library: a repeat run computes its key
 before anything else is imported (``cli.replay``).
 
-A key hashes the input's identity (absolute path, size and mtime in ns of every file read) with
+A key hashes the input's identity (absolute path, size, mtime, inode and ctime of every file) with
 the tool version and a hash of the source that made the entry: a changed input or reader never
 serves an old entry, and the version number alone does not move between releases.
 """
@@ -46,7 +46,9 @@ def source_fingerprint(package: Path, parts: tuple[str, ...] = ("ingest", "model
 
 
 def input_key(path: Path) -> str:
-    """Hash of (path, size, mtime_ns) of the input (every file of a directory) + tool version."""
+    """Hash of (path, size, mtime_ns, inode, ctime_ns) of the input (every file of a
+    directory) + tool version: a file replaced by another of the same size and mtime (``cp -p``,
+    ``touch -r``) still has another inode or ctime."""
     p = path.resolve()
     files = sorted(q for q in p.iterdir() if q.is_file()) if p.is_dir() else [p]
     h = hashlib.sha256()
@@ -54,5 +56,6 @@ def input_key(path: Path) -> str:
     h.update(f"{CACHE_FORMAT}|{_tool_version()}|".encode() + os.fsencode(p))
     for f in files:
         st = f.stat()
-        h.update(b"|" + os.fsencode(f.name) + f"|{st.st_size}|{st.st_mtime_ns}".encode())
+        stamp = f"|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}|{st.st_ctime_ns}"
+        h.update(b"|" + os.fsencode(f.name) + stamp.encode())
     return h.hexdigest()[:32]

@@ -274,6 +274,9 @@ def analyze_command(
     # the analysis options' flat names are the flags' parameter names (``analysis.options``)
     options = DEFAULTS.with_(**flat)
     figures = plot_path is not None or report_path is not None
+    # ``tf analyze TRACE --json`` alone is replayed next time (``cli.replay``): keyed by the
+    # input as it is now, before the run reads it (a file replaced meanwhile is a miss)
+    replay_at = replay.entry_for(_argv()) if as_json and not no_cache else None
     with progress_line(enabled=not as_json):
         result = analysis_of(
             path,
@@ -300,9 +303,9 @@ def analyze_command(
     out = _write(
         result, document if as_json else None, markdown_path, plot_path, sections, md_figures
     )
-    if as_json and not no_cache:  # ``tf analyze TRACE --json`` alone is replayed next time
+    if replay_at is not None:
         warned = "".join(f"tf: warning: {one_line(w)}\n" for w in result.warnings)
-        replay.remember(_argv(), out, warned)
+        replay.remember(replay_at, out, warned)
     store_run(document, store, labels, inputs)  # before the gate: a failed run counts
     check_gate(fail_on, lambda: _figures(document(), path))
 

@@ -1,35 +1,48 @@
-"""Replay: a repeat ``tf analyze TRACE --json`` answered with the bytes its first run wrote.
+"""Replay: a repeat ``tf analyze TRACE --json`` answered with what its first run wrote.
 
 The analysis cache (``cli.result_cache``) spares a repeat run the load and the analysis, but
 not the imports: polars, numpy and the analysis modules are about 0.3 s, most of such a run.
 The command scripts and CI gates repeat most, ``tf analyze TRACE --json`` with no other
-option, is answered by the console script (``cli.entry``) before any of them is imported::
+option on a trace file, is answered by the console script (``cli.entry``) before any of them
+is imported::
 
-    tf analyze TRACE --json    key: the input (path as typed; resolved path, size and mtime
-                               of every file, ``cache_keys.input_key``), the source of the
-                               whole package, the TF_* / TRACEFORENSICS_* settings
-      found    -> results/replay-<key>.json to stdout, its .err to stderr, exit 0
-      missing  -> the command runs, and what it wrote is stored (``remember``)
+    tf analyze TRACE --json    key, taken before the run reads anything: the path as typed,
+                               the file (resolved path, size, mtime, inode, ctime:
+                               ``cache_keys.input_key``), every file of the package, the
+                               versions of Python and of the libraries that shape the
+                               output, the TF_* / TRACEFORENSICS_* settings
+      found    -> its warnings to stderr, then its JSON to stdout, exit 0
+      missing  -> the command runs, and what it wrote is stored under that key (``remember``)
 
-Any other command line, a changed input, source file or setting misses and runs as always;
-an entry that cannot be read whole is not served. ``--no-cache`` never reads or writes one.
-Only the standard library and ``cache_keys`` are imported here.
+Any other command line, a directory, a changed input, file of the package, library or setting
+misses and runs as always, and so does an input that cannot be read (the command then says
+why). One entry is one file (lengths and a hash in its first line, written by one rename): a
+damaged or partial entry is never served. ``--no-cache`` never reads or writes one. Only the
+standard library and ``cache_keys`` are imported here.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
+import json
 import os
 import sys
 import tempfile
+from importlib.util import find_spec
 from pathlib import Path
 
 from traceforensics.cache_keys import PACKAGE, cache_root, input_key
 
 #: Bumped when what an entry holds changes.
-REPLAY_FORMAT = "1"
+REPLAY_FORMAT = "2"
 _SETTINGS = ("TF_", "TRACEFORENSICS_")
+#: The libraries whose version can change the JSON (their ``__init__`` files are keyed).
+_LIBRARIES = ("polars", "numpy", "orjson", "msgspec", "click")
+#: Files of the package that are not what it runs (bytecode, the built scanner: its C
+#: source is keyed).
+_SKIPPED_SUFFIXES = (".pyc", ".so", ".pyd")
 
 
 def servable(argv: list[str]) -> str | None:
@@ -40,60 +53,93 @@ def servable(argv: list[str]) -> str | None:
     return None if path.startswith("-") else path
 
 
-def _package_source() -> str:
-    """Hash of every source file of the package (names and bytes): what renders the output
-    counts too, not only the readers and the analysis."""
-    h = hashlib.sha256()
-    for src in sorted(f for ext in ("py", "c") for f in PACKAGE.glob(f"**/*.{ext}")):
-        h.update(src.relative_to(PACKAGE).as_posix().encode() + b"\0" + src.read_bytes())
+def entry_for(argv: list[str]) -> Path | None:
+    """Where the answer of ``argv`` is kept, for a readable trace file; None otherwise (not a
+    replayed command line, a directory, an input that cannot be read, any failure)."""
+    path = servable(argv)
+    if path is None:
+        return None
+    try:
+        if not os.path.isfile(path):
+            return None
+        with open(path, "rb"):  # readable: else the command says why, not a replay
+            pass
+        settings = sorted((k, v) for k, v in os.environ.items() if k.startswith(_SETTINGS))
+        parts = [REPLAY_FORMAT, path, input_key(Path(path)), _package(), repr(settings)]
+        key = hashlib.sha256("|".join(parts).encode(errors="surrogateescape")).hexdigest()
+        return cache_root().parent / "results" / f"replay-{key[:32]}"
+    except Exception:  # any doubt: no replay, the command runs as always
+        return None
+
+
+def _package() -> str:
+    """Hash of every file of the package (names and bytes) and of what runs it: what renders
+    the output counts too, not only the readers and the analysis."""
+    h = hashlib.sha256(sys.version.encode())
+    for name in _LIBRARIES:
+        spec = find_spec(name)
+        origin = spec.origin if spec is not None else None
+        stat = os.stat(origin) if origin else None
+        h.update(f"|{name}|{origin}|{stat and (stat.st_size, stat.st_mtime_ns)}".encode())
+    for src in sorted(PACKAGE.rglob("*")):
+        if src.is_file() and "__pycache__" not in src.parts and src.suffix not in _SKIPPED_SUFFIXES:
+            h.update(src.relative_to(PACKAGE).as_posix().encode() + b"\0" + src.read_bytes())
     return h.hexdigest()
 
 
-def _entry(path: str) -> Path:
-    settings = sorted((k, v) for k, v in os.environ.items() if k.startswith(_SETTINGS))
-    text = "|".join([REPLAY_FORMAT, path, input_key(Path(path)), _package_source(), repr(settings)])
-    key = hashlib.sha256(text.encode(errors="surrogateescape")).hexdigest()[:32]
-    return cache_root().parent / "results" / f"replay-{key}"
-
-
 def serve(argv: list[str]) -> bool:
-    """Write the stored output of ``argv`` and return True; False (nothing written) when
-    it is not a replayed command line or no whole entry is stored for it."""
-    path = servable(argv)
-    if path is None:
+    """Write the stored answer of ``argv`` (warnings on stderr, then the JSON on stdout) and
+    return True; False, with nothing written, when there is none to serve."""
+    entry = entry_for(argv)
+    if entry is None:
         return False
     try:
-        entry = _entry(path)
-        out = entry.with_suffix(".json").read_bytes()
-        err = entry.with_suffix(".err").read_bytes()
-    except (OSError, ValueError):  # no entry, an unreadable input: the command says why
+        out, err = _read(entry)
+    except Exception:  # no entry, or a damaged one: the command runs
         return False
-    sys.stdout.buffer.write(out)
-    sys.stdout.flush()
-    if err:
-        sys.stderr.buffer.write(err)
-        sys.stderr.flush()
+    try:
+        if err:
+            # as ``cli.main`` writes them: a character the terminal cannot show is escaped
+            if isinstance(sys.stderr, io.TextIOWrapper):
+                sys.stderr.reconfigure(errors="backslashreplace")
+            sys.stderr.write(err)
+            sys.stderr.flush()
+        sys.stdout.buffer.write(out)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (``| head``): exit 1 and say nothing
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(1) from None
     return True
 
 
-def remember(argv: list[str], out: bytes, err: str) -> None:
-    """Store what the run of ``argv`` wrote (stdout bytes, stderr text), when it is a
-    replayed command line; a failure to write is ignored (the next run computes again)."""
-    path = servable(argv)
-    if path is None:
+def _read(entry: Path) -> tuple[bytes, str]:
+    """``(stdout bytes, stderr text)`` of an entry, checked against its first line."""
+    data = entry.read_bytes()
+    head, _, body = data.partition(b"\n")
+    meta = json.loads(head)
+    if meta.get("format") != REPLAY_FORMAT or hashlib.sha256(body).hexdigest() != meta["sha256"]:
+        raise ValueError(f"{entry}: not a whole entry")
+    cut = int(meta["out"])
+    return body[:cut], body[cut:].decode("utf-8", errors="surrogateescape")
+
+
+def remember(entry: Path | None, out: bytes, err: str) -> None:
+    """Store what the run wrote (stdout bytes, stderr text) at ``entry`` (``entry_for``,
+    taken before the run read its input); a failure to write is ignored (the next run
+    computes again)."""
+    if entry is None:
         return
+    body = out + err.encode("utf-8", errors="surrogateescape")
+    head = {"format": REPLAY_FORMAT, "out": len(out), "sha256": hashlib.sha256(body).hexdigest()}
     with contextlib.suppress(OSError, ValueError):
-        entry = _entry(path)
         entry.parent.mkdir(parents=True, exist_ok=True)
-        # the .err first and the .json last: ``serve`` needs both, so a half-written entry
-        # (a crash between the two) is never served
-        for suffix, data in ((".err", err.encode(errors="backslashreplace")), (".json", out)):
-            fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".replay-")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                os.replace(tmp, entry.with_suffix(suffix))
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".replay-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(json.dumps(head).encode() + b"\n" + body)
+            os.replace(tmp, entry)  # one rename: a reader sees the old entry or the new one
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
