@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 #: This package's directory (the source the fingerprints hash).
@@ -36,26 +37,50 @@ def _tool_version() -> str:
 def source_fingerprint(package: Path, parts: tuple[str, ...] = ("ingest", "model")) -> str:
     """Hash of the source of ``parts`` (subpackages) under ``package`` (names and bytes): the
     Python modules and the C source of the compiled scanner (``ingest/kineto/_colscan.c``)."""
-    h = hashlib.sha256()
     sources = (
         f for part in parts for ext in ("py", "c") for f in package.glob(f"{part}/**/*.{ext}")
     )
-    for src in sorted(sources):
+    return _files_hash(package, sources)[:12]
+
+
+def package_fingerprint(package: Path) -> str:
+    """Hash of every file of ``package`` (names and bytes; its data files too) but bytecode
+    and the built scanner (its C source counts)."""
+    files = (
+        f
+        for f in package.rglob("*")
+        if f.is_file() and "__pycache__" not in f.parts and f.suffix not in _BUILT
+    )
+    return _files_hash(package, files)
+
+
+#: Files of the package that are not what it runs from.
+_BUILT = (".pyc", ".so", ".pyd")
+
+
+def _files_hash(package: Path, files: Iterable[Path]) -> str:
+    h = hashlib.sha256()
+    for src in sorted(files):
         h.update(src.relative_to(package).as_posix().encode() + b"\0" + src.read_bytes())
-    return h.hexdigest()[:12]
+    return h.hexdigest()
 
 
-def input_key(path: Path) -> str:
-    """Hash of (path, size, mtime_ns, inode, ctime_ns) of the input (every file of a
-    directory) + tool version: a file replaced by another of the same size and mtime (``cp -p``,
-    ``touch -r``) still has another inode or ctime."""
+def input_identity(path: Path) -> bytes:
+    """What identifies the input: its absolute path and (name, size, mtime_ns, inode,
+    ctime_ns) of every file (of a directory: the files in it). A file replaced by another of
+    the same size and mtime (``cp -p``, ``touch -r``) still has another inode or ctime."""
     p = path.resolve()
     files = sorted(q for q in p.iterdir() if q.is_file()) if p.is_dir() else [p]
-    h = hashlib.sha256()
     # names as the OS bytes (a name may hold bytes that are not UTF-8)
-    h.update(f"{CACHE_FORMAT}|{_tool_version()}|".encode() + os.fsencode(p))
+    parts = [os.fsencode(p)]
     for f in files:
         st = f.stat()
         stamp = f"|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}|{st.st_ctime_ns}"
-        h.update(b"|" + os.fsencode(f.name) + stamp.encode())
-    return h.hexdigest()[:32]
+        parts.append(b"|" + os.fsencode(f.name) + stamp.encode())
+    return b"".join(parts)
+
+
+def input_key(path: Path) -> str:
+    """Hash of the input's identity (``input_identity``) + the tool version."""
+    head = f"{CACHE_FORMAT}|{_tool_version()}|".encode()
+    return hashlib.sha256(head + input_identity(path)).hexdigest()[:32]

@@ -8,7 +8,7 @@ is imported::
 
     tf analyze TRACE --json    key, taken before the run reads anything: the path as typed,
                                the file (resolved path, size, mtime, inode, ctime:
-                               ``cache_keys.input_key``), every file of the package, the
+                               ``cache_keys.input_identity``), every file of the package, the
                                versions of Python and of the libraries that shape the
                                output, the TF_* / TRACEFORENSICS_* settings
       found    -> its warnings to stderr, then its JSON to stdout, exit 0
@@ -33,16 +33,13 @@ import tempfile
 from importlib.util import find_spec
 from pathlib import Path
 
-from traceforensics.cache_keys import PACKAGE, cache_root, input_key
+from traceforensics.cache_keys import PACKAGE, cache_root, input_identity, package_fingerprint
 
 #: Bumped when what an entry holds changes.
 REPLAY_FORMAT = "2"
 _SETTINGS = ("TF_", "TRACEFORENSICS_")
 #: The libraries whose version can change the JSON (their ``__init__`` files are keyed).
 _LIBRARIES = ("polars", "numpy", "orjson", "msgspec", "click")
-#: Files of the package that are not what it runs (bytecode, the built scanner: its C
-#: source is keyed).
-_SKIPPED_SUFFIXES = (".pyc", ".so", ".pyd")
 
 
 def servable(argv: list[str]) -> str | None:
@@ -65,25 +62,25 @@ def entry_for(argv: list[str]) -> Path | None:
         with open(path, "rb"):  # readable: else the command says why, not a replay
             pass
         settings = sorted((k, v) for k, v in os.environ.items() if k.startswith(_SETTINGS))
-        parts = [REPLAY_FORMAT, path, input_key(Path(path)), _package(), repr(settings)]
-        key = hashlib.sha256("|".join(parts).encode(errors="surrogateescape")).hexdigest()
+        # (the input's identity, not ``input_key``: the package's hash covers the readers)
+        parts = [REPLAY_FORMAT, path, _package(), repr(settings)]
+        text = "|".join(parts).encode(errors="surrogateescape")
+        key = hashlib.sha256(text + b"|" + input_identity(Path(path))).hexdigest()
         return cache_root().parent / "results" / f"replay-{key[:32]}"
     except Exception:  # any doubt: no replay, the command runs as always
         return None
 
 
 def _package() -> str:
-    """Hash of every file of the package (names and bytes) and of what runs it: what renders
-    the output counts too, not only the readers and the analysis."""
+    """Hash of every file of the package and of what runs it: what renders the output counts
+    too, not only the readers and the analysis."""
     h = hashlib.sha256(sys.version.encode())
     for name in _LIBRARIES:
         spec = find_spec(name)
         origin = spec.origin if spec is not None else None
         stat = os.stat(origin) if origin else None
         h.update(f"|{name}|{origin}|{stat and (stat.st_size, stat.st_mtime_ns)}".encode())
-    for src in sorted(PACKAGE.rglob("*")):
-        if src.is_file() and "__pycache__" not in src.parts and src.suffix not in _SKIPPED_SUFFIXES:
-            h.update(src.relative_to(PACKAGE).as_posix().encode() + b"\0" + src.read_bytes())
+    h.update(package_fingerprint(PACKAGE).encode())
     return h.hexdigest()
 
 

@@ -21,6 +21,7 @@ inherits the setting).
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -85,16 +86,21 @@ class Scanned:
 
     def slot(self, key: str, event: int) -> Any:
         """The Python value of number slot ``key`` of one event (``UNSET`` when missing), as
-        the typed decoder gives it: for checks and the rare per-value paths."""
+        the typed decoder gives it (for checks)."""
         j = (*NUMBER_KEYS, *ARG_NUMBER_KEYS).index(key)
-        tag, raw = int(self.tags[event, j]), self.numbers[event, j]
-        if tag == MISSING:
-            return UNSET
-        if tag == INT:
-            return int(raw)
-        if tag == FLOAT:
-            return float(raw.view(np.float64))
-        return None if tag == NULL else self.values[int(raw)]
+        return slot_value(int(self.tags[event, j]), int(self.numbers[event, j]), self.values)
+
+
+def slot_value(tag: int, raw: int, values: list[Any]) -> Any:
+    """The Python value of a number slot: ``tag`` and its int64 ``raw`` (``UNSET`` when the
+    key is missing, None for null)."""
+    if tag == INT:
+        return raw
+    if tag == FLOAT:
+        return struct.unpack("<d", struct.pack("<q", raw))[0]
+    if tag == OTHER:
+        return values[raw]
+    return UNSET if tag == MISSING else None
 
 
 #: What one chunk decodes into: scanned columns, or typed ``Event`` structs.

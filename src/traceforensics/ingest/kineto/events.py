@@ -36,7 +36,6 @@ from traceforensics.model.schema import (
 )
 
 T = TypeVar("T")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass
@@ -60,7 +59,7 @@ def map_unique(values: Sequence[Any], fn: Callable[[Any], T]) -> list[T]:
     if (
         fn is gpu.parse_int
         and set(map(type, values)) <= {int}
-        and (not values or (min(values) >= _INT64_MIN and max(values) <= _INT64_MAX))
+        and (not values or None not in (gpu.int64(min(values)), gpu.int64(max(values))))
     ):
         return list(values)
     try:

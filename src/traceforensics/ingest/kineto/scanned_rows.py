@@ -33,11 +33,14 @@ from traceforensics.ingest.kineto.colscan import (
     FLOAT,
     INT,
     KEPT_KEYS,
+    MISSING,
     NUMBER_KEYS,
     OTHER,
     Scanned,
+    slot_value,
 )
 from traceforensics.ingest.kineto.timeconv import MID_LIMIT_US, floats_us_to_ns
+from traceforensics.ingest.kineto.typed import UNSET
 
 if TYPE_CHECKING:
     from traceforensics.ingest.kineto.batches import ColumnBuilder
@@ -118,16 +121,8 @@ def _slot_values(s: Scanned, slot: int, events: npt.NDArray[np.int64]) -> list[A
         return list(raw.tolist())
     if (tags == FLOAT).all():
         return list(raw.view(np.float64).tolist())
-    out: list[Any] = [None] * len(events)
-    floats = raw.view(np.float64)
-    for i, (tag, value) in enumerate(zip(tags.tolist(), raw.tolist(), strict=True)):
-        if tag == INT:
-            out[i] = value
-        elif tag == FLOAT:
-            out[i] = float(floats[i])
-        elif tag == OTHER:
-            out[i] = s.values[value]
-    return out
+    out = [slot_value(t, r, s.values) for t, r in zip(tags.tolist(), raw.tolist(), strict=True)]
+    return [None if v is UNSET else v for v in out]
 
 
 def _arg_dicts(
@@ -145,13 +140,12 @@ def _arg_dicts(
     return out
 
 
-def _usable_times(s: Scanned, rows: npt.NDArray[np.int64]) -> bool:
+def _usable_times(tags: npt.NDArray[np.uint8], raw: npt.NDArray[np.int64]) -> bool:
     """Whether every row's ``ts`` is a number and its ``dur`` a number or absent, all within
-    the ranges the array conversion takes (ints within int64 ns, doubles below 2**53 µs)."""
-    tags = s.tags[rows][:, [_TS, _DUR]]
+    the ranges the array conversion takes (ints within int64 ns, doubles below 2**53 µs);
+    ``tags``/``raw``: the rows' (ts, dur) slots."""
     if not np.isin(tags[:, 0], (INT, FLOAT)).all() or (tags[:, 1] == OTHER).any():
         return False
-    raw = s.numbers[rows][:, [_TS, _DUR]]
     ints = np.where(tags == INT, raw, 0)
     floats = np.where(tags == FLOAT, raw.view(np.float64), 0.0)
     # (not np.abs: the absolute value of INT64_MIN is INT64_MIN)
@@ -174,15 +168,14 @@ def _times(
     """``(rows kept, start_ns without the base, dur_ns)``: ``batches``' rule (instants last
     0 ns, a negative ``dur`` is clamped to 0, a row whose times do not convert is dropped)."""
     c = builder.c
-    if not _usable_times(s, rows):
+    tags, raw = s.tags[rows][:, [_TS, _DUR]], s.numbers[rows][:, [_TS, _DUR]]
+    if not _usable_times(tags, raw):
         ph = _values(s, _PH, rows)
         ts, dur = _slot_values(s, _TS, rows), _slot_values(s, _DUR, rows)
         start, dur_ns, keep = builder.convert_times(ph, ts, dur)
         return (rows, start, dur_ns) if keep is None else (rows[keep], start, dur_ns)
-    tags = s.tags[rows]
-    start = _ns(tags[:, _TS], s.numbers[rows, _TS])
-    dur_ns = _ns(tags[:, _DUR], s.numbers[rows, _DUR])
-    c.float_timestamps = c.float_timestamps or bool((tags[:, _TS] == FLOAT).any())
+    start, dur_ns = _ns(tags[:, 0], raw[:, 0]), _ns(tags[:, 1], raw[:, 1])
+    c.float_timestamps = c.float_timestamps or bool((tags[:, 0] == FLOAT).any())
     c.settle_durations(dur_ns, ~is_x)
     return rows, start, dur_ns
 
@@ -197,7 +190,7 @@ def _by_code(
     first, so when the column holds such a pair its codes are taken in the order each first
     occurs there, as the typed path meets them."""
     codes = s.codes[rows, col]
-    present = np.flatnonzero(np.bincount(codes, minlength=len(s.values)))
+    present = _present(codes, len(s.values))[0]
     values = [s.values[code] for code in present.tolist()]
     if fn is not None:
         values = [fn(v) for v in values]
@@ -234,7 +227,7 @@ def _add_rows(builder: ColumnBuilder, s: Scanned, rows: npt.NDArray[np.int64]) -
     c.cat.extend(cat[cat_codes].tolist())
     # kinds as small codes: ``KINDS[code]``, from the category's value, ``marker`` for instants
     kind_of = np.zeros(len(s.values), dtype=np.int8)
-    present = np.flatnonzero(np.bincount(cat_codes, minlength=len(s.values)))
+    present = _present(cat_codes, len(s.values))[0]
     kind_of[present] = [_KIND_CODE[classify.kind_of(v)] for v in cat[present].tolist()]
     kind = np.where(is_x, kind_of[cat_codes], _KIND_CODE["marker"])
     c.kind.extend(_KIND_TABLE[kind].tolist())
@@ -255,7 +248,7 @@ def _add_rows(builder: ColumnBuilder, s: Scanned, rows: npt.NDArray[np.int64]) -
 
 def _is_x_rows(s: Scanned, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
     codes = s.codes[rows, _PH]
-    present = np.flatnonzero(np.bincount(codes, minlength=len(s.values)))
+    present = _present(codes, len(s.values))[0]
     table = np.zeros(len(s.values), dtype=bool)
     table[present] = [_is_x(s.values[code]) for code in present.tolist()]
     out: npt.NDArray[np.bool_] = table[codes]
@@ -289,7 +282,7 @@ def _external_ids(s: Scanned, rows: npt.NDArray[np.int64]) -> pl.Series:
     """``args["External id"]`` (absent: the lower-case spelling) per row as Int64; a value
     that is not an int is read by ``gpu.parse_int`` (an all-digits string), else null."""
     tags, raw = s.tags[rows], s.numbers[rows]
-    lower = tags[:, _EXT] == 0  # missing: the other spelling
+    lower = tags[:, _EXT] == MISSING  # the other spelling
     tag = np.where(lower, tags[:, _EXT_LOWER], tags[:, _EXT])
     value = np.where(lower, raw[:, _EXT_LOWER], raw[:, _EXT])
     valid = tag == INT

@@ -32,6 +32,7 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -178,28 +179,31 @@ def _boundaries(pending: bytearray) -> Iterator[tuple[int, int]]:
         pos = pending.rfind(b"}", 0, pos)
 
 
-def _closed(pending: bytearray, end: int) -> bytes:
-    """A copy of ``pending`` up to ``end`` closed with ``]`` (the raw values of the decoded
-    events point into it, and ``pending`` must stay resizable)."""
+@contextmanager
+def _closed_view(pending: bytearray, end: int) -> Iterator[memoryview]:
+    """``pending`` up to ``end`` closed with ``]``, where it lies, while the block runs (the
+    byte after ``end`` is put back after it)."""
     after = pending[end + 1]  # "," or white space: "}]" closes the array
-    pending[end + 1] = ord("]")
-    with memoryview(pending) as view:
-        text = bytes(view[: end + 2])
-    pending[end + 1] = after
-    return text
-
-
-def _decoded(pending: bytearray, end: int) -> Batch | None:
-    """``decode`` of ``pending`` up to ``end`` closed with ``]``: scanned where it lies (the
-    scanner keeps no pointer into its text; a 4 MB copy per chunk saved), else typed-decoded
-    from a copy (``_closed``: the typed structs' raw values point into their text)."""
-    after = pending[end + 1]
     pending[end + 1] = ord("]")
     try:
         with memoryview(pending) as view, view[: end + 2] as text:
-            scanned = colscan.scan(text)
+            yield text
     finally:
         pending[end + 1] = after
+
+
+def _closed(pending: bytearray, end: int) -> bytes:
+    """A copy of ``_closed_view`` (the raw values of typed events point into their text, and
+    ``pending`` must stay resizable)."""
+    with _closed_view(pending, end) as text:
+        return bytes(text)
+
+
+def _decoded(pending: bytearray, end: int) -> Batch | None:
+    """``decode`` of ``_closed_view``: scanned where it lies (the scanner keeps no pointer
+    into its text; a 4 MB copy per chunk saved), else typed-decoded from a copy."""
+    with _closed_view(pending, end) as text:
+        scanned = colscan.scan(text)
     return scanned if scanned is not None else decode_chunk(_closed(pending, end))
 
 
