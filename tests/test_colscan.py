@@ -530,6 +530,132 @@ def _same_session(a: TraceSession, b: TraceSession) -> None:
     assert a.meta.devices == b.meta.devices
 
 
+# -- floats read without the GIL (Clinger's fast path, else strtod_l) -----------------------
+
+_digits = st.text("0123456789", min_size=1, max_size=24)
+_float_text = st.builds(
+    lambda sign, whole, frac, exp: (
+        f"{sign}{whole.lstrip('0') or '0'}"
+        + (f".{frac}" if frac is not None else "")
+        + (f"{exp[0]}{exp[1]}{exp[2]}" if exp is not None else "")
+    ),
+    st.sampled_from(["", "-"]),
+    _digits,
+    st.none() | _digits,
+    st.none()
+    | st.tuples(
+        st.sampled_from("eE"), st.sampled_from(["", "+", "-"]), st.integers(0, 340).map(str)
+    ),
+).filter(lambda t: "." in t or "e" in t.lower())
+#: Texts at the edges of the fast path: 2^53 and one past it, 10^22 and 10^23, 15-19 and 20
+#: digits, zeros of both signs, subnormals, the largest double, overflow (refused).
+_FLOAT_EDGES = [
+    "9007199254740992.0",
+    "9007199254740993.0",
+    "9007199254740993e-3",
+    "1e22",
+    "1e23",
+    "1e-22",
+    "1e-23",
+    "123456789012345.6",
+    "1234567890123456789.0",
+    "12345678901234567890.0",
+    "0.0",
+    "-0.0",
+    "0e999",
+    "-0e-999",
+    "0.000000000000000000000001",
+    "4.9e-324",
+    "2.5e-324",
+    "1.7976931348623157e308",
+    "1.7976931348623158e308",
+    "1e309",
+    "-1e400",
+    "1699999999999.123",
+    "0.1",
+    "0.30000000000000004",
+    "2.2250738585072011e-308",
+    "5e-324",
+]
+
+
+def _scanned_float(text: str) -> float | None:
+    """``ts`` of one event whose ts is ``text``, as the scanner reads it (None: refused)."""
+    event = f'{{"ts": {text}, "name": {text}, "args": {{"Input Dims": [1]}}}}'
+    out = colscan.scan(f"[{event}]".encode())
+    if out is None:
+        return None
+    tag = int(out.tags[0, 0])
+    assert tag == colscan.FLOAT, text
+    slot = colscan.slot_value(tag, int(out.numbers[0, 0]), out.values)
+    # the same text as a coded value (made after the scan from what the scan read)
+    coded = out.values[int(out.codes[0, colscan.CODED_KEYS.index("name")])]
+    assert isinstance(coded, float) and _same_bits(coded, slot), (text, coded, slot)
+    return float(slot)
+
+
+def _same_bits(a: float, b: float) -> bool:
+    return bool(np.float64(a).tobytes() == np.float64(b).tobytes())
+
+
+@needs_scanner
+@settings(max_examples=3000, deadline=None)
+@given(_float_text)
+def test_float_texts_read_as_python_reads_them(text: str) -> None:
+    """Every float text the scanner accepts has the bits ``float()`` gives it (correct
+    rounding, the sign of zero); one that overflows is refused, as before."""
+    expected = float(text)
+    got = _scanned_float(text)
+    if expected in (float("inf"), float("-inf")):
+        assert got is None, text
+    else:
+        assert got is not None and _same_bits(got, expected), (text, got, expected)
+
+
+@needs_scanner
+@pytest.mark.parametrize("text", _FLOAT_EDGES)
+def test_float_texts_at_the_edges_of_the_fast_path(text: str) -> None:
+    expected = float(text)
+    got = _scanned_float(text)
+    if expected in (float("inf"), float("-inf")):
+        assert got is None, text
+    else:
+        assert got is not None and _same_bits(got, expected), (text, got, expected)
+
+
+@needs_scanner
+def test_scans_on_threads_at_once_read_what_one_scan_reads() -> None:
+    """The scan runs without the GIL: four threads scanning chunks at the same time (each its
+    own chunks, one text shared by two) give what the same scans give one after another."""
+    import threading
+
+    trace = shared_trace("kineto/resnet50_v100_workers0.pt.trace.json.gz")
+    import gzip
+
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    step = len(events) // 6
+    texts = [json.dumps(events[i * step : (i + 1) * step]).encode() for i in range(6)]
+    texts.append(texts[0])
+    alone = [colscan.scan(t) for t in texts]
+    assert all(a is not None for a in alone)
+    together: list[colscan.Scanned | None] = [None] * len(texts)
+
+    def run(i: int) -> None:
+        for _ in range(3):
+            together[i] = colscan.scan(texts[i])
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(texts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for a, b in zip(alone, together, strict=True):
+        assert a is not None and b is not None
+        assert a.values == b.values and a.kept_texts == b.kept_texts
+        for name in ("codes", "tags", "numbers", "has_args", "arg_events", "arg_values"):
+            assert np.array_equal(getattr(a, name), getattr(b, name)), name
+
+
 @needs_scanner
 @pytest.mark.parametrize("path", kineto_trace_files() or ["(no ../shared)"])
 def test_real_traces_load_the_same_with_and_without_the_scanner(

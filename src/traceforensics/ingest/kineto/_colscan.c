@@ -32,11 +32,34 @@
  * general way": the caller then runs the typed decoder, which judges the text by its own
  * rules, so this reader only ever accepts a subset of what that decoder accepts, and gives the
  * same values for it.
+ *
+ * The scan makes no Python object and calls no Python API: it runs without the GIL (where
+ * GIL_FREE, below), recording each distinct value as read (``Pending``: a string's bytes, an
+ * int64, a double, an array's text); ``materialize`` then makes the Python objects with the GIL,
+ * in order of first occurrence. Floats: Clinger's fast path, else strtod_l in the C locale, both
+ * correctly rounded, so the bits Python's float() gives.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
 #include <stdint.h>
 #include <string.h>
+
+/* The scan runs without the GIL where the C library reads a double text without it (strtod_l
+ * in the C locale: correctly rounded, as Python's float() is), so a thread beside it (the
+ * previous chunk's columns, gunzip) runs meanwhile; elsewhere PyOS_string_to_double needs the
+ * GIL and the scan keeps it. */
+#if defined(__GLIBC__) || defined(__APPLE__)
+#define GIL_FREE 1
+#include <locale.h>
+#include <stdlib.h>
+#ifdef __APPLE__
+#include <xlocale.h>
+#endif
+static locale_t c_locale;
+#else
+#define GIL_FREE 0
+#endif
 
 #define MAX_KEYS 64
 #if !defined(COLSCAN_NO_SWAR) && defined(__BYTE_ORDER__) && \
@@ -100,25 +123,23 @@ static uint64_t hash_bytes(const char *s, Py_ssize_t n) {
 static void intern_free(Intern *t) {
     if (t->slots == NULL) return;
     for (size_t i = 0; i < t->cap; i++) Py_XDECREF(t->slots[i].value);
-    PyMem_Free(t->slots);
+    PyMem_RawFree(t->slots);
     t->slots = NULL;
 }
 
+/* (no Python call: runs without the GIL; ERROR means out of memory, raised by the caller) */
 static int intern_grow(Intern *t) {
     size_t cap = t->cap ? t->cap * 2 : 1024;
-    Slot *slots = PyMem_Calloc(cap, sizeof(Slot));
-    if (slots == NULL) {
-        PyErr_NoMemory();
-        return ERROR;
-    }
+    Slot *slots = PyMem_RawCalloc(cap, sizeof(Slot));
+    if (slots == NULL) return ERROR;
     for (size_t i = 0; i < t->cap; i++) {
         Slot *s = &t->slots[i];
-        if (s->value == NULL) continue;
+        if (s->ptr == NULL) continue;
         size_t j = (size_t)s->hash & (cap - 1);
-        while (slots[j].value != NULL) j = (j + 1) & (cap - 1);
+        while (slots[j].ptr != NULL) j = (j + 1) & (cap - 1);
         slots[j] = *s;
     }
-    PyMem_Free(t->slots);
+    PyMem_RawFree(t->slots);
     t->slots = slots;
     t->cap = cap;
     return 0;
@@ -127,10 +148,10 @@ static int intern_grow(Intern *t) {
 /* The str of raw (escape-free) UTF-8 bytes, shared between equal texts; a new reference.
  * Sets *refused for invalid UTF-8. */
 static PyObject *interned(Intern *t, const char *s, Py_ssize_t n, int *refused) {
-    if ((t->used + 1) * 2 > t->cap && intern_grow(t) < 0) return NULL;
+    if ((t->used + 1) * 2 > t->cap && intern_grow(t) < 0) return PyErr_NoMemory();
     uint64_t h = hash_bytes(s, n);
     size_t j = (size_t)h & (t->cap - 1);
-    while (t->slots[j].value != NULL) {
+    while (t->slots[j].ptr != NULL) {
         Slot *slot = &t->slots[j];
         if (slot->hash == h && slot->len == n && memcmp(slot->ptr, s, (size_t)n) == 0) {
             Py_INCREF(slot->value);
@@ -152,31 +173,8 @@ static PyObject *interned(Intern *t, const char *s, Py_ssize_t n, int *refused) 
     return value;
 }
 
-/* The index in ``texts`` of raw UTF-8 bytes (checked by the caller), appending them as a
- * new str the first time they occur; -1 with an exception set on failure. */
-static Py_ssize_t text_index(Intern *t, PyObject *texts, const char *s, Py_ssize_t n) {
-    if ((t->used + 1) * 2 > t->cap && intern_grow(t) < 0) return -1;
-    uint64_t h = hash_bytes(s, n);
-    size_t j = (size_t)h & (t->cap - 1);
-    while (t->slots[j].value != NULL) {
-        Slot *slot = &t->slots[j];
-        if (slot->hash == h && slot->len == n && memcmp(slot->ptr, s, (size_t)n) == 0)
-            return slot->index;
-        j = (j + 1) & (t->cap - 1);
-    }
-    PyObject *value = PyUnicode_DecodeUTF8(s, n, "strict");
-    if (value == NULL) return -1;
-    Py_ssize_t index = PyList_GET_SIZE(texts);
-    if (PyList_Append(texts, value) < 0) {
-        Py_DECREF(value);
-        return -1;
-    }
-    t->slots[j] = (Slot){h, s, n, value, index};
-    t->used++;
-    return index;
-}
-
-/* A growable array of fixed-size items, handed over as bytes. */
+/* A growable array of fixed-size items, handed over as bytes (no Python call: it grows
+ * without the GIL; ERROR means out of memory, raised once the GIL is back). */
 typedef struct {
     char *data;
     size_t size, cap;
@@ -186,17 +184,41 @@ static int buf_put(Buf *b, const void *item, size_t n) {
     if (b->size + n > b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 4096;
         while (cap < b->size + n) cap *= 2;
-        char *data = PyMem_Realloc(b->data, cap);
-        if (data == NULL) {
-            PyErr_NoMemory();
-            return ERROR;
-        }
+        char *data = PyMem_RawRealloc(b->data, cap);
+        if (data == NULL) return ERROR;
         b->data = data;
         b->cap = cap;
     }
     memcpy(b->data + b->size, item, n);
     b->size += n;
     return 0;
+}
+
+/* Bytes of the text (a kept args value) whose str is made after the scan. */
+typedef struct {
+    const char *ptr;
+    Py_ssize_t len;
+} Span;
+
+/* The index among ``spans`` of raw UTF-8 bytes (checked by the caller), appending them the
+ * first time they occur (the str are made after the scan, ``materialize``); -1 when out of
+ * memory. No Python call. */
+static Py_ssize_t text_index(Intern *t, Buf *spans, const char *s, Py_ssize_t n) {
+    if ((t->used + 1) * 2 > t->cap && intern_grow(t) < 0) return -1;
+    uint64_t h = hash_bytes(s, n);
+    size_t j = (size_t)h & (t->cap - 1);
+    while (t->slots[j].ptr != NULL) {
+        Slot *slot = &t->slots[j];
+        if (slot->hash == h && slot->len == n && memcmp(slot->ptr, s, (size_t)n) == 0)
+            return slot->index;
+        j = (j + 1) & (t->cap - 1);
+    }
+    Py_ssize_t index = (Py_ssize_t)(spans->size / sizeof(Span));
+    Span span = {s, n};
+    if (buf_put(spans, &span, sizeof span) < 0) return -1;
+    t->slots[j] = (Slot){h, s, n, NULL, index};
+    t->used++;
+    return index;
 }
 
 static void skip_ws(Scanner *sc) {
@@ -447,39 +469,97 @@ static int int_of(const char *start, const char *p, int digits, int64_t *out) {
     return 0;
 }
 
-/* The float text [start, p) as a double; REFUSE when it overflows, ERROR on a Python error. */
+/* Exact powers of ten as doubles (10^22 is the largest). */
+static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                               1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                               1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* Clinger's fast path: a float text whose digits make an integer m <= 2^53 and whose decimal
+ * exponent e is within 22 is m * 10^e or m / 10^-e, one IEEE operation on two exact doubles,
+ * so correctly rounded (the value strtod gives); 0 for any other text. */
+static int fast_double(const char *s, const char *end, double *out) {
+#if FLT_EVAL_METHOD != 0 /* (x87 extended precision would round twice) */
+    (void)s, (void)end, (void)out;
+    return 0;
+#else
+    int negative = *s == '-', digits = 0, exp10 = 0;
+    uint64_t m = 0;
+    const char *q = s + negative;
+    for (; q < end && *q >= '0' && *q <= '9'; q++) {
+        if (m == 0 && *q == '0') continue;
+        if (++digits > 19) return 0;
+        m = m * 10 + (uint64_t)(*q - '0');
+    }
+    if (q < end && *q == '.') {
+        for (q++; q < end && *q >= '0' && *q <= '9'; q++) {
+            exp10--;
+            if (m == 0 && *q == '0') continue;
+            if (++digits > 19) return 0;
+            m = m * 10 + (uint64_t)(*q - '0');
+        }
+    }
+    if (q < end && (*q == 'e' || *q == 'E')) {
+        int e_negative = 0, e = 0;
+        q++;
+        if (q < end && (*q == '+' || *q == '-')) e_negative = *q++ == '-';
+        for (; q < end && *q >= '0' && *q <= '9'; q++) {
+            if (e > 100000) return 0;
+            e = e * 10 + (*q - '0');
+        }
+        exp10 += e_negative ? -e : e;
+    }
+    if (q != end) return 0;
+    if (m == 0) {
+        *out = negative ? -0.0 : 0.0;
+        return 1;
+    }
+    if (m > (1ULL << 53) || exp10 < -22 || exp10 > 22) return 0;
+    double v = (double)m;
+    v = exp10 < 0 ? v / POW10[-exp10] : v * POW10[exp10];
+    *out = negative ? -v : v;
+    return 1;
+#endif
+}
+
+/* The float text [start, p) (checked by number_span) as a double; REFUSE when it overflows,
+ * ERROR on a Python error (only where the scan keeps the GIL). */
 static int double_of(const char *start, const char *p, double *out) {
-    char *stop = NULL;
-    double v = PyOS_string_to_double(start, &stop, NULL);
-    if (v == -1.0 && PyErr_Occurred()) return ERROR;
-    if (stop != p || Py_IS_INFINITY(v)) return REFUSE;
+    double v;
+    if (!fast_double(start, p, &v)) {
+        char *stop = NULL;
+#if GIL_FREE
+        v = strtod_l(start, &stop, c_locale);
+#else
+        v = PyOS_string_to_double(start, &stop, NULL);
+        if (v == -1.0 && PyErr_Occurred()) return ERROR;
+#endif
+        if (stop != p) return REFUSE;
+    }
+    if (Py_IS_INFINITY(v)) return REFUSE;
     *out = v;
     return 0;
 }
 
+/* Check the number at sc->p as a read one is (an int within int64, a float that does not
+ * overflow) and move past it; its value in *i or *d (*is_float). No Python call. */
+static int check_number(Scanner *sc, int64_t *i, double *d, int *is_float) {
+    const char *start = sc->p;
+    int digits;
+    if (number_span(sc, is_float, &digits) < 0) return REFUSE;
+    return *is_float ? double_of(start, sc->p, d) : int_of(start, sc->p, digits, i);
+}
+
 /* The number at sc->p as a Python int or float, moving past it. */
 static PyObject *scan_number(Scanner *sc, int *refused) {
-    const char *start = sc->p;
-    int is_float, digits;
-    if (number_span(sc, &is_float, &digits) < 0) {
-        *refused = 1;
-        return NULL;
-    }
-    if (!is_float) {
-        int64_t v;
-        if (int_of(start, sc->p, digits, &v) < 0) {
-            *refused = 1;
-            return NULL;
-        }
-        return PyLong_FromLongLong((long long)v);
-    }
-    double d;
-    int rc = double_of(start, sc->p, &d);
+    int64_t i = 0;
+    double d = 0;
+    int is_float;
+    int rc = check_number(sc, &i, &d, &is_float);
     if (rc < 0) {
         *refused = rc == REFUSE;
         return NULL;
     }
-    return PyFloat_FromDouble(d);
+    return is_float ? PyFloat_FromDouble(d) : PyLong_FromLongLong((long long)i);
 }
 
 static int expect_word(Scanner *sc, const char *word, size_t n) {
@@ -525,11 +605,45 @@ static int skip_value(Scanner *sc, int depth) {
     if (c == 'n') return expect_word(sc, "null", 4);
     /* a skipped number is checked as a read one is (int64, no overflow): the same texts
      * refuse whichever keys they are under */
-    int refused = 0;
-    PyObject *number = scan_number(sc, &refused);
-    if (number == NULL) return refused ? REFUSE : ERROR;
-    Py_DECREF(number);
-    return 0;
+    int64_t i;
+    double d;
+    int is_float;
+    return check_number(sc, &i, &d, &is_float);
+}
+
+/* Check the value at sc->p as ``build_value`` (nested) reads it, and move past it: a string,
+ * number, literal, or an array of such values; an object refuses. No Python call. */
+static int check_value(Scanner *sc, int depth) {
+    if (depth > MAX_DEPTH) return REFUSE;
+    skip_ws(sc);
+    if (sc->p >= sc->end) return REFUSE;
+    char c = *sc->p;
+    if (c == '"') {
+        const char *body;
+        Py_ssize_t len;
+        int esc;
+        return scan_string(sc, &body, &len, &esc);
+    }
+    if (c == '[') {
+        if (empty_after_open(sc, ']')) return 0;
+        for (;;) {
+            int rc = check_value(sc, depth + 1);
+            if (rc < 0) return rc;
+            int more = next_member(sc, ']');
+            if (more > 0) continue;
+            return more < 0 ? REFUSE : 0;
+        }
+    }
+    if (c == 't') return expect_word(sc, "true", 4);
+    if (c == 'f') return expect_word(sc, "false", 5);
+    if (c == 'n') return expect_word(sc, "null", 4);
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        int64_t i;
+        double d;
+        int is_float;
+        return check_number(sc, &i, &d, &is_float);
+    }
+    return REFUSE;
 }
 
 /* The value at sc->p as a Python object: a string, number, literal, or (with ``nested``) an
@@ -660,15 +774,36 @@ typedef struct {
     Buf kept_events; /* int64 event index per kept arg */
     Buf kept_keys;   /* int32 index in kept_keys per kept arg */
     Buf kept_values; /* int32 index in kept_texts per kept arg */
+    Buf pending;          /* Pending: values[1:], made after the scan (``materialize``) */
+    Buf kept_spans;       /* Span: the distinct kept texts, made after the scan */
     PyObject *values;     /* list: the distinct scalars read (and each array as read) */
     PyObject *kept_texts; /* list of the distinct texts, str */
     Intern codes_of;      /* token text -> index in values */
     Intern texts;
 } Out;
 
+/* A value of ``values`` as read: its Python object is made after the scan, with the GIL. */
+typedef struct {
+    char kind;       /* '"' a string, 'i' an int, 'd' a double, 'w' a literal, '[' an array */
+    char esc;        /* a string with escapes */
+    const char *ptr; /* a string's body, a literal's or an array's text */
+    Py_ssize_t len;
+    int64_t i;
+    double d;
+} Pending;
+
+/* ``value`` appended to out->pending; *code: its index in ``values``. */
+static int pending_code(Out *out, const Pending *value, int32_t *code) {
+    Py_ssize_t index = 1 + (Py_ssize_t)(out->pending.size / sizeof(Pending));
+    if (index >= INT32_MAX) return REFUSE; /* codes are int32 (never with ~4 MB chunks) */
+    if (buf_put(&out->pending, value, sizeof *value) < 0) return ERROR;
+    *code = (int32_t)index;
+    return 0;
+}
+
 /* The index in out->values of the scalar token [from, sc->p) of ``kind`` ('"': a string
- * with body/len/esc, 'n' a number, 'w' a literal), appending its value the first time the
- * token occurs (equal tokens share one value). */
+ * with body/len/esc, 'n' a number, 'w' a literal), appending it the first time the token
+ * occurs (equal tokens share one value). No Python call. */
 static int token_code(Scanner *sc, Out *out, const char *from, char kind, const char *body,
                       Py_ssize_t len, int esc, int is_float, int digits, int32_t *code) {
     Intern *t = &out->codes_of;
@@ -676,7 +811,7 @@ static int token_code(Scanner *sc, Out *out, const char *from, char kind, const 
     if ((t->used + 1) * 2 > t->cap && intern_grow(t) < 0) return ERROR;
     uint64_t h = hash_bytes(from, n);
     size_t j = (size_t)h & (t->cap - 1);
-    while (t->slots[j].value != NULL) {
+    while (t->slots[j].ptr != NULL) {
         Slot *slot = &t->slots[j];
         if (slot->hash == h && slot->len == n && memcmp(slot->ptr, from, (size_t)n) == 0) {
             *code = (int32_t)slot->index;
@@ -684,40 +819,20 @@ static int token_code(Scanner *sc, Out *out, const char *from, char kind, const 
         }
         j = (j + 1) & (t->cap - 1);
     }
-    PyObject *value = NULL;
-    int refused = 0;
+    Pending value = {kind, (char)esc, from, n, 0, 0.0};
     if (kind == '"') {
-        value = esc ? unescaped(sc, body, len, &refused) : PyUnicode_DecodeUTF8(body, len, "strict");
-        if (value == NULL && !refused && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-            PyErr_Clear();
-            refused = 1;
-        }
-    } else if (kind == 'w') {
-        value = *from == 't' ? Py_True : *from == 'f' ? Py_False : Py_None;
-        Py_INCREF(value);
-    } else if (!is_float) {
-        int64_t v;
-        if (int_of(from, sc->p, digits, &v) < 0) return REFUSE;
-        value = PyLong_FromLongLong((long long)v);
-    } else {
-        double d;
-        int rc = double_of(from, sc->p, &d);
+        value.ptr = body;
+        value.len = len;
+    } else if (kind == 'n') {
+        int rc = is_float ? double_of(from, sc->p, &value.d)
+                          : int_of(from, sc->p, digits, &value.i);
         if (rc < 0) return rc;
-        value = PyFloat_FromDouble(d);
+        value.kind = is_float ? 'd' : 'i';
     }
-    if (value == NULL) return refused ? REFUSE : ERROR;
-    Py_ssize_t index = PyList_GET_SIZE(out->values);
-    if (index >= INT32_MAX) { /* codes are int32 (never with ~4 MB chunks): the general way */
-        Py_DECREF(value);
-        return REFUSE;
-    }
-    if (PyList_Append(out->values, value) < 0) {
-        Py_DECREF(value);
-        return ERROR;
-    }
-    t->slots[j] = (Slot){h, from, n, value, index};
+    int rc = pending_code(out, &value, code);
+    if (rc < 0) return rc;
+    t->slots[j] = (Slot){h, from, n, NULL, *code};
     t->used++;
-    *code = (int32_t)index;
     return 0;
 }
 
@@ -746,19 +861,10 @@ static int value_code(Scanner *sc, Out *out, int nested, int32_t *code) {
         return token_code(sc, out, from, 'n', NULL, 0, 0, is_float, digits, code);
     }
     if (c != '[' || !nested) return REFUSE;
-    int refused = 0;
-    PyObject *list = build_value(sc, 1, 1, &refused);
-    if (list == NULL) return refused ? REFUSE : ERROR;
-    Py_ssize_t index = PyList_GET_SIZE(out->values);
-    if (index >= INT32_MAX) {
-        Py_DECREF(list);
-        return REFUSE;
-    }
-    int rc = PyList_Append(out->values, list);
-    Py_DECREF(list);
-    if (rc < 0) return ERROR;
-    *code = (int32_t)index;
-    return 0;
+    int rc = check_value(sc, 1);
+    if (rc < 0) return rc;
+    Pending value = {'[', 0, from, sc->p - from, 0, 0.0};
+    return pending_code(out, &value, code);
 }
 
 /* A number slot: null, an int64, a double (its bits), or anything else ``value_code`` reads
@@ -835,7 +941,7 @@ static int scan_args(Scanner *sc, const Spec *spec, Out *out, Py_ssize_t event, 
             const char *from = sc->p;
             rc = skip_value(sc, 1);
             if (rc == 0) {
-                Py_ssize_t text = text_index(&out->texts, out->kept_texts, from, sc->p - from);
+                Py_ssize_t text = text_index(&out->texts, &out->kept_spans, from, sc->p - from);
                 rc = text < 0            ? ERROR
                      : text >= INT32_MAX ? REFUSE /* never with ~4 MB chunks */
                                          : put_triple(&out->kept_events, &out->kept_keys,
@@ -934,7 +1040,9 @@ static Buf *out_bufs(Out *out, int i) {
 }
 
 static void out_clear(Out *out) {
-    for (int i = 0; out_bufs(out, i) != NULL; i++) PyMem_Free(out_bufs(out, i)->data);
+    for (int i = 0; out_bufs(out, i) != NULL; i++) PyMem_RawFree(out_bufs(out, i)->data);
+    PyMem_RawFree(out->pending.data);
+    PyMem_RawFree(out->kept_spans.data);
     Py_CLEAR(out->values);
     Py_CLEAR(out->kept_texts);
     intern_free(&out->codes_of);
@@ -974,6 +1082,52 @@ static int read_key_pair(PyObject *first, PyObject *second, Key *keys, int *n, i
     return 0;
 }
 
+/* The Python objects of what the scan read, with the GIL: ``values`` (None, then each pending
+ * value in order of first occurrence) and ``kept_texts``. */
+static int materialize(Scanner *sc, Out *out) {
+    const Pending *v = (const Pending *)out->pending.data;
+    Py_ssize_t n = (Py_ssize_t)(out->pending.size / sizeof(Pending));
+    if ((out->values = PyList_New(n + 1)) == NULL) return ERROR;
+    Py_INCREF(Py_None);
+    PyList_SET_ITEM(out->values, 0, Py_None);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *value = NULL;
+        int refused = 0;
+        switch (v[i].kind) {
+            case '"':
+                value = v[i].esc ? unescaped(sc, v[i].ptr, v[i].len, &refused)
+                                 : PyUnicode_DecodeUTF8(v[i].ptr, v[i].len, "strict");
+                break;
+            case 'i': value = PyLong_FromLongLong((long long)v[i].i); break;
+            case 'd': value = PyFloat_FromDouble(v[i].d); break;
+            case 'w':
+                value = *v[i].ptr == 't' ? Py_True : *v[i].ptr == 'f' ? Py_False : Py_None;
+                Py_INCREF(value);
+                break;
+            default: /* an array, checked by ``check_value``: built from its text */
+                sc->p = v[i].ptr;
+                value = build_value(sc, 1, 1, &refused);
+        }
+        if (value == NULL) {
+            if (!refused && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyErr_Clear();
+                refused = 1;
+            }
+            return refused ? REFUSE : ERROR;
+        }
+        PyList_SET_ITEM(out->values, i + 1, value);
+    }
+    const Span *t = (const Span *)out->kept_spans.data;
+    Py_ssize_t k = (Py_ssize_t)(out->kept_spans.size / sizeof(Span));
+    if ((out->kept_texts = PyList_New(k)) == NULL) return ERROR;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *text = PyUnicode_DecodeUTF8(t[i].ptr, t[i].len, "strict");
+        if (text == NULL) return ERROR;
+        PyList_SET_ITEM(out->kept_texts, i, text);
+    }
+    return 0;
+}
+
 static PyObject *scan(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer text;
@@ -998,13 +1152,20 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     table_build(&spec.event_table, spec.event, spec.n_event);
     table_build(&spec.rule_table, spec.rule, spec.n_rule);
     table_build(&spec.kept_table, spec.kept, spec.n_kept);
-    /* values[0] is None: what a missing key reads as */
-    if ((out.values = PyList_New(0)) == NULL || PyList_Append(out.values, Py_None) < 0 ||
-        (out.kept_texts = PyList_New(0)) == NULL)
-        goto finish;
     Py_ssize_t n = 0;
-    int rc = scan_array(&sc, &spec, &out, &n);
-    if (rc == ERROR) goto finish;
+    int rc;
+#if GIL_FREE
+    Py_BEGIN_ALLOW_THREADS
+    rc = scan_array(&sc, &spec, &out, &n);
+    Py_END_ALLOW_THREADS
+#else
+    rc = scan_array(&sc, &spec, &out, &n);
+#endif
+    if (rc == 0) rc = materialize(&sc, &out);
+    if (rc == ERROR) {
+        if (!PyErr_Occurred()) PyErr_NoMemory(); /* (the scan raises nothing itself) */
+        goto finish;
+    }
     if (rc == REFUSE) {
         if (PyErr_Occurred()) goto finish;
         result = Py_None;
@@ -1046,4 +1207,10 @@ static struct PyModuleDef module = {
     "A JSON array of Kineto event objects read straight into coded columns.", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__colscan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__colscan(void) {
+#if GIL_FREE
+    if (c_locale == (locale_t)0 && (c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0)) == (locale_t)0)
+        return PyErr_NoMemory();
+#endif
+    return PyModule_Create(&module);
+}
