@@ -288,3 +288,46 @@ def test_decode_worker_round_trip_death_and_cleanup() -> None:
     finally:
         worker.shutdown()
     assert not Path(worker.folder).exists()
+
+
+def test_columns_built_behind_the_scan_keep_file_order_and_report_their_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``_Behind`` builds each chunk's columns on a thread one chunk behind the scan: the
+    batches arrive in file order, and a build that fails is the error reported even when the
+    stream fails later (a damaged tail), with no builder thread left behind."""
+    import threading
+
+    from traceforensics.ingest.kineto.batches import ColumnBuilder
+
+    got: list[int] = []
+    behind = stream._Behind(got.append)  # type: ignore[arg-type]
+    for i in range(50):
+        behind(i)  # type: ignore[arg-type]
+    behind.wait()
+    behind.close()
+    assert got == list(range(50))
+
+    monkeypatch.setattr(stream, "CHUNK_BYTES", 1 << 20)
+    events = [
+        {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 1, "ts": i, "dur": 1}
+        for i in range(100_000)  # ~9 MB: the stream reads 4 MB at a time
+    ]
+    path = tmp_path / "damaged_tail.json"
+    path.write_text(json.dumps({"traceEvents": events})[:-1] + ', "x": ')
+
+    class BuildError(Exception):
+        pass
+
+    builder = ColumnBuilder()
+    threads: list[str] = []
+
+    def add(batch: Any) -> None:
+        threads.append(threading.current_thread().name)
+        raise BuildError("the first chunk's columns")
+
+    monkeypatch.setattr(builder, "add", add)
+    with pytest.raises(BuildError):
+        stream.stream_events(path, builder)
+    assert threads and all(t.startswith("tf-columns") for t in threads)
+    assert not [t for t in threading.enumerate() if t.name.startswith("tf-columns")]

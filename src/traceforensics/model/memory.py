@@ -12,7 +12,6 @@ is a no-op.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import gc
 import sys
 from functools import cache
@@ -26,7 +25,9 @@ def _libc() -> Any:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        # the process's own C library (``find_library`` would run ``ldconfig -p`` in a
+        # subprocess: a fork of this process on every run, for a name already loaded)
+        libc = ctypes.CDLL(None)
         return libc if hasattr(libc, "malloc_trim") else None
     except OSError:
         return None

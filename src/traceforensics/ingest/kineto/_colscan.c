@@ -37,7 +37,8 @@
  * GIL_FREE, below), recording each distinct value as read (``Pending``: a string's bytes, an
  * int64, a double, an array's text); ``materialize`` then makes the Python objects with the GIL,
  * in order of first occurrence. Floats: Clinger's fast path, else strtod_l in the C locale, both
- * correctly rounded, so the bits Python's float() gives.
+ * correctly rounded, so the bits Python's float() gives. The text must not change during the
+ * call (no other thread writes into it: the stream's main thread alone owns its buffer).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -395,7 +396,10 @@ static PyObject *unescaped(Scanner *sc, const char *s, Py_ssize_t n, int *refuse
             case 't': sc->buf[k++] = '\t'; break;
             case 'u': {
                 unsigned cp, lo;
-                hex4(s + i, &cp);
+                if (hex4(s + i, &cp) < 0) { /* (checked by scan_string) */
+                    *refused = 1;
+                    return NULL;
+                }
                 i += 4;
                 if (cp >= 0xD800 && cp <= 0xDBFF) {
                     if (i + 6 > n || s[i] != '\\' || s[i + 1] != 'u' || hex4(s + i + 2, &lo) < 0 ||

@@ -114,7 +114,8 @@ def enabled() -> bool:
 
 def scan(text: bytes | memoryview) -> Scanned | None:
     """The events of one JSON array text as columns, or None when the scanner is off or the
-    text is not its clean case (the caller then decodes it with ``typed``)."""
+    text is not its clean case (the caller then decodes it with ``typed``). No other thread may
+    write into ``text`` during the call (the scan reads it without the GIL)."""
     if _colscan is None or not enabled():
         return None
     out = _colscan.scan(

@@ -255,6 +255,11 @@ class _Behind:
         if last is not None:
             last.result()
 
+    def failed(self) -> BaseException | None:
+        """The error of the last batch's build, once it is done (None if it went well)."""
+        last, self.last = self.last, None
+        return None if last is None else last.exception()
+
     def close(self) -> None:
         """Wait for the thread (it never outlives the read: the builder is not left half
         built behind an error of the caller's)."""
@@ -332,6 +337,13 @@ def stream_events(path: Path, builder: ColumnBuilder, pool: Any = None) -> dict[
         rest, last = _tail(pending)
         if behind is not None:
             behind.wait()
+    except BaseException as exc:
+        # a batch's build that failed before this error is the one to report (as when the
+        # columns were built here, before the next chunk was read)
+        first = behind.failed() if behind is not None else None
+        if first is not None:
+            raise first from exc
+        raise
     finally:
         if behind is not None:
             behind.close()
