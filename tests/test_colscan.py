@@ -594,6 +594,15 @@ def _scanned_float(text: str) -> float | None:
     return float(slot)
 
 
+def _reads_as_python(text: str) -> None:
+    expected = float(text)
+    got = _scanned_float(text)
+    if expected in (float("inf"), float("-inf")):
+        assert got is None, text
+    else:
+        assert got is not None and _same_bits(got, expected), (text, got, expected)
+
+
 def _same_bits(a: float, b: float) -> bool:
     return bool(np.float64(a).tobytes() == np.float64(b).tobytes())
 
@@ -604,23 +613,13 @@ def _same_bits(a: float, b: float) -> bool:
 def test_float_texts_read_as_python_reads_them(text: str) -> None:
     """Every float text the scanner accepts has the bits ``float()`` gives it (correct
     rounding, the sign of zero); one that overflows is refused, as before."""
-    expected = float(text)
-    got = _scanned_float(text)
-    if expected in (float("inf"), float("-inf")):
-        assert got is None, text
-    else:
-        assert got is not None and _same_bits(got, expected), (text, got, expected)
+    _reads_as_python(text)
 
 
 @needs_scanner
 @pytest.mark.parametrize("text", _FLOAT_EDGES)
 def test_float_texts_at_the_edges_of_the_fast_path(text: str) -> None:
-    expected = float(text)
-    got = _scanned_float(text)
-    if expected in (float("inf"), float("-inf")):
-        assert got is None, text
-    else:
-        assert got is not None and _same_bits(got, expected), (text, got, expected)
+    _reads_as_python(text)
 
 
 @needs_scanner

@@ -572,8 +572,10 @@ static int expect_word(Scanner *sc, const char *word, size_t n) {
     return 0;
 }
 
-/* Check the value at sc->p and move past it (nothing is built). */
-static int skip_value(Scanner *sc, int depth) {
+/* Check the value at sc->p and move past it (nothing is built; no Python call). Without
+ * ``objects`` an object refuses: the values ``build_value`` (nested) reads, strings, numbers,
+ * literals and arrays of them. */
+static int skip_value(Scanner *sc, int depth, int objects) {
     if (depth > MAX_DEPTH) return REFUSE;
     skip_ws(sc);
     if (sc->p >= sc->end) return REFUSE;
@@ -584,6 +586,7 @@ static int skip_value(Scanner *sc, int depth) {
         int esc;
         return scan_string(sc, &body, &len, &esc);
     }
+    if (c == '{' && !objects) return REFUSE;
     if (c == '{' || c == '[') {
         char close = c == '{' ? '}' : ']';
         if (empty_after_open(sc, close)) return 0;
@@ -599,7 +602,7 @@ static int skip_value(Scanner *sc, int depth) {
                 if (sc->p >= sc->end || *sc->p != ':') return REFUSE;
                 sc->p++;
             }
-            if (skip_value(sc, depth + 1) < 0) return REFUSE;
+            if (skip_value(sc, depth + 1, objects) < 0) return REFUSE;
             int more = next_member(sc, close);
             if (more <= 0) return more;
         }
@@ -613,41 +616,6 @@ static int skip_value(Scanner *sc, int depth) {
     double d;
     int is_float;
     return check_number(sc, &i, &d, &is_float);
-}
-
-/* Check the value at sc->p as ``build_value`` (nested) reads it, and move past it: a string,
- * number, literal, or an array of such values; an object refuses. No Python call. */
-static int check_value(Scanner *sc, int depth) {
-    if (depth > MAX_DEPTH) return REFUSE;
-    skip_ws(sc);
-    if (sc->p >= sc->end) return REFUSE;
-    char c = *sc->p;
-    if (c == '"') {
-        const char *body;
-        Py_ssize_t len;
-        int esc;
-        return scan_string(sc, &body, &len, &esc);
-    }
-    if (c == '[') {
-        if (empty_after_open(sc, ']')) return 0;
-        for (;;) {
-            int rc = check_value(sc, depth + 1);
-            if (rc < 0) return rc;
-            int more = next_member(sc, ']');
-            if (more > 0) continue;
-            return more < 0 ? REFUSE : 0;
-        }
-    }
-    if (c == 't') return expect_word(sc, "true", 4);
-    if (c == 'f') return expect_word(sc, "false", 5);
-    if (c == 'n') return expect_word(sc, "null", 4);
-    if (c == '-' || (c >= '0' && c <= '9')) {
-        int64_t i;
-        double d;
-        int is_float;
-        return check_number(sc, &i, &d, &is_float);
-    }
-    return REFUSE;
 }
 
 /* The value at sc->p as a Python object: a string, number, literal, or (with ``nested``) an
@@ -865,7 +833,7 @@ static int value_code(Scanner *sc, Out *out, int nested, int32_t *code) {
         return token_code(sc, out, from, 'n', NULL, 0, 0, is_float, digits, code);
     }
     if (c != '[' || !nested) return REFUSE;
-    int rc = check_value(sc, 1);
+    int rc = skip_value(sc, 1, 0);
     if (rc < 0) return rc;
     Pending value = {'[', 0, from, sc->p - from, 0, 0.0};
     return pending_code(out, &value, code);
@@ -943,7 +911,7 @@ static int scan_args(Scanner *sc, const Spec *spec, Out *out, Py_ssize_t event, 
             seen_kept |= 1ULL << kk;
             skip_ws(sc);
             const char *from = sc->p;
-            rc = skip_value(sc, 1);
+            rc = skip_value(sc, 1, 1);
             if (rc == 0) {
                 Py_ssize_t text = text_index(&out->texts, &out->kept_spans, from, sc->p - from);
                 rc = text < 0            ? ERROR
@@ -952,7 +920,7 @@ static int scan_args(Scanner *sc, const Spec *spec, Out *out, Py_ssize_t event, 
                                                       &out->kept_values, event, kk, (int32_t)text);
             }
         } else {
-            rc = skip_value(sc, 1);
+            rc = skip_value(sc, 1, 1);
         }
         if (rc < 0) return rc;
         int more = next_member(sc, '}');
@@ -1001,7 +969,7 @@ static int scan_event(Scanner *sc, const Spec *spec, Out *out, Py_ssize_t event)
                     rc = expect_word(sc, "null", 4);
                 }
             } else {
-                rc = skip_value(sc, 1);
+                rc = skip_value(sc, 1, 1);
             }
             if (rc < 0) return rc;
             int more = next_member(sc, '}');
@@ -1108,7 +1076,7 @@ static int materialize(Scanner *sc, Out *out) {
                 value = *v[i].ptr == 't' ? Py_True : *v[i].ptr == 'f' ? Py_False : Py_None;
                 Py_INCREF(value);
                 break;
-            default: /* an array, checked by ``check_value``: built from its text */
+            default: /* an array, checked by ``skip_value``: built from its text */
                 sc->p = v[i].ptr;
                 value = build_value(sc, 1, 1, &refused);
         }
