@@ -146,19 +146,40 @@ static int intern_grow(Intern *t) {
     return 0;
 }
 
-/* The str of raw (escape-free) UTF-8 bytes, shared between equal texts; a new reference.
- * Sets *refused for invalid UTF-8. */
-static PyObject *interned(Intern *t, const char *s, Py_ssize_t n, int *refused) {
-    if ((t->used + 1) * 2 > t->cap && intern_grow(t) < 0) return PyErr_NoMemory();
+/* The slot of the n bytes at s in ``t``: the one holding equal bytes, else the empty one to
+ * fill (``ptr`` NULL; its hash and bytes already set, ``value``/``index`` for the caller);
+ * NULL when the table cannot grow. No Python call. */
+static Slot *intern_slot(Intern *t, const char *s, Py_ssize_t n) {
+    if ((t->used + 1) * 2 > t->cap && intern_grow(t) < 0) return NULL;
     uint64_t h = hash_bytes(s, n);
     size_t j = (size_t)h & (t->cap - 1);
     while (t->slots[j].ptr != NULL) {
         Slot *slot = &t->slots[j];
-        if (slot->hash == h && slot->len == n && memcmp(slot->ptr, s, (size_t)n) == 0) {
-            Py_INCREF(slot->value);
-            return slot->value;
-        }
+        if (slot->hash == h && slot->len == n && memcmp(slot->ptr, s, (size_t)n) == 0)
+            return slot;
         j = (j + 1) & (t->cap - 1);
+    }
+    t->slots[j].hash = h;
+    t->slots[j].len = n;
+    return &t->slots[j];
+}
+
+/* Mark a slot ``intern_slot`` gave empty as holding its bytes at s. */
+static void intern_fill(Intern *t, Slot *slot, const char *s, PyObject *value, Py_ssize_t index) {
+    slot->ptr = s;
+    slot->value = value;
+    slot->index = index;
+    t->used++;
+}
+
+/* The str of raw (escape-free) UTF-8 bytes, shared between equal texts; a new reference.
+ * Sets *refused for invalid UTF-8. */
+static PyObject *interned(Intern *t, const char *s, Py_ssize_t n, int *refused) {
+    Slot *slot = intern_slot(t, s, n);
+    if (slot == NULL) return PyErr_NoMemory();
+    if (slot->ptr != NULL) {
+        Py_INCREF(slot->value);
+        return slot->value;
     }
     PyObject *value = PyUnicode_DecodeUTF8(s, n, "strict");
     if (value == NULL) {
@@ -168,8 +189,7 @@ static PyObject *interned(Intern *t, const char *s, Py_ssize_t n, int *refused) 
         }
         return NULL;
     }
-    t->slots[j] = (Slot){h, s, n, value, 0};
-    t->used++;
+    intern_fill(t, slot, s, value, 0);
     Py_INCREF(value);
     return value;
 }
@@ -205,20 +225,13 @@ typedef struct {
  * first time they occur (the str are made after the scan, ``materialize``); -1 when out of
  * memory. No Python call. */
 static Py_ssize_t text_index(Intern *t, Buf *spans, const char *s, Py_ssize_t n) {
-    if ((t->used + 1) * 2 > t->cap && intern_grow(t) < 0) return -1;
-    uint64_t h = hash_bytes(s, n);
-    size_t j = (size_t)h & (t->cap - 1);
-    while (t->slots[j].ptr != NULL) {
-        Slot *slot = &t->slots[j];
-        if (slot->hash == h && slot->len == n && memcmp(slot->ptr, s, (size_t)n) == 0)
-            return slot->index;
-        j = (j + 1) & (t->cap - 1);
-    }
+    Slot *slot = intern_slot(t, s, n);
+    if (slot == NULL) return -1;
+    if (slot->ptr != NULL) return slot->index;
     Py_ssize_t index = (Py_ssize_t)(spans->size / sizeof(Span));
     Span span = {s, n};
     if (buf_put(spans, &span, sizeof span) < 0) return -1;
-    t->slots[j] = (Slot){h, s, n, NULL, index};
-    t->used++;
+    intern_fill(t, slot, s, NULL, index);
     return index;
 }
 
@@ -778,18 +791,12 @@ static int pending_code(Out *out, const Pending *value, int32_t *code) {
  * occurs (equal tokens share one value). No Python call. */
 static int token_code(Scanner *sc, Out *out, const char *from, char kind, const char *body,
                       Py_ssize_t len, int esc, int is_float, int digits, int32_t *code) {
-    Intern *t = &out->codes_of;
     Py_ssize_t n = sc->p - from;
-    if ((t->used + 1) * 2 > t->cap && intern_grow(t) < 0) return ERROR;
-    uint64_t h = hash_bytes(from, n);
-    size_t j = (size_t)h & (t->cap - 1);
-    while (t->slots[j].ptr != NULL) {
-        Slot *slot = &t->slots[j];
-        if (slot->hash == h && slot->len == n && memcmp(slot->ptr, from, (size_t)n) == 0) {
-            *code = (int32_t)slot->index;
-            return 0;
-        }
-        j = (j + 1) & (t->cap - 1);
+    Slot *slot = intern_slot(&out->codes_of, from, n);
+    if (slot == NULL) return ERROR;
+    if (slot->ptr != NULL) {
+        *code = (int32_t)slot->index;
+        return 0;
     }
     Pending value = {kind, (char)esc, from, n, 0, 0.0};
     if (kind == '"') {
@@ -803,8 +810,7 @@ static int token_code(Scanner *sc, Out *out, const char *from, char kind, const 
     }
     int rc = pending_code(out, &value, code);
     if (rc < 0) return rc;
-    t->slots[j] = (Slot){h, from, n, NULL, *code};
-    t->used++;
+    intern_fill(&out->codes_of, slot, from, NULL, *code);
     return 0;
 }
 

@@ -251,9 +251,9 @@ class _Behind:
 
     def wait(self) -> None:
         """Until the last batch is in (its error raised here)."""
-        last, self.last = self.last, None
-        if last is not None:
-            last.result()
+        error = self.failed()
+        if error is not None:
+            raise error
 
     def failed(self) -> BaseException | None:
         """The error of the last batch's build, once it is done (None if it went well)."""
