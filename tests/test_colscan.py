@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import kineto_trace_files, shared_trace
-from traceforensics.ingest.kineto import colscan, load_kineto, stream
+from traceforensics.ingest.kineto import chunks, colscan, load_kineto
 from traceforensics.ingest.kineto.batches import ColumnBuilder, Columns, build_batch
 from traceforensics.ingest.kineto.typed import KEPT_FIELDS, RULE_FIELDS, UNSET, decode_events
 from traceforensics.model.session import TraceSession
@@ -671,7 +671,7 @@ def test_real_traces_load_the_same_with_and_without_the_scanner(
         scanned[0] += out is not None
         return out
 
-    monkeypatch.setattr(stream, "CHUNK_BYTES", 1 << 20)  # several chunks even for small files
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1 << 20)  # several chunks even for small files
     monkeypatch.setattr(colscan, "scan", counting)
     with_scanner = load_kineto([trace])
     assert scanned[0] > 0, f"{path}: no chunk was scanned"

@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 
 from tests.conftest import ROOT, shared_trace
-from traceforensics.ingest.kineto import load_kineto, parallel, stream
+from traceforensics.ingest.kineto import chunks, load_kineto, parallel, stream
 from traceforensics.model.session import TraceSession
 
 SAMPLE = ROOT / "examples" / "synthetic_training.pt.trace.json.gz"
@@ -32,7 +32,7 @@ def _generic(path: Path, monkeypatch: pytest.MonkeyPatch) -> TraceSession:
         raise stream.NotStreamableError("forced by the test")
 
     with monkeypatch.context() as m:
-        m.setattr("traceforensics.ingest.kineto.stream_events", refuse)
+        m.setattr("traceforensics.ingest.kineto.load.stream_events", refuse)
         return load_kineto([path])
 
 
@@ -118,8 +118,8 @@ def test_tiny_chunks_give_the_generic_session(
 ) -> None:
     trace = _tricky_trace(tmp_path / "tricky.json")
     want = _generic(trace, monkeypatch)
-    monkeypatch.setattr(stream, "CHUNK_BYTES", chunk)
-    monkeypatch.setattr(stream, "_READ", 1000)  # pieces smaller than a chunk
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(chunks, "READ_BYTES", 1000)  # pieces smaller than a chunk
     got = load_kineto([trace])
     _same(got, want)
     assert got.events.height == 1200
@@ -144,8 +144,8 @@ def test_real_traces_stream_as_the_generic_reader_reads_them(
 ) -> None:
     path = trace if isinstance(trace, Path) else shared_trace(trace)
     want = _generic(path, monkeypatch)
-    monkeypatch.setattr(stream, "CHUNK_BYTES", 1 << 20)  # many chunks even for small files
-    monkeypatch.setattr(stream, "_READ", 1 << 18)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1 << 20)  # many chunks even for small files
+    monkeypatch.setattr(chunks, "READ_BYTES", 1 << 18)
     _same(load_kineto([path]), want)
 
 
@@ -156,8 +156,8 @@ def test_worker_process_gives_the_same_session(
     with gzip.open(tmp_path / "tricky.json.gz", "wb") as fh:
         fh.write(trace.read_bytes())
     want = _generic(trace, monkeypatch)
-    monkeypatch.setattr(stream, "CHUNK_BYTES", 4096)
-    monkeypatch.setattr(stream, "_READ", 1000)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(chunks, "READ_BYTES", 1000)
     monkeypatch.setattr(parallel, "MIN_PARALLEL_BYTES", 0)
     monkeypatch.setenv("TF_INGEST_WORKERS", "1")
     parallel.set_workers(1)
@@ -188,8 +188,8 @@ def test_a_failing_worker_costs_nothing_but_time(
             f.set_exception(RuntimeError("worker died"))
             return f
 
-    monkeypatch.setattr(stream, "CHUNK_BYTES", 4096)
-    monkeypatch.setattr(stream, "_READ", 1000)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(chunks, "READ_BYTES", 1000)
     monkeypatch.setattr(parallel, "pool_for", lambda _size: Broken())
     monkeypatch.setattr("traceforensics.ingest.kineto.parallel.pool_for", lambda _size: Broken())
     _same(load_kineto([trace]), want)
@@ -308,7 +308,7 @@ def test_columns_built_behind_the_scan_keep_file_order_and_report_their_error(
     behind.close()
     assert got == list(range(50))
 
-    monkeypatch.setattr(stream, "CHUNK_BYTES", 1 << 20)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1 << 20)
     events = [
         {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 1, "ts": i, "dur": 1}
         for i in range(100_000)  # ~9 MB: the stream reads 4 MB at a time

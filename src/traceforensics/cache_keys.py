@@ -84,3 +84,9 @@ def input_key(path: Path) -> str:
     """Hash of the input's identity (``input_identity``) + the tool version."""
     head = f"{CACHE_FORMAT}|{_tool_version()}|".encode()
     return hashlib.sha256(head + input_identity(path)).hexdigest()[:32]
+
+
+def session_entry(path: Path) -> Path:
+    """The session cache's entry of ``path`` (``ingest.cache``): a directory, holding
+    ``meta.json`` once a load of the unchanged input has been saved."""
+    return cache_root() / input_key(path)

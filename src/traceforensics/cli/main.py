@@ -17,7 +17,7 @@ import polars as pl
 from traceforensics._version import __version__
 from traceforensics.cli.lazy_group import LazyGroup
 from traceforensics.model.errors import InputError, OptionError, TraceForensicsError
-from traceforensics.model.memory import freeze_for_exit
+from traceforensics.model.memory import freeze_for_exit, startup_done
 from traceforensics.report.format import one_line
 
 EXIT_INPUT = 2
@@ -66,6 +66,8 @@ def cli(ctx: click.Context) -> None:
     2 bad input or option (one line: file, problem, what to do);
     3 internal error (a bug: please report it).
     """
+    if (ctx.obj or {}).get("console"):
+        startup_done()  # the command's modules are imported (click resolves it first)
     if ctx.invoked_subcommand in LOADS_TRACES and (ctx.obj or {}).get("decode_worker"):
         _decode_worker()
 
@@ -109,6 +111,7 @@ def _run(argv: list[str] | None) -> None:
             obj={
                 "argv": list(sys.argv[1:] if argv is None else argv),  # for report headers
                 "decode_worker": True,  # (``_decode_worker``)
+                "console": argv is None,  # the console script's process (``startup_done``)
             },
         )
     except click.exceptions.Abort:

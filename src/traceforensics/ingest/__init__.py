@@ -1,13 +1,17 @@
-"""Ingesters: one subpackage per input format, all ending in ``TraceSession.validate()``."""
+"""Ingesters: one subpackage per input format, all ending in ``TraceSession.validate()``.
+
+Importing the package imports no polars (the readers are imported by ``load_path``).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from traceforensics.ingest.detect import check_input, sniff_file
-from traceforensics.ingest.ranksets import directory_set, load_nsys_ranks
-from traceforensics.ingest.suspects import graph_launch_notes
-from traceforensics.model.session import TraceSession
+
+if TYPE_CHECKING:
+    from traceforensics.model.session import TraceSession
 
 
 def load_path(path: str | Path, *, use_cache: bool = False) -> TraceSession:
@@ -26,6 +30,11 @@ def load_path(path: str | Path, *, use_cache: bool = False) -> TraceSession:
 
 
 def _load_uncached(p: Path) -> TraceSession:
+    # imported here, not above: the package stays light (polars is not imported before the
+    # early scan of ``ingest.kineto.early`` starts)
+    from traceforensics.ingest.ranksets import directory_set, load_nsys_ranks
+    from traceforensics.ingest.suspects import graph_launch_notes
+
     if p.is_dir():
         fmt, files, notes = directory_set(p)
         if fmt == "nsys":

@@ -21,6 +21,7 @@ from traceforensics.cache_keys import (  # the keys: in a module that imports no
     CACHE_FORMAT,
     cache_root,
     input_key,
+    session_entry,
     source_fingerprint,
 )
 from traceforensics.model.session import DAMAGED_FILE, TraceSession
@@ -30,7 +31,7 @@ __all__ = ["CACHE_FORMAT", "cache_root", "cached_load", "input_key", "source_fin
 
 def cached_load(path: Path, loader: Callable[[Path], TraceSession]) -> TraceSession:
     """Load ``path`` through the cache: read a saved session if present, else load and save."""
-    entry = cache_root() / input_key(path)
+    entry = session_entry(path)
     if (entry / "meta.json").exists():
 
         def reload() -> tuple[pl.DataFrame, pl.DataFrame]:

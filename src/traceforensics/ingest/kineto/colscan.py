@@ -20,40 +20,28 @@ inherits the setting).
 
 from __future__ import annotations
 
-import os
 import struct
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from traceforensics.ingest.kineto.typed import KEPT_FIELDS, RULE_FIELDS, UNSET, decode_chunk
-
-_colscan: Any
-try:
-    from traceforensics.ingest.kineto import _colscan
-except ImportError:  # built without a C compiler: the typed decoder reads every chunk
-    _colscan = None
-
-#: Whether the compiled scanner was built with this install.
-AVAILABLE: Final = _colscan is not None
-#: Top-level keys read as codes into ``values``, in the order of ``Scanned.codes``' columns.
-CODED_KEYS: Final = ("ph", "cat", "name", "pid", "tid", "id")
-#: Number slots, in the order of ``Scanned.tags``' columns: top-level keys, then args keys.
-NUMBER_KEYS: Final = ("ts", "dur")
-ARG_NUMBER_KEYS: Final = (
-    RULE_FIELDS["external_id"],
-    RULE_FIELDS["external_id_lower"],
-    RULE_FIELDS["correlation"],
+from traceforensics.ingest.kineto.scanner import (
+    ARG_NUMBER_KEYS,
+    ARG_VALUE_KEYS,
+    AVAILABLE,
+    CODED_KEYS,
+    KEPT_KEYS,
+    NUMBER_KEYS,
+    RawScan,
+    enabled,
+    scan_raw,
 )
-#: The other args keys the rules read, as (event, key, value code) triples.
-ARG_VALUE_KEYS: Final = tuple(k for k in RULE_FIELDS.values() if k not in ARG_NUMBER_KEYS)
-#: The kept args keys, in the order ``Scanned.kept_keys`` indexes: ``typed``'s, sorted by key.
-KEPT_KEYS: Final = tuple(KEPT_FIELDS.values())
+from traceforensics.ingest.kineto.typed import UNSET, decode_chunk
+
 #: What a number slot holds (``Scanned.tags``; the C source's TAG_*).
 MISSING, NULL, INT, FLOAT, OTHER = 0, 1, 2, 3, 4
-_OFF: Final = "TRACEFORENSICS_PURE_DECODE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,22 +95,16 @@ def slot_value(tag: int, raw: int, values: list[Any]) -> Any:
 Batch = Scanned | list[Any]
 
 
-def enabled() -> bool:
-    """Whether chunks go to the compiled scanner (built, and not turned off)."""
-    return AVAILABLE and os.environ.get(_OFF, "") in ("", "0")
-
-
 def scan(text: bytes | memoryview) -> Scanned | None:
     """The events of one JSON array text as columns, or None when the scanner is off or the
     text is not its clean case (the caller then decodes it with ``typed``). No other thread may
     write into ``text`` during the call (the scan reads it without the GIL)."""
-    if _colscan is None or not enabled():
-        return None
-    out = _colscan.scan(
-        text, CODED_KEYS, NUMBER_KEYS, "args", ARG_NUMBER_KEYS, ARG_VALUE_KEYS, KEPT_KEYS
-    )
-    if out is None:
-        return None
+    out = scan_raw(text)
+    return None if out is None else scanned(out)
+
+
+def scanned(out: RawScan) -> Scanned:
+    """A raw scanner result (``scanner.scan_raw``) as arrays over its bytes (no copy)."""
     n, values, codes, tags, numbers, has_args, *triples, texts = out
     slots = len(NUMBER_KEYS) + len(ARG_NUMBER_KEYS)
     arg_e, arg_k, arg_v, kept_e, kept_k, kept_v = triples
@@ -148,3 +130,26 @@ def decode(text: bytes) -> Batch | None:
     else None when the text is not a list of events (a wrong cut in the stream)."""
     out = scan(text)
     return out if out is not None else decode_chunk(text)
+
+
+#: The scanner's keys and switch, read here too (``scanner`` defines them).
+__all__ = [
+    "ARG_NUMBER_KEYS",
+    "ARG_VALUE_KEYS",
+    "AVAILABLE",
+    "CODED_KEYS",
+    "FLOAT",
+    "INT",
+    "KEPT_KEYS",
+    "MISSING",
+    "NULL",
+    "NUMBER_KEYS",
+    "OTHER",
+    "Batch",
+    "Scanned",
+    "decode",
+    "enabled",
+    "scan",
+    "scanned",
+    "slot_value",
+]

@@ -23,31 +23,7 @@ import msgspec
 import orjson
 from msgspec import UNSET, field
 
-from traceforensics.ingest.kineto import categories as cats
-
-#: Args keys the rules read: struct attribute -> JSON key.
-RULE_FIELDS: Final[dict[str, str]] = {
-    "external_id": "External id",
-    "external_id_lower": "external id",
-    "correlation": "correlation",
-    "device": "device",
-    "stream": "stream",
-    "bytes": "bytes",
-    "kind": "kind",
-    "grid": "grid",
-    "block": "block",
-    "size": "size",
-    "labels": "labels",
-    "name": "name",
-}
-
-
-def _attr(key: str) -> str:
-    return "k_" + "".join(ch if ch.isalnum() else "_" for ch in key.lower())
-
-
-#: Kept args (the side table): struct attribute -> JSON key.
-KEPT_FIELDS: Final[dict[str, str]] = {_attr(k): k for k in sorted(cats.KEPT_ARG_KEYS)}
+from traceforensics.ingest.kineto.scanner import KEPT_FIELDS, RULE_FIELDS
 
 
 def _args_struct(name: str, kept_type: Any) -> Any:

@@ -1,0 +1,208 @@
+"""The early scan (``ingest.kineto.early``): a file read by a child process while the command
+imports polars loads exactly as the stream alone reads it, and is used only when it is the very
+file, unchanged, read cleanly; anything else leaves the stream to read the file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, kineto_trace_files, shared_trace
+from tests.test_kineto_stream import _same, _tricky_trace
+from traceforensics.cli import entry
+from traceforensics.ingest import load_path
+from traceforensics.ingest.kineto import chunks, early, load_kineto, stream
+from traceforensics.model.session import TraceSession
+
+SAMPLE = ROOT / "examples" / "synthetic_training.pt.trace.json.gz"
+needs_fork = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+
+def _load_early(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TraceSession, int]:
+    """``path`` loaded after its early scan was started; how many times the stream built the
+    columns from the scan instead of reading the file."""
+    used: list[Path] = []
+    from_early = stream._from_early
+
+    def counting(p: Path, *rest: Any) -> dict[str, Any]:
+        used.append(p)
+        return from_early(p, *rest)
+
+    monkeypatch.setattr(stream, "_from_early", counting)
+    early.start(path)
+    try:
+        return load_kineto([path]), len(used)
+    finally:
+        early.take(path)  # a scan the load did not take is let go (and its child waited for)
+
+
+@needs_fork
+@pytest.mark.parametrize("rel", kineto_trace_files())
+def test_every_real_trace_loads_the_same_from_its_early_scan(
+    rel: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = shared_trace(rel)
+    want = load_kineto([path])
+    clean = early.scan_file(path) is not None
+    got, used = _load_early(path, monkeypatch)
+    assert got.events.equals(want.events)
+    assert got.args.equals(want.args)
+    assert got.meta.warnings == want.meta.warnings
+    assert got.meta.devices == want.meta.devices
+    assert got.meta.extra == want.meta.extra
+    assert used == int(clean)
+
+
+@needs_fork
+def test_the_resnet_trace_is_taken_from_its_early_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the case the scan is for (1x ResNet-50, issue 12): not given up on
+    path = shared_trace("kineto/resnet50_v100_workers0.pt.trace.json.gz")
+    scanned = early.scan_file(path)
+    assert scanned is not None and len(scanned.batches) >= 5  # cut into several chunks
+    _, used = _load_early(path, monkeypatch)
+    assert used == 1
+
+
+@needs_fork
+def test_a_file_changed_after_its_scan_started_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "trace.json"
+    doc = json.loads(_tricky_trace(tmp_path / "base.json").read_text())
+    path.write_text(json.dumps(doc))
+    early.start(path)
+    assert early._STATE["file"].result() is not None  # the old text, scanned
+    doc["traceEvents"] = doc["traceEvents"][:-30]  # then the job wrote the file again
+    path.write_text(json.dumps(doc))
+    os.utime(path, ns=(1, 1))  # even with an mtime older than the scan's
+    got, used = _load_early(path, monkeypatch)  # (the scan of the old text is taken here)
+    assert used == 0
+    _same(got, load_kineto([path]))
+    assert got.events.height == load_kineto([path]).events.height
+
+
+@needs_fork
+def test_a_chunk_the_scanner_does_not_read_gives_the_scan_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # tiny chunks cut inside strings ("}, {" in names): the stream then tries the typed decoder
+    # and other boundaries, the early scan gives up and leaves the file to the stream
+    path = _tricky_trace(tmp_path / "tricky.json")
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(chunks, "READ_BYTES", 1000)
+    assert early.scan_file(path) is None
+    got, used = _load_early(path, monkeypatch)
+    assert used == 0
+    _same(got, load_kineto([path]))
+
+
+@needs_fork
+def test_a_child_that_dies_costs_nothing_but_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def die(_: Path) -> None:
+        os._exit(9)  # in the child: killed before it answered
+
+    monkeypatch.setattr(early, "scan_file", die)
+    got, used = _load_early(SAMPLE, monkeypatch)
+    assert used == 0
+    monkeypatch.undo()
+    _same(got, load_kineto([SAMPLE]))
+
+
+@needs_fork
+def test_a_scan_is_taken_once_and_only_for_its_file(tmp_path: Path) -> None:
+    other = tmp_path / "other.json.gz"
+    other.write_bytes(SAMPLE.read_bytes())  # the same bytes, another file
+    early.start(SAMPLE)
+    early.start(other)  # one early scan per process: ignored
+    assert early.take(other) is None
+    assert early.take(SAMPLE) is None  # the scan was let go by the first take
+    early.start(SAMPLE)
+    assert early.take(SAMPLE) is not None
+    assert early.take(SAMPLE) is None
+
+
+def test_gzip_json_size_is_read_from_the_trailer(tmp_path: Path) -> None:
+    import gzip
+
+    text = b'{"traceEvents": []}' * 1000
+    gz = tmp_path / "t.json.gz"
+    gz.write_bytes(gzip.compress(text))
+    plain = tmp_path / "t.json"
+    plain.write_bytes(text)
+    assert early.json_size(gz) == len(text) == early.json_size(plain)
+
+
+def test_the_early_scan_imports_no_polars_numpy_or_msgspec() -> None:
+    # it runs before them: importing them first would make it wait for the imports it hides
+    code = (
+        "import sys\n"
+        "import traceforensics.cli.entry, traceforensics.ingest.kineto.early\n"
+        "print(sorted(m for m in ('polars', 'numpy', 'msgspec') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_console_script_scans_the_trace_it_analyses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[Path] = []
+    monkeypatch.setattr(early, "start", started.append)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    trace = tmp_path / "run.pt.trace.json.gz"
+    trace.write_bytes(SAMPLE.read_bytes())
+    cases = [
+        (["analyze", "--markdown", "t.md", str(trace), "--json"], [trace]),
+        (["diff", str(trace), str(trace)], []),  # not a load the scan is for
+        (["analyze", str(tmp_path)], []),  # a directory of rank files
+        (["analyze", "report.nsys-rep"], []),
+    ]
+    for argv, want in cases:
+        started.clear()
+        entry._scan_early(argv)
+        assert started == want, argv
+    load_path(trace, use_cache=True)  # now the load reads the cached session instead
+    started.clear()
+    entry._scan_early(["analyze", str(trace)])
+    assert started == []
+    entry._scan_early(["analyze", str(trace), "--no-cache"])
+    assert started == [trace]
+
+
+def test_the_console_script_resumes_the_collector_after_its_imports(tmp_path: Path) -> None:
+    # the entry pauses the collector while the commands are imported; the command runs with it
+    code = (
+        "import gc, sys\n"
+        f"sys.argv = ['tf', 'analyze', {str(SAMPLE)!r}, '--json', '--no-cache']\n"
+        "from traceforensics.cli import entry\n"
+        "import traceforensics.cli.analyze as A\n"
+        "seen = []\n"
+        "run = A.analysis_of\n"
+        "A.analysis_of = lambda *a, **k: (seen.append(gc.isenabled()), run(*a, **k))[1]\n"
+        "entry.main()\n"
+        "sys.stderr.write(repr(seen))\n"
+    )
+    env = os.environ | {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert out.stderr.strip().endswith("[True]")
+
+
+def test_a_path_that_cannot_be_read_starts_nothing(tmp_path: Path) -> None:
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop)
+    missing = tmp_path / "missing.json.gz"
+    for path in (loop, missing, tmp_path):
+        early.start(path)  # no error: the load says what is wrong
+        assert early.take(path) is None
+    entry._scan_early(["analyze", str(loop)])
+    assert early.take(loop) is None
