@@ -17,7 +17,7 @@ from tests.conftest import ROOT, kineto_trace_files, shared_trace
 from tests.test_kineto_stream import _same, _tricky_trace
 from traceforensics.cli import entry
 from traceforensics.ingest import load_path
-from traceforensics.ingest.kineto import chunks, early, load_kineto, stream
+from traceforensics.ingest.kineto import chunks, early, load_kineto, stream, typed
 from traceforensics.model.session import TraceSession
 
 SAMPLE = ROOT / "examples" / "synthetic_training.pt.trace.json.gz"
@@ -65,6 +65,7 @@ def test_the_resnet_trace_is_taken_from_its_early_scan(monkeypatch: pytest.Monke
     path = shared_trace("kineto/resnet50_v100_workers0.pt.trace.json.gz")
     scanned = early.scan_file(path)
     assert scanned is not None and len(scanned.batches) >= 5  # cut into several chunks
+    assert scanned.tail is not None and not scanned.rest  # the last events read there too
     _, used = _load_early(path, monkeypatch)
     assert used == 1
 
@@ -100,6 +101,18 @@ def test_a_chunk_the_scanner_does_not_read_gives_the_scan_up(
     got, used = _load_early(path, monkeypatch)
     assert used == 0
     _same(got, load_kineto([path]))
+
+
+@needs_fork
+def test_a_tail_the_child_does_not_read_is_read_by_the_stream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(typed, "split_tail", lambda _: None)  # (in the child alone)
+    scanned = early.scan_file(SAMPLE)
+    assert scanned is not None and scanned.tail is None and scanned.rest.startswith(b"[")
+    got, used = _load_early(SAMPLE, monkeypatch)
+    assert used == 1
+    _same(got, load_kineto([SAMPLE]))
 
 
 @needs_fork

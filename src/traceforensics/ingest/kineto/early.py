@@ -50,12 +50,14 @@ class EarlyScan:
     """A file read up to its last chunk: ``top``, the keys before the event list; ``batches``,
     the scanner's result of every chunk in file order; ``rest``, ``[`` + the text after the
     last chunk (the last events and the keys after the list); ``read``, [bytes of the file
-    read, its size]."""
+    read, its size]; ``tail``, the rest read too when it is the clean case: (the keys after
+    the list, the scanner's result of the last events), and then ``rest`` is left empty."""
 
     top: dict[str, Any]
     batches: list[RawScan]
     rest: bytearray
     read: list[int]
+    tail: tuple[dict[str, Any], RawScan] | None = None
 
 
 class _Pending:
@@ -169,7 +171,14 @@ def scan_file(path: Path) -> EarlyScan | None:
             return None
         if len(pending) >= chunks.CHUNK_BYTES and not _cut(pending, batches):
             return None
-    return EarlyScan(top, batches, pending, read)
+    # the rest too, as ``stream._tail`` reads it (msgspec: imported in the child alone)
+    from traceforensics.ingest.kineto.typed import split_tail
+
+    split = split_tail(bytearray(pending))
+    last = None if split is None else scanner.scan_raw(split[1])
+    if split is None or last is None:  # the stream reads it (the typed decoder, or says why)
+        return EarlyScan(top, batches, pending, read)
+    return EarlyScan(top, batches, bytearray(), read, (split[0], last))
 
 
 def _cut(pending: bytearray, batches: list[RawScan]) -> bool:

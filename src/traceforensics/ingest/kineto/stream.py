@@ -39,9 +39,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
-import msgspec
-import orjson
-
 from traceforensics.ingest.kineto import chunks, colscan, parallel
 from traceforensics.ingest.kineto.batches import ColumnBuilder, build_batch
 from traceforensics.ingest.kineto.chunks import (
@@ -56,7 +53,7 @@ from traceforensics.ingest.kineto.chunks import (
 )
 from traceforensics.ingest.kineto.colscan import Batch, decode
 from traceforensics.ingest.kineto.early import EarlyScan
-from traceforensics.ingest.kineto.typed import decode_chunk, decode_top
+from traceforensics.ingest.kineto.typed import decode_chunk, split_tail
 from traceforensics.ingest.progress import report
 
 #: Chunks decoded or in flight but not yet joined, at most: 64 MB of text. While the worker
@@ -261,7 +258,10 @@ def _from_early(path: Path, scanned: EarlyScan, builder: ColumnBuilder) -> dict[
         f"reading {path.name}: {read / 1e6:.0f} of {size / 1e6:.0f} MB, "
         f"{builder.c.events_seen:,} events"
     )
-    rest, last = _tail(scanned.rest)
+    if scanned.tail is None:
+        rest, last = _tail(scanned.rest)
+    else:  # read by the child too
+        rest, last = scanned.tail[0], colscan.scanned(scanned.tail[1])
     builder.add(last)
     return _ended(builder, scanned.top | rest)
 
@@ -275,13 +275,11 @@ def _ended(builder: ColumnBuilder, top: dict[str, Any]) -> dict[str, Any]:
 
 def _tail(pending: bytearray) -> tuple[dict[str, Any], Batch]:
     """``(top-level keys after the event list, its last events)`` from the rest of the file."""
-    pending[0:1] = b'{"traceEvents":['
-    try:
-        tail = decode_top(pending)
-        rest = {k: orjson.loads(bytes(v)) for k, v in tail.items() if k != "traceEvents"}
-    except (msgspec.DecodeError, orjson.JSONDecodeError) as exc:
-        raise NotStreamableError("the end of the file is not plain JSON") from exc
-    last = decode(bytes(tail["traceEvents"]))
+    split = split_tail(pending)
+    if split is None:
+        raise NotStreamableError("the end of the file is not plain JSON")
+    rest, text = split
+    last = decode(text)
     if last is None:  # pragma: no cover - decoded above as part of the object
         raise NotStreamableError("the last events do not decode")
     return rest, last

@@ -71,6 +71,19 @@ def decode_top(data: bytes | bytearray | memoryview) -> dict[str, msgspec.Raw]:
     return _TOP_DECODER.decode(data)
 
 
+def split_tail(pending: bytearray) -> tuple[dict[str, Any], bytes] | None:
+    """The rest of a file after its last chunk (``[`` + the last events, ``]``, the keys after
+    the event list, ``}``) as ``(those keys, decoded; the last events' JSON array text)``, or
+    None when it is not plain JSON. ``pending`` is changed (its ``[`` opens the object)."""
+    pending[0:1] = b'{"traceEvents":['
+    try:
+        tail = decode_top(pending)
+        rest = {k: orjson.loads(bytes(v)) for k, v in tail.items() if k != "traceEvents"}
+    except (msgspec.DecodeError, orjson.JSONDecodeError):
+        return None
+    return rest, bytes(tail["traceEvents"])
+
+
 def decode_chunk(data: bytes) -> list[Any] | None:
     """The events of one JSON array text, or None when the text is not one (a wrong cut in
     the stream). Valid JSON with an element that is not an object is read as the generic
