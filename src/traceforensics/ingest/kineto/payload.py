@@ -94,14 +94,19 @@ def place_gpu_rows(
     n = len(args)
     device: list[int | None] = [None] * n
     stream: list[int | None] = [None] * n
-    keys = {i: gpu.key_of(pid_raw[i]) for i in gpu_idx}
-    by_pid = {p: gpu.device_from_pid(p, labels) for p in set(keys.values())}
+    # the pid's device, once per distinct pid, only for rows without args.device (most have it)
+    by_pid: dict[Any, int | None] = {}
     for i in gpu_idx:
         a = args[i]
         dev = a.get("device")
         if type(dev) is not int or not 0 <= dev < MAX_INDEX:  # the common case: no call
             dev = gpu.parse_index(dev)
-        device[i] = by_pid[keys[i]] if dev is None else dev
+        if dev is None:
+            key = gpu.key_of(pid_raw[i])
+            if key not in by_pid:
+                by_pid[key] = gpu.device_from_pid(key, labels)
+            dev = by_pid[key]
+        device[i] = dev
         st = a.get("stream")
         if type(st) is not int or gpu.int64(st) is None:  # none, or beyond int64: the tid's
             st = gpu.parse_stream(tid_raw[i])
