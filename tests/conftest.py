@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -82,6 +83,15 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         code = exc.code if isinstance(exc.code, int) else 1
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def fresh_python(code: str, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``code`` run by a fresh interpreter (this one has imported everything already), with
+    the user cache at ``cache`` when given; fails the test if it exits non-zero."""
+    env = os.environ | ({"XDG_CACHE_HOME": str(cache)} if cache is not None else {})
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
 
 
 def nonempty(items: Iterable[T]) -> list[T]:

@@ -6,22 +6,35 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
+import pickle
+import signal
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, kineto_trace_files, shared_trace
+from tests.conftest import ROOT, fresh_python, kineto_trace_files, shared_trace
 from tests.test_kineto_stream import _same, _tricky_trace
 from traceforensics.cli import entry
 from traceforensics.ingest import load_path
+from traceforensics.ingest.detect import json_size_estimate
 from traceforensics.ingest.kineto import chunks, early, load_kineto, stream, typed
 from traceforensics.model.session import TraceSession
 
 SAMPLE = ROOT / "examples" / "synthetic_training.pt.trace.json.gz"
 needs_fork = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+
+@pytest.fixture(autouse=True)
+def _no_scan_left() -> Iterator[None]:
+    """A scan a failed test left pending would make every later ``start`` a no-op."""
+    yield
+    pending = early._STATE.pop("file", None)
+    if pending is not None:
+        pending.cancel()
 
 
 def _load_early(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TraceSession, int]:
@@ -68,6 +81,72 @@ def test_the_resnet_trace_is_taken_from_its_early_scan(monkeypatch: pytest.Monke
     assert scanned.tail is not None and not scanned.rest  # the last events read there too
     _, used = _load_early(path, monkeypatch)
     assert used == 1
+
+
+@needs_fork
+def test_a_clean_trace_of_many_chunks_is_taken_and_loads_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # generated (no ../shared needed): names without the boundary pattern, cut every 4 KB
+    doc = json.loads(_tricky_trace(tmp_path / "base.json").read_text())
+    for event in doc["traceEvents"]:
+        if "name" in event:
+            event["name"] = event["name"].replace("}", ")").replace("{", "(")
+        event.get("args", {}).pop("Call stack", None)
+    path = tmp_path / "clean.json"
+    path.write_text(json.dumps(doc, indent=1))
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(chunks, "READ_BYTES", 1000)
+    scanned = early.scan_file(path)
+    assert scanned is not None and len(scanned.batches) > 20 and scanned.tail is not None
+    got, used = _load_early(path, monkeypatch)
+    assert used == 1
+    _same(got, load_kineto([path]))
+    assert got.events.height == 1200
+
+
+@needs_fork
+def test_an_answer_that_is_not_a_scan_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = [b"\x80\x05garbage", pickle.dumps("not a scan")]
+    for answer in answers:  # a cut pickle, then a whole one of something else
+        monkeypatch.setattr(early.pickle, "dumps", lambda *_, answer=answer, **__: answer)
+        early.start(SAMPLE)  # (the child pickles with the patched dumps)
+        monkeypatch.undo()
+        assert early.take(SAMPLE) is None
+
+
+@needs_fork
+def test_a_child_that_does_not_end_is_killed_and_the_file_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def stuck(_: Path) -> None:
+        time.sleep(600)  # in the child: a file swapped for a FIFO, say
+
+    other = tmp_path / "other.json.gz"
+    other.write_bytes(SAMPLE.read_bytes())
+    monkeypatch.setattr(early, "scan_file", stuck)
+    monkeypatch.setattr(early, "WAIT_S", 0.2)
+    for asked in (other, SAMPLE):  # another file: stopped at once; its own: after WAIT_S
+        early.start(SAMPLE)
+        child = early._STATE["file"].pid
+        assert early.take(asked) is None
+        with pytest.raises(ProcessLookupError):
+            os.kill(child, 0)  # killed and reaped: not even a zombie is left
+    got, used = _load_early(SAMPLE, monkeypatch)
+    assert used == 0
+    monkeypatch.undo()
+    _same(got, load_kineto([SAMPLE]))
+
+
+@needs_fork
+def test_a_caller_that_ignores_sigchld_still_gets_the_scan() -> None:
+    # its children are reaped at once (daemons, job runners): the wait must not fail on it
+    before = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        early.start(SAMPLE)
+        assert early.take(SAMPLE) is not None
+    finally:
+        signal.signal(signal.SIGCHLD, before)
 
 
 @needs_fork
@@ -142,15 +221,19 @@ def test_a_scan_is_taken_once_and_only_for_its_file(tmp_path: Path) -> None:
     assert early.take(SAMPLE) is None
 
 
-def test_gzip_json_size_is_read_from_the_trailer(tmp_path: Path) -> None:
+def test_the_json_size_of_a_gzip_is_the_larger_of_its_trailer_and_8x(tmp_path: Path) -> None:
     import gzip
 
-    text = b'{"traceEvents": []}' * 1000
-    gz = tmp_path / "t.json.gz"
-    gz.write_bytes(gzip.compress(text))
-    plain = tmp_path / "t.json"
-    plain.write_bytes(text)
-    assert early.json_size(gz) == len(text) == early.json_size(plain)
+    text = b'{"traceEvents": []}' * 1000  # compresses ~100x: the trailer's size
+    noise = os.urandom(10_000)  # does not compress: 8x the file
+    for name, data in (("text", text), ("noise", noise)):
+        (tmp_path / f"{name}.json.gz").write_bytes(gzip.compress(data))
+        (tmp_path / f"{name}.json").write_bytes(data)
+    assert json_size_estimate(tmp_path / "text.json.gz") == len(text)
+    assert json_size_estimate(tmp_path / "text.json") == len(text)
+    gz = tmp_path / "noise.json.gz"
+    assert json_size_estimate(gz) == 8 * gz.stat().st_size > len(noise)
+    assert json_size_estimate(tmp_path / "missing.json.gz") == 0
 
 
 def test_the_early_scan_imports_no_polars_numpy_or_msgspec() -> None:
@@ -160,8 +243,7 @@ def test_the_early_scan_imports_no_polars_numpy_or_msgspec() -> None:
         "import traceforensics.cli.entry, traceforensics.ingest.kineto.early\n"
         "print(sorted(m for m in ('polars', 'numpy', 'msgspec') if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert fresh_python(code).stdout.strip() == "[]"
 
 
 def test_the_console_script_scans_the_trace_it_analyses(
@@ -203,11 +285,17 @@ def test_the_console_script_resumes_the_collector_after_its_imports(tmp_path: Pa
         "entry.main()\n"
         "sys.stderr.write(repr(seen))\n"
     )
-    env = os.environ | {"XDG_CACHE_HOME": str(tmp_path / "cache")}
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
-    )
-    assert out.stderr.strip().endswith("[True]")
+    assert fresh_python(code, tmp_path / "cache").stderr.strip().endswith("[True]")
+
+
+@needs_fork
+def test_the_early_scan_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TF_EARLY_SCAN", "0")
+    early.start(SAMPLE)
+    assert early.take(SAMPLE) is None
+    monkeypatch.setenv("TF_EARLY_SCAN", "1")
+    early.start(SAMPLE)
+    assert early.take(SAMPLE) is not None
 
 
 def test_a_path_that_cannot_be_read_starts_nothing(tmp_path: Path) -> None:

@@ -25,9 +25,10 @@ def main() -> None:
 
 def _scan_early(argv: list[str]) -> None:
     """Start the early scan of the Kineto file a ``tf analyze`` loads: the first argument after
-    the command named like one (``.json``, ``.json.gz``). A wrong guess (an option's value)
-    costs only the other core's time: the load takes a scan of the very file it reads alone.
-    None when the load will read the file's cached session instead."""
+    the command named like one (``.json``, ``.json.gz``). A wrong guess (an option's value,
+    ``--monitor m.json``) costs the other core's time: the load takes a scan of the very file
+    it reads alone, and stops the child of another. None when the load will read the file's
+    cached session instead."""
     if not argv or argv[0] != "analyze":
         return
     from traceforensics.ingest.detect import KINETO_SUFFIXES

@@ -73,3 +73,19 @@ def sniff_file(path: Path) -> Format:
         f"{path}: not a recognised trace (neither JSON, gzip, SQLite nor .nsys-rep); pass a "
         "PyTorch Profiler trace (.json/.json.gz) or an Nsight Systems export (.sqlite/.nsys-rep)"
     )
+
+
+def json_size_estimate(path: Path) -> int:
+    """Bytes of JSON in the file (0 when it cannot be read): its size; for gzip the larger of
+    the size its trailer records (the last member's, modulo 4 GiB: a multi-member or huge file
+    can make it small) and 8x the file (text compresses ~8-10x; a trace often ~30x)."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            if fh.read(2) != GZIP_MAGIC:
+                return size
+            fh.seek(-4, os.SEEK_END)
+            trailer = int.from_bytes(fh.read(4), "little")
+    except OSError:
+        return 0
+    return max(trailer, size * 8)

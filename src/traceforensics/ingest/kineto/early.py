@@ -1,12 +1,15 @@
 """Early scan: a trace file gunzipped and scanned while the command still imports polars.
 
-A cold ``tf analyze TRACE`` spends its first ~0.4 s importing click, polars, numpy and the
-analysis modules, all holding the interpreter lock. zlib and the compiled scanner read without
-it, so a thread started first (``start``, from the console script) reads the file on the other
-core meanwhile, cutting it into the same chunks as the stream (``chunks``)::
+A cold ``tf analyze TRACE`` spends its first ~0.5 s importing click, polars, numpy and the
+analysis modules. A child process forked first (``start``, from the console script) reads the
+file on the other core meanwhile, cutting it into the same chunks as the stream (``chunks``),
+and answers in a memory file::
 
-    main   |-- imports (click, polars, numpy, analysis) --|take|-- columns, table, passes --|
-    early  |-- gunzip, cut, scan chunk 1 .. chunk n --|       ^ joined, handed to the stream
+    parent |-- imports (click, polars, numpy, analysis) --|take|-- columns, table, passes --|
+    child  |-- gunzip, cut, scan chunk 1 .. n, the tail --|     ^ waited for, its answer read
+
+A process, not a thread: zlib and the scanner release the interpreter lock, yet a thread's
+gunzip and scan slowed the imports by about as much as they saved (docs/benchmarks.md).
 
 The stream (``stream.stream_events``) builds its columns from these scanned chunks instead of
 reading the file only when they are of the same file, unchanged (``input_identity``: path,
@@ -21,13 +24,16 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
 from traceforensics.cache_keys import input_identity
-from traceforensics.ingest.detect import GZIP_MAGIC
+from traceforensics.ingest.detect import json_size_estimate
 from traceforensics.ingest.kineto import chunks, scanner
 from traceforensics.ingest.kineto.chunks import (
     boundaries,
@@ -43,6 +49,11 @@ from traceforensics.ingest.kineto.scanner import RawScan
 #: them). Beyond it the load is long enough that the imports are a small part of it, and the
 #: decode worker's path (``parallel.MIN_PARALLEL_BYTES``) reads the file.
 EARLY_MAX_JSON: Final = 48 << 20
+#: ``TF_EARLY_SCAN=0`` turns the early scan off (no child process is forked).
+OFF: Final = "TF_EARLY_SCAN"
+#: Most seconds the load waits for the child once it asks for its answer (a scan takes well
+#: under one; a child stuck on a file swapped for a FIFO is killed, and the stream reads it).
+WAIT_S: Final = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,36 +75,74 @@ class _Pending:
     """The one early scan of this process: its file's identity, and the child process that
     reads it, answering in a memory file."""
 
+    identity: bytes
+    parent: int
+    answer: int  # the memory file; -1 once read or let go
+    pid: int
+    answered: EarlyScan | None = None
+
     def __init__(self, path: Path) -> None:
+        if sys.platform != "linux":  # (``start`` checks; memfd_create is Linux's)
+            raise OSError("no memory files here")
         self.identity = input_identity(path)
         self.parent = os.getpid()
         # the answer goes through a memory file, not a pipe: the child writes it whole and
         # exits while this process imports, instead of waiting for it to read 64 KB at a time
         self.answer = os.memfd_create("tf-early", os.MFD_CLOEXEC)
-        self.answer_read: EarlyScan | None = None
+        # Ctrl-C between the fork and the child's handlers would run this process's code in
+        # the child: it is held off there (the child ends by itself, within its scan)
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             self.pid = os.fork()
         except OSError:
             os.close(self.answer)
             raise
+        finally:
+            if os.getpid() == self.parent:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
         if self.pid == 0:  # the child: scan, answer, and leave without running any cleanup
             _answer(path, self.answer)
 
     def result(self) -> EarlyScan | None:
-        """The child's answer (waiting for it the first time), None when it gave up or
-        failed."""
-        if self.pid:
-            os.waitpid(self.pid, 0)
-            self.pid = 0
+        """The child's answer, waiting at most ``WAIT_S`` for it to end (then it is killed);
+        None when it gave up, failed or was killed. Read once (then kept)."""
+        if self.answer >= 0:
+            ended = self.wait(WAIT_S)
             with os.fdopen(self.answer, "rb") as fh:
+                self.answer = -1
                 fh.seek(0)  # the child's writes moved the offset this descriptor shares
-                data = fh.read()
-            try:
-                out = pickle.loads(data) if data else None
-            except Exception:  # a child killed mid-answer: the stream reads the file
-                out = None
-            self.answer_read = out if isinstance(out, EarlyScan) else None
-        return self.answer_read
+                self.answered = _unpickled(fh.read()) if ended else None
+        return self.answered
+
+    def cancel(self) -> None:
+        """Stop the child (its scan is not wanted) and let its answer go."""
+        if self.answer >= 0:
+            self.wait(0.0)
+            os.close(self.answer)
+            self.answer = -1
+
+    def wait(self, seconds: float) -> bool:
+        """Whether the child ended by itself within ``seconds``; else it is killed. Either way
+        it is reaped (none is left behind as a zombie)."""
+        deadline = time.monotonic() + seconds
+        try:
+            while os.waitpid(self.pid, os.WNOHANG) == (0, 0):
+                if time.monotonic() >= deadline:
+                    os.kill(self.pid, signal.SIGKILL)
+                    os.waitpid(self.pid, 0)
+                    return False
+                time.sleep(0.001)
+        except ChildProcessError:  # reaped already (SIGCHLD ignored by whoever started us)
+            pass
+        return True
+
+
+def _unpickled(data: bytes) -> EarlyScan | None:
+    try:
+        out = pickle.loads(data) if data else None
+    except Exception:  # a child killed mid-answer: the stream reads the file
+        return None
+    return out if isinstance(out, EarlyScan) else None
 
 
 def _answer(path: Path, answer: int) -> NoReturn:
@@ -116,42 +165,37 @@ _STATE: dict[str, _Pending] = {}
 
 def start(path: Path) -> None:
     """Start the early scan of ``path`` in a child process: at most one per process, and none
-    when the scanner is off, the system has no ``fork`` (Linux only: elsewhere a forked child
-    of a Python process is not safe), or the file is not a regular file of at most
-    ``EARLY_MAX_JSON`` bytes."""
-    if _STATE or not scanner.enabled() or not sys.platform.startswith("linux"):
+    when the scanner or the early scan is off (``OFF``), the system is not Linux (elsewhere a
+    forked child of a Python process is not safe), other Python threads run (the child would
+    hold only this one: the console script has none at start-up), or the file is not a
+    regular file of at most ``EARLY_MAX_JSON`` bytes of JSON (``json_size_estimate``)."""
+    if _STATE or not scanner.enabled() or sys.platform != "linux":
+        return
+    if os.environ.get(OFF, "") == "0" or threading.active_count() > 1:
         return
     try:
-        if not path.is_file() or json_size(path) > EARLY_MAX_JSON:
+        if not path.is_file() or json_size_estimate(path) > EARLY_MAX_JSON:
             return
         _STATE["file"] = _Pending(path)
     except Exception:  # no fork, an unreadable file, a symlink loop: the stream reads the file
         return  # (or says what is wrong with it)
 
 
-def json_size(path: Path) -> int:
-    """Bytes of JSON in the file: its size, or for gzip the size its trailer records (of the
-    last member, modulo 4 GiB: a guess ``scan_file`` does not rely on)."""
-    with path.open("rb") as fh:
-        if fh.read(2) != GZIP_MAGIC:
-            return path.stat().st_size
-        fh.seek(-4, os.SEEK_END)
-        return int.from_bytes(fh.read(4), "little")
-
-
 def take(path: Path) -> EarlyScan | None:
     """The early scan of ``path`` (waiting for it to finish), once: None when none was started
-    (in this process), it gave up, or it was of another file or of this one before it changed.
-    Whatever the answer, the scan's memory is let go."""
+    (in this process), it gave up, or it was of another file or of this one before it changed
+    (its child is then stopped, not waited for). Whatever the answer, the scan's memory is
+    let go."""
     pending = _STATE.pop("file", None)
     if pending is None or pending.parent != os.getpid():
         return None
-    result = pending.result()
     try:
-        same = input_identity(path) == pending.identity
-    except OSError:
-        return None
-    return result if same else None
+        if input_identity(path) == pending.identity:
+            return pending.result()
+        pending.cancel()
+    except Exception:  # any doubt: the stream reads the file (and says what is wrong)
+        pass
+    return None
 
 
 def scan_file(path: Path) -> EarlyScan | None:

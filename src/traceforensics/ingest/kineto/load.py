@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from traceforensics.ingest.detect import GZIP_MAGIC
+from traceforensics.ingest.detect import json_size_estimate
 from traceforensics.ingest.kineto import early, parallel
 from traceforensics.ingest.kineto import meta as kmeta
 from traceforensics.ingest.kineto.batches import ColumnBuilder, Columns
@@ -45,7 +45,7 @@ def read_columns(path: Path) -> tuple[RawTrace, Columns]:
     scanned = early.take(path)  # read while the command imported polars (``early``)
     try:
         try:
-            pool = None if scanned is not None else parallel.pool_for(_json_size_estimate(path))
+            pool = None if scanned is not None else parallel.pool_for(json_size_estimate(path))
             top = stream_events(path, builder, pool, scanned)
         finally:
             parallel.release()  # before the table is built: the worker's memory is not needed
@@ -173,17 +173,6 @@ def _load(paths: Sequence[Path], skip_non_traces: bool = False) -> TraceSession:
         extra=extra,
     )
     return TraceSession.from_frames(events, meta, args)
-
-
-def _json_size_estimate(path: Path) -> int:
-    """Bytes of JSON in the file: its size, or for gzip about 8x (text compresses ~8-10x)."""
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as fh:
-            gz = fh.read(2) == GZIP_MAGIC
-    except OSError:
-        return 0
-    return size * 8 if gz else size
 
 
 @contextmanager
