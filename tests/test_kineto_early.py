@@ -9,6 +9,7 @@ import os
 import pickle
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,9 +29,16 @@ SAMPLE = ROOT / "examples" / "synthetic_training.pt.trace.json.gz"
 needs_fork = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
 
+#: ``early``'s own check (the fixture below replaces it).
+OTHER_THREADS = early._other_threads
+
+
 @pytest.fixture(autouse=True)
-def _no_scan_left() -> Iterator[None]:
-    """A scan a failed test left pending would make every later ``start`` a no-op."""
+def _no_scan_left(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A scan a failed test left pending would make every later ``start`` a no-op. A test
+    worker may hold threads earlier tests left (the console script has none when it forks):
+    here the child runs only the scan, which takes none of their locks."""
+    monkeypatch.setattr(early, "_other_threads", lambda: False)
     yield
     pending = early._STATE.pop("file", None)
     if pending is not None:
@@ -296,6 +304,23 @@ def test_the_early_scan_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("TF_EARLY_SCAN", "1")
     early.start(SAMPLE)
     assert early.take(SAMPLE) is not None
+
+
+@needs_fork
+def test_no_child_is_forked_while_other_threads_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(early, "_other_threads", OTHER_THREADS)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        early.start(SAMPLE)
+        assert early.take(SAMPLE) is None
+    finally:
+        stop.set()
+        other.join()
+    if threading.active_count() == 1:  # (a test worker may hold threads of its own)
+        early.start(SAMPLE)
+        assert early.take(SAMPLE) is not None
 
 
 def test_a_path_that_cannot_be_read_starts_nothing(tmp_path: Path) -> None:

@@ -171,7 +171,7 @@ def start(path: Path) -> None:
     regular file of at most ``EARLY_MAX_JSON`` bytes of JSON (``json_size_estimate``)."""
     if _STATE or not scanner.enabled() or sys.platform != "linux":
         return
-    if os.environ.get(OFF, "") == "0" or threading.active_count() > 1:
+    if os.environ.get(OFF, "") == "0" or _other_threads():
         return
     try:
         if not path.is_file() or json_size_estimate(path) > EARLY_MAX_JSON:
@@ -179,6 +179,12 @@ def start(path: Path) -> None:
         _STATE["file"] = _Pending(path)
     except Exception:  # no fork, an unreadable file, a symlink loop: the stream reads the file
         return  # (or says what is wrong with it)
+
+
+def _other_threads() -> bool:
+    """Whether Python threads besides this one run (a forked child holds only the thread that
+    forked: one of theirs might hold a lock the child then waits on for ever)."""
+    return threading.active_count() > 1
 
 
 def take(path: Path) -> EarlyScan | None:
