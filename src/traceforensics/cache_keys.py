@@ -88,5 +88,11 @@ def input_key(path: Path) -> str:
 
 def session_entry(path: Path) -> Path:
     """The session cache's entry of ``path`` (``ingest.cache``): a directory, holding
-    ``meta.json`` once a load of the unchanged input has been saved."""
+    ``meta.json`` once a load of the unchanged input has been saved (``session_saved``)."""
     return cache_root() / input_key(path)
+
+
+def session_saved(entry: Path) -> bool:
+    """Whether the session cache's ``entry`` holds a saved session (``TraceSession.save``
+    writes its ``meta.json``; an entry appears whole, by one rename)."""
+    return (entry / "meta.json").exists()

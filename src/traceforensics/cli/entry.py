@@ -37,11 +37,11 @@ def _scan_early(argv: list[str]) -> None:
     path = next(named, None)
     if path is None:
         return
-    from traceforensics.cache_keys import session_entry
+    from traceforensics.cache_keys import session_entry, session_saved
     from traceforensics.ingest.kineto import early
 
     try:
-        if "--no-cache" not in argv and (session_entry(Path(path)) / "meta.json").exists():
+        if "--no-cache" not in argv and session_saved(session_entry(Path(path))):
             return
     except Exception:  # a path that cannot be read (a symlink loop): the command says why
         return

@@ -22,6 +22,7 @@ from traceforensics.cache_keys import (  # the keys: in a module that imports no
     cache_root,
     input_key,
     session_entry,
+    session_saved,
     source_fingerprint,
 )
 from traceforensics.model.session import DAMAGED_FILE, TraceSession
@@ -32,7 +33,7 @@ __all__ = ["CACHE_FORMAT", "cache_root", "cached_load", "input_key", "source_fin
 def cached_load(path: Path, loader: Callable[[Path], TraceSession]) -> TraceSession:
     """Load ``path`` through the cache: read a saved session if present, else load and save."""
     entry = session_entry(path)
-    if (entry / "meta.json").exists():
+    if session_saved(entry):
 
         def reload() -> tuple[pl.DataFrame, pl.DataFrame]:
             shutil.rmtree(entry, ignore_errors=True)

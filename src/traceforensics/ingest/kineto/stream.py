@@ -222,10 +222,7 @@ def stream_events(
                     ordered.split(pending)
                 else:
                     _emit(pending, behind or builder.add)
-                report(
-                    f"reading {path.name}: {read[0] / 1e6:.0f} of {read[1] / 1e6:.0f} MB, "
-                    f"{builder.c.events_seen:,} events"
-                )
+                _report_read(path, read, builder)
         rest, last = _tail(pending)
         if behind is not None:
             behind.wait()
@@ -251,19 +248,23 @@ def stream_events(
 def _from_early(path: Path, scanned: EarlyScan, builder: ColumnBuilder) -> dict[str, Any]:
     """``stream_events`` of a file the early scan read: its chunks' columns, then the rest of
     the file as the stream reads it (``_tail``)."""
-    read, size = scanned.read
     for batch in scanned.batches:
         builder.add(colscan.scanned(batch))
-    report(
-        f"reading {path.name}: {read / 1e6:.0f} of {size / 1e6:.0f} MB, "
-        f"{builder.c.events_seen:,} events"
-    )
+    _report_read(path, scanned.read, builder)
     if scanned.tail is None:
         rest, last = _tail(scanned.rest)
     else:  # read by the child too
         rest, last = scanned.tail[0], colscan.scanned(scanned.tail[1])
     builder.add(last)
     return _ended(builder, scanned.top | rest)
+
+
+def _report_read(path: Path, read: list[int], builder: ColumnBuilder) -> None:
+    """The progress line of a load: ``read`` is [bytes of the file read, its size]."""
+    report(
+        f"reading {path.name}: {read[0] / 1e6:.0f} of {read[1] / 1e6:.0f} MB, "
+        f"{builder.c.events_seen:,} events"
+    )
 
 
 def _ended(builder: ColumnBuilder, top: dict[str, Any]) -> dict[str, Any]:
