@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from tests.test_kineto_stream import _same, _tricky_trace
 from traceforensics.cli import entry
 from traceforensics.ingest import load_path
 from traceforensics.ingest.detect import json_size_estimate
-from traceforensics.ingest.kineto import chunks, early, load_kineto, stream, typed
+from traceforensics.ingest.kineto import batches, chunks, early, load, load_kineto, stream, typed
 from traceforensics.model.session import TraceSession
 
 SAMPLE = ROOT / "examples" / "synthetic_training.pt.trace.json.gz"
@@ -111,6 +112,90 @@ def test_a_clean_trace_of_many_chunks_is_taken_and_loads_the_same(
     assert used == 1
     _same(got, load_kineto([path]))
     assert got.events.height == 1200
+
+
+@needs_fork
+def test_the_child_builds_the_columns_and_the_load_takes_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = shared_trace("kineto/resnet50_v100_workers0.pt.trace.json.gz")
+    early.start(path)
+    answer = early.take(path)
+    assert answer is not None and answer.built is not None  # columns, not scanned chunks
+    assert answer.batches == [] and answer.tail is not None and answer.tail[1] is None
+    columns, _ = answer.built
+    want = load_kineto([path])
+    assert columns.rows == want.events.height  # the tail's rows in them too (none dropped)
+    early.start(path)
+    # this process builds nothing and does not read the file again: the child's columns it is
+    added: list[object] = []
+    monkeypatch.setattr(batches.ColumnBuilder, "add", lambda _, b: added.append(b))
+    monkeypatch.setattr(load, "read_trace", lambda *_: pytest.fail("read the file again"))
+    _same(load_kineto([path]), want)
+    assert added == []
+
+
+def _scanned_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child's column build raises (its answer then holds the scanned chunks alone)."""
+
+    def fails(*_: Any) -> None:
+        raise ValueError("in the child")
+
+    monkeypatch.setattr(batches.ColumnBuilder, "add", fails)
+
+
+@needs_fork
+@pytest.mark.parametrize(
+    "case", ["build fails", "columns do not pickle", "tail read by the stream"]
+)
+def test_an_answer_without_columns_is_built_by_the_stream(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = shared_trace("kineto/resnet50_v100_workers0.pt.trace.json.gz")
+    want = load_kineto([path])
+    with monkeypatch.context() as child:  # (the patches hold in the child alone)
+        if case == "build fails":
+            _scanned_only(child)
+        elif case == "columns do not pickle":
+            built = early.with_columns
+            child.setattr(early, "with_columns", lambda s: replace(built(s), built=(lambda: 0, {})))
+        else:
+            child.setattr(typed, "split_tail", lambda _: None)
+        early.start(path)
+    answer = early._STATE["file"].result()
+    assert answer is not None
+    if case == "tail read by the stream":  # columns of the chunks; the tail's rows not in them
+        assert answer.built is not None and answer.tail is None and answer.rest
+    else:
+        assert answer.built is None and len(answer.batches) >= 5
+    got, used = _load_early_taken(path, monkeypatch)
+    assert used == 1
+    _same(got, want)
+
+
+def _load_early_taken(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TraceSession, int]:
+    """``_load_early`` of the scan started already."""
+    used: list[Path] = []
+    from_early = stream._from_early
+
+    def counting(p: Path, *rest: Any) -> dict[str, Any]:
+        used.append(p)
+        return from_early(p, *rest)
+
+    monkeypatch.setattr(stream, "_from_early", counting)
+    return load_kineto([path]), len(used)
+
+
+def test_the_child_builds_the_columns_without_polars() -> None:
+    # numpy is imported in the child; polars would make it finish after the parent's imports
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from traceforensics.ingest.kineto import early\n"
+        f"scan = early.with_columns(early.scan_file(Path({str(SAMPLE)!r})))\n"
+        "print(scan.built is not None, scan.built[0].rows > 0, 'polars' in sys.modules)\n"
+    )
+    assert fresh_python(code).stdout.split() == ["True", "True", "False"]
 
 
 @needs_fork

@@ -69,10 +69,6 @@ KIND_DTYPE: Final = pl.Enum(list(KINDS))
 COPY_KIND_DTYPE: Final = pl.Enum(list(COPY_KINDS))
 MEM_KIND_DTYPE: Final = pl.Enum(list(MEM_KINDS))
 
-#: Largest GPU index or rank taken as recorded (both ingesters apply it; the ``rank`` and
-#: ``device`` columns are Int32); a larger or negative value is damage, read as unknown.
-MAX_INDEX: Final = 1 << 20
-
 EVENT_SCHEMA: Final[dict[str, pl.DataType]] = {
     "event_id": pl.Int64(),
     "kind": KIND_DTYPE,

@@ -23,6 +23,11 @@ NS_PER_US: Final = 1_000
 NS_PER_MS: Final = 1_000_000
 NS_PER_S: Final = 1_000_000_000
 
+#: Largest GPU index or rank taken as recorded (both ingesters apply it; the ``rank`` and
+#: ``device`` columns are Int32); a larger or negative value is damage, read as unknown.
+#: (Here, not in ``schema``: the early-scan child applies it without importing polars.)
+MAX_INDEX: Final = 1 << 20
+
 
 def fmt_ns(ns: int | float) -> str:
     """Human duration from ns: 812 ns, 15.3 µs, 4.21 ms, 1.204 s."""

@@ -9,14 +9,19 @@ and lets the chunk go, so memory holds one chunk plus compact columns, never the
   objects (each distinct value stored once), 8 bytes per row;
 - ``start_ns``/``dur_ns`` as int64 arrays per batch (``timeconv``'s exact rule; the file's
   ``baseTimeNanoseconds``, which may come after the events, is added at the end);
-- ``external_id`` as an Int64 series per batch, ``correlation`` for the correlated kinds (a
-  value that is not an int, or an all-digits text, within int64 is null: ``gpu.parse_int``);
+- ``external_id`` as int64 arrays per batch (``parts.ExternalPart``), ``correlation`` for the
+  correlated kinds (a value that is not an int, or an all-digits text, within int64 is no
+  value: ``gpu.parse_int``);
 - the rule args (device, stream, bytes, grid, ...) as small dicts for GPU and runtime rows only;
-- the kept args (shapes, stacks, collectives) straight into the args side table per batch;
+- the kept args (shapes, stacks, collectives) as coded rows of the args side table per batch
+  (``parts.KeptPart``);
 - metadata events as small dicts, launch-flow endpoints as (thread, ts ns, id) arrays.
 
 Row rules are those of ``events``: ``X``/``i``/``I`` phases except the ``Trace`` span, kind from
 ``cat``, an event whose ``ts``/``dur`` is not a number of µs dropped (warned once).
+
+Nothing here imports polars (``events.extract`` makes the polars columns): the early-scan child
+builds a small file's columns while the command still imports it (``early``).
 """
 
 from __future__ import annotations
@@ -29,7 +34,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import polars as pl
 
 from traceforensics.ingest.kineto import categories as cats
 from traceforensics.ingest.kineto import classify, gpu
@@ -40,7 +44,13 @@ from traceforensics.ingest.kineto.flows import (
     add_flow_points,
     thread_key,
 )
-from traceforensics.ingest.kineto.payload import json_texts
+from traceforensics.ingest.kineto.parts import (
+    KEPT_CODE,
+    ExternalPart,
+    KeptPart,
+    external_part,
+    json_texts,
+)
 from traceforensics.ingest.kineto.scanned_rows import add_scanned
 from traceforensics.ingest.kineto.timeconv import TimeValueError, us_to_ns, usable_us
 from traceforensics.ingest.kineto.typed import ARGS_TYPES, UNSET, args_dicts
@@ -70,8 +80,8 @@ class Columns:
     correlation: list[int | None] = field(default_factory=list)
     start_parts: list[npt.NDArray[np.int64]] = field(default_factory=list)
     dur_parts: list[npt.NDArray[np.int64]] = field(default_factory=list)
-    external_parts: list[pl.Series] = field(default_factory=list)
-    arg_parts: list[pl.DataFrame] = field(default_factory=list)
+    external_parts: list[ExternalPart] = field(default_factory=list)
+    arg_parts: list[KeptPart] = field(default_factory=list)
     meta: list[dict[str, Any]] = field(default_factory=list)
     #: launch-flow endpoints by thread (``flows.add_flow_point``)
     flows: dict[Any, FlowPoints] = field(default_factory=dict)
@@ -105,7 +115,7 @@ class Columns:
         self.start_parts.extend(later.start_parts)
         self.dur_parts.extend(later.dur_parts)
         self.external_parts.extend(later.external_parts)
-        self.arg_parts.extend(f.with_columns(pl.col("event_id") + base) for f in later.arg_parts)
+        self.arg_parts.extend(part.shifted(base) for part in later.arg_parts)
         self.meta.extend(later.meta)
         for key, (ts, ids) in later.flows.items():
             if key in self.flows:
@@ -333,9 +343,9 @@ def build_batch(events: Batch) -> Columns:
     return builder.c
 
 
-def _external_ids(args: list[Any]) -> pl.Series:
-    """``args["External id"]`` (else the lower-case spelling) of each row's args struct as
-    Int64 (not an int or an all-digits string within int64: null, ``gpu.parse_int``)."""
+def _external_ids(args: list[Any]) -> ExternalPart:
+    """``args["External id"]`` (else the lower-case spelling) of each row's args struct as an
+    int64 part (not an int or an all-digits string within int64: no id, ``gpu.parse_int``)."""
     ids = [a.external_id if type(a) in ARGS_TYPES else None for a in args]
     if UNSET in ids:
         ids = [args[i].external_id_lower if v is UNSET else v for i, v in enumerate(ids)]
@@ -343,32 +353,28 @@ def _external_ids(args: list[Any]) -> pl.Series:
     if not set(map(type, ids)) <= _INT_OR_NONE:
         ids = [v if type(v) is int else gpu.parse_int(v) for v in ids]
     try:
-        return pl.Series(ids, dtype=pl.Int64)
-    except (TypeError, OverflowError):  # an int beyond int64 (damaged): no id
-        return pl.Series(list(map(gpu.parse_int, ids)), dtype=pl.Int64)
+        return external_part(ids)
+    except OverflowError:  # an int beyond int64 (damaged): no id
+        return external_part(list(map(gpu.parse_int, ids)))
 
 
-def _kept_table(owners: list[tuple[int, dict[str, Any]]]) -> pl.DataFrame:
+def _kept_table(owners: list[tuple[int, dict[str, Any]]]) -> KeptPart:
     """Kept args (``KEPT_ARG_KEYS``) of ``(event position, args)`` as (position, key, JSON
     text) rows sorted by (position, key). A value the stream kept raw is its text as written;
-    a parsed one is encoded compactly (``payload.json_texts``)."""
+    a parsed one is encoded compactly (``parts.json_texts``)."""
     kept = cats.KEPT_ARG_KEYS
     # ``args_dicts`` lists an event's keys in the struct's field order, and the kept fields
     # are declared sorted by key (``typed.KEPT_FIELDS``): no sort per event
     triples = [(pos, key, a[key]) for pos, a in owners for key in a if key in kept]
     values = [t[2] for t in triples]
-    if set(map(type, values)) <= {bytes}:
-        text = pl.Series(values, dtype=pl.Binary).cast(pl.String)
-    else:
-        text = pl.Series(
-            [v.decode() if type(v) is bytes else None for v in values], dtype=pl.String
-        )
-        parsed = [i for i, v in enumerate(values) if type(v) is not bytes]
-        text = text.scatter(parsed, json_texts([values[i] for i in parsed]))
-    return pl.DataFrame(
-        {
-            "event_id": pl.Series([t[0] for t in triples], dtype=pl.Int64),
-            "key": pl.Series([t[1] for t in triples], dtype=pl.String),
-            "value": text.cast(pl.Categorical),
-        }
+    texts = [v.decode() if type(v) is bytes else v for v in values]
+    parsed = [i for i, v in enumerate(values) if type(v) is not bytes]
+    for i, text in zip(parsed, json_texts([values[i] for i in parsed]), strict=True):
+        texts[i] = text
+    n = len(triples)
+    return KeptPart(
+        np.fromiter((t[0] for t in triples), dtype=np.int64, count=n),
+        np.fromiter((KEPT_CODE[t[1]] for t in triples), dtype=np.int32, count=n),
+        np.arange(n, dtype=np.int32),
+        texts,
     )

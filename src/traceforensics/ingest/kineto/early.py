@@ -3,21 +3,23 @@
 A cold ``tf analyze TRACE`` spends its first ~0.5 s importing click, polars, numpy and the
 analysis modules. A child process forked first (``start``, from the console script) reads the
 file on the other core meanwhile, cutting it into the same chunks as the stream (``chunks``),
-and answers in a memory file::
+then imports numpy (not polars) and builds the chunks' columns (``batches``, which import no
+polars), and answers in a memory file::
 
-    parent |-- imports (click, polars, numpy, analysis) --|take|-- columns, table, passes --|
-    child  |-- gunzip, cut, scan chunk 1 .. n, the tail --|     ^ waited for, its answer read
+    parent |-- imports (click, polars, numpy, analysis) ------------|take|-- table, passes --|
+    child  |-- gunzip, cut, scan chunk 1 .. n, the tail --|- numpy, columns -|  ^ its answer
 
 A process, not a thread: zlib and the scanner release the interpreter lock, yet a thread's
 gunzip and scan slowed the imports by about as much as they saved (docs/benchmarks.md).
 
-The stream (``stream.stream_events``) builds its columns from these scanned chunks instead of
-reading the file only when they are of the same file, unchanged (``input_identity``: path,
-size, mtime, inode, ctime), and the scan reached the end of the event list with every chunk
-read by the scanner at its first boundary, as the stream itself would have. Anything else (the
-scanner off, a chunk it cannot read, a file beyond ``EARLY_MAX_JSON``, an error) gives up, and
-the stream reads the file as always: a load gives the same table with or without the early
-scan. Nothing here imports numpy, polars or msgspec.
+The stream (``stream.stream_events``) takes these columns (or, when building them failed, the
+scanned chunks, and builds them itself) instead of reading the file only when they are of the
+same file, unchanged (``input_identity``: path, size, mtime, inode, ctime), and the scan
+reached the end of the event list with every chunk read by the scanner at its first boundary,
+as the stream itself would have. Anything else (the scanner off, a chunk it cannot read, a file
+beyond ``EARLY_MAX_JSON``, an error) gives up, and the stream reads the file as always: a load
+gives the same table with or without the early scan. Importing this module imports no numpy,
+polars or msgspec (the child imports numpy and msgspec once the scan is under way).
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from traceforensics.cache_keys import input_identity
 from traceforensics.ingest.detect import json_size_estimate
@@ -44,6 +46,9 @@ from traceforensics.ingest.kineto.chunks import (
     read_header,
 )
 from traceforensics.ingest.kineto.scanner import RawScan
+
+if TYPE_CHECKING:
+    from traceforensics.ingest.kineto.batches import Columns
 
 #: Most JSON text scanned early (bytes; ~25 MB of scanned chunks held until the stream takes
 #: them). Beyond it the load is long enough that the imports are a small part of it, and the
@@ -62,13 +67,18 @@ class EarlyScan:
     the scanner's result of every chunk in file order; ``rest``, ``[`` + the text after the
     last chunk (the last events and the keys after the list); ``read``, [bytes of the file
     read, its size]; ``tail``, the rest read too when it is the clean case: (the keys after
-    the list, the scanner's result of the last events), and then ``rest`` is left empty."""
+    the list, the scanner's result of the last events), and then ``rest`` is left empty.
+
+    ``built``: the columns of the scanned events and the builder's shared values
+    (``ColumnBuilder.c``/``memo``; ``with_columns``); ``batches`` is then empty and the
+    tail's scanner result None, both in the columns."""
 
     top: dict[str, Any]
     batches: list[RawScan]
     rest: bytearray
     read: list[int]
-    tail: tuple[dict[str, Any], RawScan] | None = None
+    tail: tuple[dict[str, Any], RawScan | None] | None = None
+    built: tuple[Columns, dict[Any, Any]] | None = None
 
 
 class _Pending:
@@ -146,18 +156,47 @@ def _unpickled(data: bytes) -> EarlyScan | None:
 
 
 def _answer(path: Path, answer: int) -> NoReturn:
-    """In the child: ``scan_file(path)`` pickled into the memory file ``answer`` (None on any
+    """In the child: ``scan_file(path)`` with its columns (``with_columns``) pickled into the
+    memory file ``answer`` (without them if building or pickling them fails; None on any other
     failure), then ``os._exit``: the parent's buffers, atexit handlers and finally blocks are
     the parent's to run."""
     try:
         try:
-            data = pickle.dumps(scan_file(path), protocol=pickle.HIGHEST_PROTOCOL)
+            scan = scan_file(path)
+            data = _pickled(None if scan is None else with_columns(scan)) or _pickled(scan)
         except BaseException:  # any doubt: the stream reads the file and says what is wrong
-            data = pickle.dumps(None)
+            data = None
+        data = data or pickle.dumps(None)
         with os.fdopen(answer, "wb") as fh:
             fh.write(data)
     finally:
         os._exit(0)
+
+
+def _pickled(value: EarlyScan | None) -> bytes | None:
+    try:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # (an unpicklable value in the columns: the scan alone is sent)
+        return None
+
+
+def with_columns(scan: EarlyScan) -> EarlyScan:
+    """``scan`` with its events' columns built (``EarlyScan.built``), as the stream builds
+    them; ``scan`` itself when building raises (the stream then builds them, and reports what
+    is wrong as it would have)."""
+    try:
+        from traceforensics.ingest.kineto import colscan  # numpy: imported in the child alone
+        from traceforensics.ingest.kineto.batches import ColumnBuilder
+
+        builder = ColumnBuilder()
+        for batch in scan.batches:
+            builder.add(colscan.scanned(batch))
+        if scan.tail is not None and scan.tail[1] is not None:
+            builder.add(colscan.scanned(scan.tail[1]))
+    except Exception:
+        return scan
+    tail = None if scan.tail is None else (scan.tail[0], None)
+    return replace(scan, batches=[], tail=tail, built=(builder.c, builder.memo))
 
 
 _STATE: dict[str, _Pending] = {}

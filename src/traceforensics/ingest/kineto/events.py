@@ -27,7 +27,9 @@ from traceforensics.ingest.kineto import categories as cats
 from traceforensics.ingest.kineto import gpu
 from traceforensics.ingest.kineto.batches import Columns
 from traceforensics.ingest.kineto.flows import cpu_pid, fill_correlation_from_flows, gpu_labels
+from traceforensics.ingest.kineto.parts import ExternalPart, KeptPart, joined_external, joined_kept
 from traceforensics.ingest.kineto.payload import Payload, dim_series, gpu_payload, place_gpu_rows
+from traceforensics.ingest.kineto.scanner import KEPT_KEYS
 from traceforensics.model.errors import CorruptTraceError
 from traceforensics.model.schema import (
     COPY_KIND_DTYPE,
@@ -104,13 +106,28 @@ def _category_series(cat: list[Any]) -> pl.Series:
     return pl.Series(cat, dtype=pl.Categorical)
 
 
-def _args_frame(c: Columns, id_offset: int) -> pl.DataFrame:
-    """The kept-args side table of the file: positions shifted to event ids, key categorical."""
-    frames = c.arg_parts or [
-        pl.DataFrame(schema={"event_id": pl.Int64, "key": pl.String, "value": pl.Categorical})
-    ]
-    frame = pl.concat(frames, how="vertical")
-    return frame.with_columns(pl.col("event_id") + id_offset, pl.col("key").cast(pl.Categorical))
+def _args_frame(parts: list[KeptPart], id_offset: int) -> pl.DataFrame:
+    """The kept-args side table of the file (``parts.KeptPart``): positions shifted to event
+    ids, key and value categorical."""
+    kept = joined_kept(parts)
+    texts = pl.Series(kept.texts, dtype=pl.String).cast(pl.Categorical)
+    return pl.DataFrame(
+        {
+            "event_id": pl.Series(kept.event + np.int64(id_offset), dtype=pl.Int64),
+            "key": _KEPT_KEY_SERIES.gather(kept.key),
+            "value": texts.gather(kept.value),
+        }
+    )
+
+
+_KEPT_KEY_SERIES = pl.Series(KEPT_KEYS, dtype=pl.Categorical)
+
+
+def _external_series(parts: list[ExternalPart]) -> pl.Series:
+    """The ``external_id`` column (Int64, null where a row has none) of the file's parts."""
+    ids, valid = joined_external(parts)
+    series = pl.Series(ids, dtype=pl.Int64)
+    return series if valid.all() else series.scatter(np.flatnonzero(~valid), None)
 
 
 def _event_frame(
@@ -244,9 +261,9 @@ def extract(src: Path, c: Columns, rank: int, id_offset: int, base_ns: int | Non
     runtime_names = sorted(set(compress(c.name, map("cuda_api".__eq__, kind))))
     legacy = any(x in cats.LEGACY_CATEGORIES for x in set(map_unique(c.cat, str)))
     ids_used = len(kind)
-    args = _args_frame(c, id_offset)
+    args = _args_frame(c.arg_parts, id_offset)
     c.arg_parts = []
-    external = pl.concat(c.external_parts) if c.external_parts else pl.Series([], dtype=pl.Int64)
+    external = _external_series(c.external_parts)
     c.external_parts = []
     rows = {"device": device, "stream": stream, "pid": pid, "tid": tid, "correlation": correlation}
     del kind, device, stream, pid, tid, correlation, gpu_idx

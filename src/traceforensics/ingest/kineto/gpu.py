@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from traceforensics.model import comm
-from traceforensics.model.schema import MAX_INDEX
+from traceforensics.model.units import MAX_INDEX
 
 _STREAM_RE = re.compile(r"^\s*(?:stream\s+)?(-?\d+)")
 _GPU_LABEL_RE = re.compile(r"\bGPU\s+(\d+)\b")

@@ -1,33 +1,22 @@
 """What rows carry beyond the common columns: GPU placement (device/stream), bytes, memcpy
-kinds, kernel grid/block, ``is_comm``, and the JSON text of parsed arg values.
+kinds, kernel grid/block, ``is_comm``.
 
 These loops touch only the rows of the kinds concerned (GPU rows are ~15 % of a typical trace);
 value-dependent rules (names, pids) are evaluated once per distinct value.
-
-Arg values the generic reader parsed into Python objects go to the args side table
-(``batches``) as compact JSON text (``json_texts``; the stream keeps the text as written).
-Encoding 100k values one ``orjson.dumps`` call at a time costs more than parsing the whole
-file, while one call over a list is ~50x cheaper. So all values are encoded in one call,
-interleaved with a sentinel string, and the output is split on the sentinel's encoding. An
-encoded value cannot contain ``,"<sentinel>",`` with bare quotes unless the data itself holds
-the sentinel string; the piece count is checked and any mismatch falls back to per-value
-encoding, so the result is always exact.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from itertools import chain, compress
 from typing import Any
 
 import numpy as np
-import orjson
 import polars as pl
 
 from traceforensics.ingest.kineto import categories as cats
 from traceforensics.ingest.kineto import gpu
-from traceforensics.model.schema import MAX_INDEX
+from traceforensics.model.units import MAX_INDEX
 
 
 @dataclass
@@ -247,30 +236,3 @@ def gpu_payload(
     _fill_memory_rows(pay, mem_idx, kind, name, args, correlation)
     _mark_comm(pay.is_comm, kernel_idx, kind, name, args)
     return pay
-
-
-_SENTINEL = "\x00tf-arg-sep\x00"
-_SENTINEL_SPLIT = "," + orjson.dumps(_SENTINEL).decode() + ","
-
-
-def _one(value: Any) -> str:
-    try:
-        return orjson.dumps(value).decode()
-    except orjson.JSONEncodeError:  # e.g. an int beyond 64 bits
-        return json.dumps(value)
-
-
-def json_texts(values: list[Any]) -> list[str]:
-    """Compact JSON text of each value, computed with one ``orjson.dumps`` call when possible."""
-    if not values:
-        return []
-    interleaved: list[Any] = [_SENTINEL] * (2 * len(values) - 1)
-    interleaved[::2] = values
-    try:
-        text = orjson.dumps(interleaved).decode()
-    except orjson.JSONEncodeError:
-        return [_one(v) for v in values]
-    pieces = text[1:-1].split(_SENTINEL_SPLIT)
-    if len(pieces) != len(values):  # the sentinel occurs in the data itself
-        return [_one(v) for v in values]
-    return pieces

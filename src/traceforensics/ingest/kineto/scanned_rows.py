@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
-import polars as pl
 
 from traceforensics.ingest.kineto import categories as cats
 from traceforensics.ingest.kineto import classify, gpu
@@ -39,6 +38,7 @@ from traceforensics.ingest.kineto.colscan import (
     Scanned,
     slot_value,
 )
+from traceforensics.ingest.kineto.parts import KEPT_CODE, ExternalPart, KeptPart
 from traceforensics.ingest.kineto.timeconv import MID_LIMIT_US, floats_us_to_ns
 from traceforensics.ingest.kineto.typed import UNSET
 
@@ -51,7 +51,6 @@ _TS, _DUR, _EXT, _EXT_LOWER, _CORR = (_SLOTS.index(k) for k in _SLOTS)
 _INT64_US_LIMIT: Final = (2**63 - 1) // 1000
 _META_KEYS: Final = ("labels", "name")
 _ARG_KEY: Final = {key: i for i, key in enumerate(ARG_VALUE_KEYS)}
-_KEPT_KEY: Final = {key: i for i, key in enumerate(KEPT_KEYS)}
 
 
 def add_scanned(builder: ColumnBuilder, s: Scanned) -> None:
@@ -278,9 +277,9 @@ def _count_unknown(unknown: Any, table: npt.NDArray[Any], x_codes: npt.NDArray[n
                 unknown[name] += int(counts[code])
 
 
-def _external_ids(s: Scanned, rows: npt.NDArray[np.int64]) -> pl.Series:
-    """``args["External id"]`` (absent: the lower-case spelling) per row as Int64; a value
-    that is not an int is read by ``gpu.parse_int`` (an all-digits string), else null."""
+def _external_ids(s: Scanned, rows: npt.NDArray[np.int64]) -> ExternalPart:
+    """``args["External id"]`` (absent: the lower-case spelling) per row as an int64 part; a
+    value that is not an int is read by ``gpu.parse_int`` (an all-digits string), else none."""
     tags, raw = s.tags[rows], s.numbers[rows]
     lower = tags[:, _EXT] == MISSING  # the other spelling
     tag = np.where(lower, tags[:, _EXT_LOWER], tags[:, _EXT])
@@ -292,8 +291,7 @@ def _external_ids(s: Scanned, rows: npt.NDArray[np.int64]) -> pl.Series:
         if parsed is not None:
             ids[i] = parsed
             valid[i] = True
-    series = pl.Series(ids, dtype=pl.Int64)
-    return series if valid.all() else series.scatter(np.flatnonzero(~valid), None)
+    return ExternalPart(ids, None if valid.all() else valid)
 
 
 def _correlation(
@@ -329,7 +327,7 @@ def _rule_args(
         at[hits].tolist(), s.arg_keys[hits].tolist(), s.arg_values[hits].tolist(), strict=True
     ):
         dicts.setdefault(row, {})[ARG_VALUE_KEYS[key]] = s.values[value]
-    kept_keys = [i for key, i in _KEPT_KEY.items() if key in classify.RULE_KEYS]
+    kept_keys = [i for key, i in KEPT_CODE.items() if key in classify.RULE_KEYS]
     at = pos[s.kept_events]
     hits = np.flatnonzero((at >= 0) & np.isin(s.kept_keys, kept_keys))
     for row, key, text in zip(
@@ -343,9 +341,9 @@ def _rule_args(
 
 def _kept_table(
     s: Scanned, rows: npt.NDArray[np.int64], owner: npt.NDArray[np.bool_], base: int
-) -> pl.DataFrame:
+) -> KeptPart:
     """The kept args of the rows whose kind keeps them (``owner``) as (row position, key,
-    JSON text) sorted by (position, key): ``batches._kept_table``'s table."""
+    JSON text) sorted by (position, key): ``batches._kept_table``'s part."""
     pos = np.full(s.n, -1, dtype=np.int64)
     pos[rows[owner]] = base + np.flatnonzero(owner)
     at = pos[s.kept_events]
@@ -353,14 +351,4 @@ def _kept_table(
     at, key, value = at[keep], s.kept_keys[keep], s.kept_values[keep]
     # rows in event order already; within an event by key (``KEPT_KEYS`` is sorted)
     order = np.lexsort((key, at))
-    texts = pl.Series(s.kept_texts, dtype=pl.String).cast(pl.Categorical)
-    return pl.DataFrame(
-        {
-            "event_id": pl.Series(at[order], dtype=pl.Int64),
-            "key": _KEY_SERIES.gather(key[order]),
-            "value": texts.gather(value[order]),
-        }
-    )
-
-
-_KEY_SERIES: Final = pl.Series(KEPT_KEYS, dtype=pl.String)
+    return KeptPart(at[order], key[order], value[order], s.kept_texts)

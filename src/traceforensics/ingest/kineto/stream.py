@@ -20,8 +20,8 @@ are built on a thread one chunk behind the scan (``_Behind``). With the decode w
 worker while it has fewer than ``WORKER_QUEUE`` chunks, else is decoded here; results join in
 file order.
 
-A file the early scan read (``early``: gunzipped and scanned while the command imported
-polars) is not read again: its scanned chunks are built into columns, then its tail is read.
+A file the early scan read (``early``: gunzipped, scanned and built into columns while the
+command imported polars) is not read again: its columns are taken, then its tail is read.
 
 Anything outside this clean case raises ``NotStreamableError`` and the caller reads the file with
 the generic whole-file reader (``reader``), which knows every irregular shape: the Chrome array
@@ -246,16 +246,20 @@ def stream_events(
 
 
 def _from_early(path: Path, scanned: EarlyScan, builder: ColumnBuilder) -> dict[str, Any]:
-    """``stream_events`` of a file the early scan read: its chunks' columns, then the rest of
-    the file as the stream reads it (``_tail``)."""
+    """``stream_events`` of a file the early scan read: its chunks' columns (built by the child,
+    else here), then the rest of the file as the stream reads it (``_tail``)."""
+    if scanned.built is not None:
+        builder.c, builder.memo = scanned.built
     for batch in scanned.batches:
         builder.add(colscan.scanned(batch))
     _report_read(path, scanned.read, builder)
     if scanned.tail is None:
         rest, last = _tail(scanned.rest)
-    else:  # read by the child too
-        rest, last = scanned.tail[0], colscan.scanned(scanned.tail[1])
-    builder.add(last)
+        builder.add(last)
+    else:  # read by the child too (and in its columns when it built them)
+        rest, raw = scanned.tail
+        if raw is not None:
+            builder.add(colscan.scanned(raw))
     return _ended(builder, scanned.top | rest)
 
 

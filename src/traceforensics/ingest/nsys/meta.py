@@ -23,8 +23,8 @@ import polars as pl
 
 from traceforensics.ingest.nsys.common import PID_SQL, TID_SQL, as_int, col_sql
 from traceforensics.ingest.nsys.db import ExportDb
-from traceforensics.model.schema import MAX_INDEX
 from traceforensics.model.session import UNKNOWN_DEVICE, DeviceInfo
+from traceforensics.model.units import MAX_INDEX
 
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 LOST_DATA_RE = re.compile(

@@ -1,0 +1,128 @@
+"""The row-aligned side parts of a batch's columns: External ids and kept args, as arrays.
+
+A batch (``batches.ColumnBuilder``, from scanned or typed events) leaves these two as numpy
+arrays and Python texts, not polars columns, so that a process without polars can build them:
+the early-scan child (``early``) builds a small file's whole columns while the command is
+still importing polars. ``events.extract`` turns the parts of a file into its ``external_id``
+column and its args side table, one polars call each for all its batches::
+
+    ExternalPart  ids    [7, 0, 9]      valid [True, False, True]   -> external_id 7, null, 9
+    KeptPart      event  [0, 0, 2]      key [0, 3, 0]  (codes into ``KEPT_KEYS``)
+                  value  [0, 1, 0]      texts ["[[2]]", "[]"]       -> (row 0, "Input Dims",
+                                                                       "[[2]]"), ...
+
+Kept rows are sorted by (row position, key), as the args side table holds them.
+
+Arg values the generic reader parsed into Python objects become compact JSON text
+(``json_texts``; the stream keeps the text as written). Encoding 100k values one
+``orjson.dumps`` call at a time costs more than parsing the whole file, while one call over a
+list is ~50x cheaper. So all values are encoded in one call, interleaved with a sentinel
+string, and the output is split on the sentinel's encoding. An encoded value cannot contain
+``,"<sentinel>",`` with bare quotes unless the data itself holds the sentinel string; the
+piece count is checked and any mismatch falls back to per-value encoding, so the result is
+always exact.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from itertools import accumulate, chain
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from traceforensics.ingest.kineto.scanner import KEPT_KEYS
+
+#: Each kept key's code (``KeptPart.key``): its index in ``KEPT_KEYS``, which is sorted.
+KEPT_CODE: dict[str, int] = {key: i for i, key in enumerate(KEPT_KEYS)}
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalPart:
+    """``args["External id"]`` of a batch's rows: int64 ``ids``; ``valid`` False where a row
+    has none (its id is then 0), None when every row has one."""
+
+    ids: npt.NDArray[np.int64]
+    valid: npt.NDArray[np.bool_] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KeptPart:
+    """Kept args of a batch (see the module docstring): ``event``, int64 row positions in the
+    file; ``key``, int32 codes into ``KEPT_KEYS``; ``value``, int32 codes into ``texts``, the
+    values' JSON texts."""
+
+    event: npt.NDArray[np.int64]
+    key: npt.NDArray[np.int32]
+    value: npt.NDArray[np.int32]
+    texts: list[str]
+
+    def shifted(self, rows: int) -> KeptPart:
+        """The same part, ``rows`` rows further into the file (a batch built elsewhere)."""
+        return KeptPart(self.event + rows, self.key, self.value, self.texts)
+
+
+def external_part(ids: list[int | None]) -> ExternalPart:
+    """The part of per-row ids (None: no id; every other value an int within int64)."""
+    if None not in ids:
+        return ExternalPart(np.array(ids, dtype=np.int64))
+    valid = np.fromiter((v is not None for v in ids), dtype=bool, count=len(ids))
+    filled = np.fromiter((0 if v is None else v for v in ids), dtype=np.int64, count=len(ids))
+    return ExternalPart(filled, valid)
+
+
+def joined_external(
+    parts: list[ExternalPart],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """``(ids, valid)`` of a file's parts in order, as one pair of arrays."""
+    if not parts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+    ids = np.concatenate([p.ids for p in parts])
+    valid = np.concatenate(
+        [p.valid if p.valid is not None else np.ones(p.ids.size, dtype=bool) for p in parts]
+    )
+    return ids, valid
+
+
+def joined_kept(parts: list[KeptPart]) -> KeptPart:
+    """A file's kept parts in order as one part (value codes into the joined texts)."""
+    if not parts:
+        empty = np.zeros(0, dtype=np.int32)
+        return KeptPart(np.zeros(0, dtype=np.int64), empty, empty, [])
+    starts = [0, *accumulate(len(p.texts) for p in parts)][:-1]
+    return KeptPart(
+        np.concatenate([p.event for p in parts]),
+        np.concatenate([p.key for p in parts]),
+        np.concatenate([p.value + np.int32(s) for p, s in zip(parts, starts, strict=True)]),
+        list(chain.from_iterable(p.texts for p in parts)),
+    )
+
+
+_SENTINEL = "\x00tf-arg-sep\x00"
+_SENTINEL_SPLIT = "," + orjson.dumps(_SENTINEL).decode() + ","
+
+
+def _one(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:  # e.g. an int beyond 64 bits
+        return json.dumps(value)
+
+
+def json_texts(values: list[Any]) -> list[str]:
+    """Compact JSON text of each value, computed with one ``orjson.dumps`` call when possible."""
+    if not values:
+        return []
+    interleaved: list[Any] = [_SENTINEL] * (2 * len(values) - 1)
+    interleaved[::2] = values
+    try:
+        text = orjson.dumps(interleaved).decode()
+    except orjson.JSONEncodeError:
+        return [_one(v) for v in values]
+    pieces = text[1:-1].split(_SENTINEL_SPLIT)
+    if len(pieces) != len(values):  # the sentinel occurs in the data itself
+        return [_one(v) for v in values]
+    return pieces
