@@ -4,6 +4,7 @@ file, unchanged, read cleanly; anything else leaves the stream to read the file.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import pickle
@@ -12,7 +13,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +158,7 @@ def test_an_answer_without_columns_is_built_by_the_stream(
             _scanned_only(child)
         elif case == "columns do not pickle":
             built = early.with_columns
-            child.setattr(early, "with_columns", lambda s: replace(built(s), built=(lambda: 0, {})))
+            child.setattr(early, "with_columns", lambda s: built(s)._replace(built=(lambda: 0, {})))
         else:
             child.setattr(typed, "split_tail", lambda _: None)
         early.start(path)
@@ -417,3 +417,27 @@ def test_a_path_that_cannot_be_read_starts_nothing(tmp_path: Path) -> None:
         assert early.take(path) is None
     entry._scan_early(["analyze", str(loop)])
     assert early.take(loop) is None
+
+
+@needs_fork
+def test_a_run_the_replay_answers_stops_its_early_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the scan starts before the replay is looked up: an answered run lets its child go
+    from traceforensics.cli import replay
+
+    monkeypatch.setattr(sys, "argv", ["tf", "analyze", str(SAMPLE), "--no-cache"])
+    monkeypatch.setattr(replay, "serve", lambda _: True)
+    children: list[int] = []
+    start = early.start
+
+    def recording(path: Path) -> None:
+        start(path)
+        children.append(early._STATE["file"].pid)
+
+    monkeypatch.setattr(early, "start", recording)
+    try:
+        entry.main()
+    finally:
+        gc.enable()  # (the entry pauses it for the imports of a command that runs)
+    assert len(children) == 1 and "file" not in early._STATE
+    with pytest.raises(ChildProcessError):  # stopped and reaped: no zombie left
+        os.waitpid(children[0], os.WNOHANG)

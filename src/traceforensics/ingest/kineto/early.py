@@ -30,21 +30,12 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, NoReturn
 
 from traceforensics.cache_keys import input_identity
 from traceforensics.ingest.detect import json_size_estimate
-from traceforensics.ingest.kineto import chunks, scanner
-from traceforensics.ingest.kineto.chunks import (
-    boundaries,
-    check_size,
-    closed_view,
-    keep_from,
-    pieces,
-    read_header,
-)
+from traceforensics.ingest.kineto import scanner
 from traceforensics.ingest.kineto.scanner import RawScan
 
 if TYPE_CHECKING:
@@ -61,8 +52,9 @@ OFF: Final = "TF_EARLY_SCAN"
 WAIT_S: Final = 60.0
 
 
-@dataclass(frozen=True, slots=True)
-class EarlyScan:
+# (a NamedTuple, and ``chunks`` imported by the functions the child runs: the console script
+# imports this module before it forks, and dataclasses or orjson would delay the fork)
+class EarlyScan(NamedTuple):
     """A file read up to its last chunk: ``top``, the keys before the event list; ``batches``,
     the scanner's result of every chunk in file order; ``rest``, ``[`` + the text after the
     last chunk (the last events and the keys after the list); ``read``, [bytes of the file
@@ -196,7 +188,7 @@ def with_columns(scan: EarlyScan) -> EarlyScan:
     except Exception:
         return scan
     tail = None if scan.tail is None else (scan.tail[0], None)
-    return replace(scan, batches=[], tail=tail, built=(builder.c, builder.memo))
+    return scan._replace(batches=[], tail=tail, built=(builder.c, builder.memo))
 
 
 _STATE: dict[str, _Pending] = {}
@@ -243,14 +235,23 @@ def take(path: Path) -> EarlyScan | None:
     return None
 
 
+def stop() -> None:
+    """Stop the early scan, if one was started (its answer is not wanted)."""
+    pending = _STATE.pop("file", None)
+    if pending is not None and pending.parent == os.getpid():
+        pending.cancel()
+
+
 def scan_file(path: Path) -> EarlyScan | None:
     """``path`` read as the stream reads it, every chunk by the scanner; None as soon as a chunk
     is not the scanner's clean case at its first boundary (the stream would then try the typed
     decoder) or the text goes beyond ``EARLY_MAX_JSON``. Raises what reading the file raises
     (``chunks.NotStreamableError`` for a file the stream does not take)."""
+    from traceforensics.ingest.kineto import chunks
+
     read = [0, 0]
-    text = pieces(path, read)
-    top, pending = read_header(text)
+    text = chunks.pieces(path, read)
+    top, pending = chunks.read_header(text)
     batches: list[RawScan] = []
     seen = len(pending)
     for piece in text:
@@ -275,15 +276,17 @@ def _cut(pending: bytearray, batches: list[RawScan]) -> bool:
     element boundary scanned into ``batches`` and dropped from ``pending``; False when the
     scanner does not read them (the stream would try the typed decoder, then other
     boundaries). No boundary yet: nothing is cut (more text is read)."""
-    first = next(boundaries(pending), None)
+    from traceforensics.ingest.kineto import chunks
+
+    first = next(chunks.boundaries(pending), None)
     if first is None:
-        check_size(pending)
+        chunks.check_size(pending)
         return True
     end, nxt = first
-    with closed_view(pending, end) as view:
+    with chunks.closed_view(pending, end) as view:
         out = scanner.scan_raw(view)
     if out is None:
         return False
     batches.append(out)
-    keep_from(pending, nxt)
+    chunks.keep_from(pending, nxt)
     return True

@@ -42,6 +42,10 @@ def read_columns(path: Path) -> tuple[RawTrace, Columns]:
     when the file allows it, else read whole by the generic reader."""
     check_fits(path, STREAM_MEMORY_PER_JSON_BYTE)
     builder = ColumnBuilder()
+    # polars' first Series from a numpy array imports numpy.ma (~25 ms): here, while the early
+    # scan's child may still be building the columns, rather than after it
+    import numpy.ma  # noqa: F401
+
     scanned = early.take(path)  # read while the command imported polars (``early``)
     try:
         try:
