@@ -371,10 +371,14 @@ def _kept_table(owners: list[tuple[int, dict[str, Any]]]) -> KeptPart:
     parsed = [i for i, v in enumerate(values) if type(v) is not bytes]
     for i, text in zip(parsed, json_texts([values[i] for i in parsed]), strict=True):
         texts[i] = text
+    # each distinct text once (shapes and stacks repeat): the part holds the file's texts as
+    # Python strings until the table is built, as the scanner's do
+    distinct: dict[str, int] = {}
+    codes = [distinct.setdefault(t, len(distinct)) for t in texts]
     n = len(triples)
     return KeptPart(
         np.fromiter((t[0] for t in triples), dtype=np.int64, count=n),
         np.fromiter((KEPT_CODE[t[1]] for t in triples), dtype=np.int32, count=n),
-        np.arange(n, dtype=np.int32),
-        texts,
+        np.array(codes, dtype=np.int32),
+        list(distinct),
     )

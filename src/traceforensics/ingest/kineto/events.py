@@ -27,7 +27,7 @@ from traceforensics.ingest.kineto import categories as cats
 from traceforensics.ingest.kineto import gpu
 from traceforensics.ingest.kineto.batches import Columns
 from traceforensics.ingest.kineto.flows import cpu_pid, fill_correlation_from_flows, gpu_labels
-from traceforensics.ingest.kineto.parts import ExternalPart, KeptPart, joined_external, joined_kept
+from traceforensics.ingest.kineto.parts import ExternalPart, KeptPart, joined_external
 from traceforensics.ingest.kineto.payload import Payload, dim_series, gpu_payload, place_gpu_rows
 from traceforensics.ingest.kineto.scanner import KEPT_KEYS
 from traceforensics.model.errors import CorruptTraceError
@@ -107,20 +107,30 @@ def _category_series(cat: list[Any]) -> pl.Series:
 
 
 def _args_frame(parts: list[KeptPart], id_offset: int) -> pl.DataFrame:
-    """The kept-args side table of the file (``parts.KeptPart``): positions shifted to event
-    ids, key and value categorical."""
-    kept = joined_kept(parts)
-    texts = pl.Series(kept.texts, dtype=pl.String).cast(pl.Categorical)
-    return pl.DataFrame(
-        {
-            "event_id": pl.Series(kept.event + np.int64(id_offset), dtype=pl.Int64),
-            "key": _KEPT_KEY_SERIES.gather(kept.key),
-            "value": texts.gather(kept.value),
-        }
-    )
+    """The kept-args side table of the file (``parts.KeptPart``, taken out of ``parts`` one at
+    a time: a part's texts are Python strings, its rows 16 bytes each, held as a polars frame
+    once converted): positions shifted to event ids, key and value categorical."""
+    frames = [_EMPTY_ARGS]
+    parts.reverse()  # pop() then takes them in file order
+    while parts:
+        part = parts.pop()
+        texts = pl.Series(part.texts, dtype=pl.String).cast(pl.Categorical)
+        frames.append(
+            pl.DataFrame(
+                {
+                    "event_id": pl.Series(part.event + np.int64(id_offset), dtype=pl.Int64),
+                    "key": _KEPT_KEY_SERIES.gather(part.key),
+                    "value": texts.gather(part.value),
+                }
+            )
+        )
+    return pl.concat(frames, how="vertical")
 
 
 _KEPT_KEY_SERIES = pl.Series(KEPT_KEYS, dtype=pl.Categorical)
+_EMPTY_ARGS = pl.DataFrame(
+    schema={"event_id": pl.Int64, "key": pl.Categorical, "value": pl.Categorical}
+)
 
 
 def _external_series(parts: list[ExternalPart]) -> pl.Series:
@@ -261,8 +271,7 @@ def extract(src: Path, c: Columns, rank: int, id_offset: int, base_ns: int | Non
     runtime_names = sorted(set(compress(c.name, map("cuda_api".__eq__, kind))))
     legacy = any(x in cats.LEGACY_CATEGORIES for x in set(map_unique(c.cat, str)))
     ids_used = len(kind)
-    args = _args_frame(c.arg_parts, id_offset)
-    c.arg_parts = []
+    args = _args_frame(c.arg_parts, id_offset)  # (empties the list)
     external = _external_series(c.external_parts)
     c.external_parts = []
     rows = {"device": device, "stream": stream, "pid": pid, "tid": tid, "correlation": correlation}

@@ -4,7 +4,7 @@ A batch (``batches.ColumnBuilder``, from scanned or typed events) leaves these t
 arrays and Python texts, not polars columns, so that a process without polars can build them:
 the early-scan child (``early``) builds a small file's whole columns while the command is
 still importing polars. ``events.extract`` turns the parts of a file into its ``external_id``
-column and its args side table, one polars call each for all its batches::
+column and its args side table::
 
     ExternalPart  ids    [7, 0, 9]      valid [True, False, True]   -> external_id 7, null, 9
     KeptPart      event  [0, 0, 2]      key [0, 3, 0]  (codes into ``KEPT_KEYS``)
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from itertools import accumulate, chain
 from typing import Any
 
 import numpy as np
@@ -85,20 +84,6 @@ def joined_external(
         [p.valid if p.valid is not None else np.ones(p.ids.size, dtype=bool) for p in parts]
     )
     return ids, valid
-
-
-def joined_kept(parts: list[KeptPart]) -> KeptPart:
-    """A file's kept parts in order as one part (value codes into the joined texts)."""
-    if not parts:
-        empty = np.zeros(0, dtype=np.int32)
-        return KeptPart(np.zeros(0, dtype=np.int64), empty, empty, [])
-    starts = [0, *accumulate(len(p.texts) for p in parts)][:-1]
-    return KeptPart(
-        np.concatenate([p.event for p in parts]),
-        np.concatenate([p.key for p in parts]),
-        np.concatenate([p.value + np.int32(s) for p, s in zip(parts, starts, strict=True)]),
-        list(chain.from_iterable(p.texts for p in parts)),
-    )
 
 
 _SENTINEL = "\x00tf-arg-sep\x00"
