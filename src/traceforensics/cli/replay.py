@@ -29,7 +29,6 @@ import io
 import json
 import os
 import sys
-import tempfile
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -127,6 +126,10 @@ def remember(entry: Path | None, out: bytes, err: str) -> None:
     computes again)."""
     if entry is None:
         return
+    # (imported here: the console script imports this module before the early scan's fork,
+    # and tempfile alone took ~10 ms of that)
+    import tempfile
+
     body = out + err.encode("utf-8", errors="surrogateescape")
     head = {"format": REPLAY_FORMAT, "out": len(out), "sha256": hashlib.sha256(body).hexdigest()}
     with contextlib.suppress(OSError, ValueError):

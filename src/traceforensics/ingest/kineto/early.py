@@ -41,9 +41,9 @@ from traceforensics.ingest.kineto.scanner import RawScan
 if TYPE_CHECKING:
     from traceforensics.ingest.kineto.batches import Columns
 
-#: Most JSON text scanned early (bytes; ~25 MB of scanned chunks held until the stream takes
-#: them). Beyond it the load is long enough that the imports are a small part of it, and the
-#: decode worker's path (``parallel.MIN_PARALLEL_BYTES``) reads the file.
+#: Most JSON text scanned early (bytes; the child holds ~25 MB of scanned chunks while it
+#: builds their columns). Beyond it the load is long enough that the imports are a small part
+#: of it, and the decode worker's path (``parallel.MIN_PARALLEL_BYTES``) reads the file.
 EARLY_MAX_JSON: Final = 48 << 20
 #: ``TF_EARLY_SCAN=0`` turns the early scan off (no child process is forked).
 OFF: Final = "TF_EARLY_SCAN"
@@ -92,7 +92,8 @@ class _Pending:
         # exits while this process imports, instead of waiting for it to read 64 KB at a time
         self.answer = os.memfd_create("tf-early", os.MFD_CLOEXEC)
         # Ctrl-C between the fork and the child's handlers would run this process's code in
-        # the child: it is held off there (the child ends by itself, within its scan)
+        # the child: it is held off there (the child ends by itself, within its scan and
+        # column build: well under a second for ``EARLY_MAX_JSON``)
         held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             self.pid = os.fork()
@@ -153,6 +154,11 @@ def _answer(path: Path, answer: int) -> NoReturn:
     failure), then ``os._exit``: the parent's buffers, atexit handlers and finally blocks are
     the parent's to run."""
     try:
+        # the child writes nothing: it does not hold the command's output pipe open either
+        # (``tf analyze T --bogus | cat`` ends when the command does)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
         try:
             scan = scan_file(path)
             data = _pickled(None if scan is None else with_columns(scan)) or _pickled(scan)
@@ -233,13 +239,6 @@ def take(path: Path) -> EarlyScan | None:
     except Exception:  # any doubt: the stream reads the file (and says what is wrong)
         pass
     return None
-
-
-def stop() -> None:
-    """Stop the early scan, if one was started (its answer is not wanted)."""
-    pending = _STATE.pop("file", None)
-    if pending is not None and pending.parent == os.getpid():
-        pending.cancel()
 
 
 def scan_file(path: Path) -> EarlyScan | None:

@@ -27,7 +27,7 @@ from traceforensics.ingest.kineto import categories as cats
 from traceforensics.ingest.kineto import gpu
 from traceforensics.ingest.kineto.batches import Columns
 from traceforensics.ingest.kineto.flows import cpu_pid, fill_correlation_from_flows, gpu_labels
-from traceforensics.ingest.kineto.parts import ExternalPart, KeptPart, joined_external
+from traceforensics.ingest.kineto.parts import ExternalPart, KeptPart
 from traceforensics.ingest.kineto.payload import Payload, dim_series, gpu_payload, place_gpu_rows
 from traceforensics.ingest.kineto.scanner import KEPT_KEYS
 from traceforensics.model.errors import CorruptTraceError
@@ -134,10 +134,17 @@ _EMPTY_ARGS = pl.DataFrame(
 
 
 def _external_series(parts: list[ExternalPart]) -> pl.Series:
-    """The ``external_id`` column (Int64, null where a row has none) of the file's parts."""
-    ids, valid = joined_external(parts)
-    series = pl.Series(ids, dtype=pl.Int64)
-    return series if valid.all() else series.scatter(np.flatnonzero(~valid), None)
+    """The ``external_id`` column (Int64, null where a row has none) of the file's parts,
+    taken out of ``parts`` one at a time (no joined copy of 10M ids beside them)."""
+    series = [pl.Series([], dtype=pl.Int64)]
+    parts.reverse()  # pop() then takes them in file order
+    while parts:
+        part = parts.pop()
+        one = pl.Series(part.ids, dtype=pl.Int64)
+        if part.valid is not None and not part.valid.all():
+            one = one.scatter(np.flatnonzero(~part.valid), None)
+        series.append(one)
+    return pl.concat(series)
 
 
 def _event_frame(
@@ -272,8 +279,7 @@ def extract(src: Path, c: Columns, rank: int, id_offset: int, base_ns: int | Non
     legacy = any(x in cats.LEGACY_CATEGORIES for x in set(map_unique(c.cat, str)))
     ids_used = len(kind)
     args = _args_frame(c.arg_parts, id_offset)  # (empties the list)
-    external = _external_series(c.external_parts)
-    c.external_parts = []
+    external = _external_series(c.external_parts)  # (empties the list)
     rows = {"device": device, "stream": stream, "pid": pid, "tid": tid, "correlation": correlation}
     del kind, device, stream, pid, tid, correlation, gpu_idx
     events = _event_frame(

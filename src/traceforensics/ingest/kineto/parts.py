@@ -51,8 +51,8 @@ class ExternalPart:
 @dataclass(frozen=True, slots=True)
 class KeptPart:
     """Kept args of a batch (see the module docstring): ``event``, int64 row positions in the
-    file; ``key``, int32 codes into ``KEPT_KEYS``; ``value``, int32 codes into ``texts``, the
-    values' JSON texts."""
+    file; ``key``, int32 codes into ``KEPT_KEYS``; ``value``, int32 codes into ``texts``, JSON
+    texts (a scanned chunk's: every kept text it read, some of rows that keep none)."""
 
     event: npt.NDArray[np.int64]
     key: npt.NDArray[np.int32]
@@ -71,19 +71,6 @@ def external_part(ids: list[int | None]) -> ExternalPart:
     valid = np.fromiter((v is not None for v in ids), dtype=bool, count=len(ids))
     filled = np.fromiter((0 if v is None else v for v in ids), dtype=np.int64, count=len(ids))
     return ExternalPart(filled, valid)
-
-
-def joined_external(
-    parts: list[ExternalPart],
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
-    """``(ids, valid)`` of a file's parts in order, as one pair of arrays."""
-    if not parts:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
-    ids = np.concatenate([p.ids for p in parts])
-    valid = np.concatenate(
-        [p.valid if p.valid is not None else np.ones(p.ids.size, dtype=bool) for p in parts]
-    )
-    return ids, valid
 
 
 _SENTINEL = "\x00tf-arg-sep\x00"

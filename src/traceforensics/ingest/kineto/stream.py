@@ -21,7 +21,8 @@ worker while it has fewer than ``WORKER_QUEUE`` chunks, else is decoded here; re
 file order.
 
 A file the early scan read (``early``: gunzipped, scanned and built into columns while the
-command imported polars) is not read again: its columns are taken, then its tail is read.
+command imported polars) is not read again: its columns are taken, then its tail is read (when
+the child did not read it too).
 
 Anything outside this clean case raises ``NotStreamableError`` and the caller reads the file with
 the generic whole-file reader (``reader``), which knows every irregular shape: the Chrome array
