@@ -48,6 +48,16 @@ def _no_scan_left(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def _load_early(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TraceSession, int]:
     """``path`` loaded after its early scan was started; how many times the stream built the
     columns from the scan instead of reading the file."""
+    early.start(path)
+    try:
+        return _load_counting(path, monkeypatch)
+    finally:
+        early.take(path)  # a scan the load did not take is let go (and its child waited for)
+
+
+def _load_counting(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TraceSession, int]:
+    """``path`` loaded (its early scan started already, or not); how many times the stream
+    took an early scan instead of reading the file."""
     used: list[Path] = []
     from_early = stream._from_early
 
@@ -56,11 +66,7 @@ def _load_early(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TraceSessi
         return from_early(p, *rest)
 
     monkeypatch.setattr(stream, "_from_early", counting)
-    early.start(path)
-    try:
-        return load_kineto([path]), len(used)
-    finally:
-        early.take(path)  # a scan the load did not take is let go (and its child waited for)
+    return load_kineto([path]), len(used)
 
 
 @needs_fork
@@ -167,22 +173,9 @@ def test_an_answer_without_columns_is_built_by_the_stream(
         assert answer.built is not None and answer.tail is None and answer.rest
     else:
         assert answer.built is None and len(answer.batches) >= 5
-    got, used = _load_early_taken(path, monkeypatch)
+    got, used = _load_counting(path, monkeypatch)
     assert used == 1
     _same(got, want)
-
-
-def _load_early_taken(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TraceSession, int]:
-    """``_load_early`` of the scan started already."""
-    used: list[Path] = []
-    from_early = stream._from_early
-
-    def counting(p: Path, *rest: Any) -> dict[str, Any]:
-        used.append(p)
-        return from_early(p, *rest)
-
-    monkeypatch.setattr(stream, "_from_early", counting)
-    return load_kineto([path]), len(used)
 
 
 def test_the_child_builds_the_columns_without_polars() -> None:
