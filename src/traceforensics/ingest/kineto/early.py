@@ -39,7 +39,7 @@ from traceforensics.ingest.kineto import scanner
 from traceforensics.ingest.kineto.scanner import RawScan
 
 if TYPE_CHECKING:
-    from traceforensics.ingest.kineto.batches import Columns
+    from traceforensics.ingest.kineto.batches import ColumnBuilder, Columns
 
 #: Most JSON text scanned early (bytes; the child holds ~25 MB of scanned chunks while it
 #: builds their columns). Beyond it the load is long enough that the imports are a small part
@@ -179,22 +179,29 @@ def _pickled(value: EarlyScan | None) -> bytes | None:
 
 
 def with_columns(scan: EarlyScan) -> EarlyScan:
-    """``scan`` with its events' columns built (``EarlyScan.built``), as the stream builds
-    them; ``scan`` itself when building raises (the stream then builds them, and reports what
-    is wrong as it would have)."""
+    """``scan`` with its events' columns built (``EarlyScan.built``, by ``build_columns``);
+    ``scan`` itself when building raises (the stream then builds them, and reports what is
+    wrong as it would have)."""
     try:
-        from traceforensics.ingest.kineto import colscan  # numpy: imported in the child alone
         from traceforensics.ingest.kineto.batches import ColumnBuilder
 
         builder = ColumnBuilder()
-        for batch in scan.batches:
-            builder.add(colscan.scanned(batch))
-        if scan.tail is not None and scan.tail[1] is not None:
-            builder.add(colscan.scanned(scan.tail[1]))
+        build_columns(scan, builder)
     except Exception:
         return scan
     tail = None if scan.tail is None else (scan.tail[0], None)
     return scan._replace(batches=[], tail=tail, built=(builder.c, builder.memo))
+
+
+def build_columns(scan: EarlyScan, builder: ColumnBuilder) -> None:
+    """Add the scanned events of ``scan`` to ``builder`` in file order: every chunk, then the
+    last events when the child read them too (``tail``)."""
+    from traceforensics.ingest.kineto import colscan  # numpy: in the child, imported only now
+
+    for batch in scan.batches:
+        builder.add(colscan.scanned(batch))
+    if scan.tail is not None and scan.tail[1] is not None:
+        builder.add(colscan.scanned(scan.tail[1]))
 
 
 _STATE: dict[str, _Pending] = {}

@@ -13,7 +13,7 @@ Timestamps: ``start_ns = baseTimeNanoseconds + ns(ts)`` when the file has a base
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from pathlib import Path
@@ -111,9 +111,7 @@ def _args_frame(parts: list[KeptPart], id_offset: int) -> pl.DataFrame:
     a time: a part's texts are Python strings, its rows 16 bytes each, held as a polars frame
     once converted): positions shifted to event ids, key and value categorical."""
     frames = [_EMPTY_ARGS]
-    parts.reverse()  # pop() then takes them in file order
-    while parts:
-        part = parts.pop()
+    for part in _drained(parts):
         texts = pl.Series(part.texts, dtype=pl.String).cast(pl.Categorical)
         frames.append(
             pl.DataFrame(
@@ -133,13 +131,18 @@ _EMPTY_ARGS = pl.DataFrame(
 )
 
 
+def _drained(items: list[T]) -> Iterator[T]:
+    """``items`` in order, each let go by the list as it is taken (the list ends empty)."""
+    items.reverse()  # pop() then takes them in order
+    while items:
+        yield items.pop()
+
+
 def _external_series(parts: list[ExternalPart]) -> pl.Series:
     """The ``external_id`` column (Int64, null where a row has none) of the file's parts,
     taken out of ``parts`` one at a time (no joined copy of 10M ids beside them)."""
     series = [pl.Series([], dtype=pl.Int64)]
-    parts.reverse()  # pop() then takes them in file order
-    while parts:
-        part = parts.pop()
+    for part in _drained(parts):
         one = pl.Series(part.ids, dtype=pl.Int64)
         if part.valid is not None and not part.valid.all():
             one = one.scatter(np.flatnonzero(~part.valid), None)

@@ -40,7 +40,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
-from traceforensics.ingest.kineto import chunks, colscan, parallel
+from traceforensics.ingest.kineto import chunks, colscan, early, parallel
 from traceforensics.ingest.kineto.batches import ColumnBuilder, build_batch
 from traceforensics.ingest.kineto.chunks import (
     NotStreamableError,
@@ -251,16 +251,14 @@ def _from_early(path: Path, scanned: EarlyScan, builder: ColumnBuilder) -> dict[
     else here), then the rest of the file as the stream reads it (``_tail``)."""
     if scanned.built is not None:
         builder.c, builder.memo = scanned.built
-    for batch in scanned.batches:
-        builder.add(colscan.scanned(batch))
+    else:
+        early.build_columns(scanned, builder)
     _report_read(path, scanned.read, builder)
     if scanned.tail is None:
         rest, last = _tail(scanned.rest)
         builder.add(last)
-    else:  # read by the child too (and in its columns when it built them)
-        rest, raw = scanned.tail
-        if raw is not None:
-            builder.add(colscan.scanned(raw))
+    else:  # read by the child too, and in the columns now
+        rest = scanned.tail[0]
     return _ended(builder, scanned.top | rest)
 
 
