@@ -76,6 +76,34 @@ def test_broken_entry_is_recomputed(
     assert code == 0 and again == first, err
 
 
+def test_a_changed_entry_is_recomputed_not_served(
+    tmp_path: Path, xdg: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An entry changed where it still unpickles (another float: no pickle error) is never
+    served: its first line, the SHA-256 of the pickle, no longer matches."""
+    import pickletools
+
+    trace = tmp_path / "t.json.gz"
+    shutil.copyfile(EXAMPLE, trace)
+    code, first, err = run_cli(["analyze", "--json", str(trace)], capsys)
+    assert code == 0, err
+    (entry,) = _results(xdg)
+    data = bytearray(entry.read_bytes())
+    body = data.index(b"\n") + 1
+    floats = [
+        pos
+        for op, value, pos in pickletools.genops(bytes(data[body:]))
+        if op.name == "BINFLOAT" and isinstance(value, float) and 0.01 < value < 1.0
+    ]
+    assert floats, "no float in the entry: nothing would be tested"
+    for pos in floats:
+        data[body + pos + 3] ^= 0x10  # a mantissa bit: another value, still a valid pickle
+    entry.write_bytes(bytes(data))
+    code, again, err = run_cli(["analyze", "--json", str(trace)], capsys)
+    assert code == 0, err
+    assert again == first
+
+
 @pytest.mark.parametrize("extra", [["--no-cache"], ["--steps", "3:"]])
 def test_bypassed(
     tmp_path: Path, xdg: Path, extra: list[str], capsys: pytest.CaptureFixture[str]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from traceforensics.model import SchemaError, TraceMeta, TraceSession
+from traceforensics.model.errors import CorruptTraceError
 from traceforensics.model.schema import EVENT_SCHEMA
 from traceforensics.model.session import DeviceInfo, InputInfo
 
@@ -141,7 +143,14 @@ def test_a_deferred_load_reads_its_tables_once_when_first_needed(
     )
     assert damaged.event_columns(["name"]).equals(other.events.select("name"))
     assert damaged.events.equals(other.events)
-    with pytest.raises(pl.exceptions.PolarsError):  # no fallback: the read's own error
+    # no fallback: the error of the read, here the file's check against its record
+    with pytest.raises(CorruptTraceError, match=r"events\.parquet: its bytes do not match"):
+        _ = TraceSession.load(tmp_path / "sess", defer=True).events
+    # a session saved without records (``files``) gets polars' own error
+    sidecar = json.loads((tmp_path / "sess" / "meta.json").read_text())
+    del sidecar["files"]
+    (tmp_path / "sess" / "meta.json").write_text(json.dumps(sidecar))
+    with pytest.raises(pl.exceptions.PolarsError):
         _ = TraceSession.load(tmp_path / "sess", defer=True).events
 
 

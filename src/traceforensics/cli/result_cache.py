@@ -6,11 +6,13 @@ Key: the session cache key of the input (path, size, mtime of every file, the re
 + the analysis options + a hash of the source of ``ingest``, ``model`` and ``analysis``, so a
 changed input, option or analysis rule never serves an old result. Stored as a pickle of the
 ``Analysis`` without its session under ``$XDG_CACHE_HOME/traceforensics/results`` (never beside
-the input); the session is the one just loaded, and the warnings are re-read from it (they
-quote the path as typed this time). A session read from the session cache is deferred, so a
-run served here reads only its metadata, never its tables, unless a renderer reads them (the
-terminal report's lead-in note, figures). Not used with ``--monitor`` or ``--no-cache``. Any
-failure to read or write the cache falls back to computing.
+the input), after a first line with the pickle's SHA-256: an entry whose bytes changed since it
+was written is recomputed, never unpickled. The session is the one just loaded, and the
+warnings are re-read from it (they quote the path as typed this time). A session read from
+the session cache is deferred, so a run served here reads only its metadata, never its tables,
+unless a renderer reads them (the terminal report's lead-in note, figures). Not used with
+``--monitor`` or ``--no-cache``. Any failure to read or write the cache falls back to
+computing.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from traceforensics.analysis.pipeline import Analysis
 from traceforensics.ingest.cache import cache_root, input_key, source_fingerprint
 from traceforensics.model.session import TraceSession
 
-CACHE_FORMAT = "1"
+#: Bumped when what an entry holds changes (2: the SHA-256 line before the pickle).
+CACHE_FORMAT = "2"
 
 
 @functools.cache
@@ -60,8 +63,7 @@ def cached_analyze(
     options were analysed before by the same rules; written there otherwise."""
     entry = results_root() / f"{result_key(path, options)}.pkl"
     with contextlib.suppress(Exception):
-        with entry.open("rb") as fh:
-            stored = pickle.load(fh)
+        stored = _read(entry)
         if isinstance(stored, Analysis) and stored.options == options:
             return dataclasses.replace(
                 stored, session=session, warnings=list(session.meta.warnings)
@@ -79,13 +81,20 @@ def cached_apart(path: str, options: AnalysisOptions, run: Callable[[], Analysis
     key = hashlib.sha256(f"{result_key(Path(path), options)}|apart|{path}".encode()).hexdigest()
     entry = results_root() / f"{key[:32]}.pkl"
     with contextlib.suppress(Exception):
-        with entry.open("rb") as fh:
-            stored = pickle.load(fh)
+        stored = _read(entry)
         if isinstance(stored, Analysis) and stored.options == options:
             return stored
     result = run()
     _save(entry, result, keep_session=True)
     return result
+
+
+def _read(entry: Path) -> object:
+    """The unpickled entry, after its first line (the pickle's SHA-256) is checked."""
+    head, _, body = entry.read_bytes().partition(b"\n")
+    if hashlib.sha256(body).hexdigest().encode() != head:
+        raise ValueError(f"{entry}: not the entry that was written")
+    return pickle.loads(body)
 
 
 def _save(entry: Path, result: Analysis, keep_session: bool = False) -> None:
@@ -104,8 +113,9 @@ def _save(entry: Path, result: Analysis, keep_session: bool = False) -> None:
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=entry.parent)
+        body = pickle.dumps(bare, protocol=pickle.HIGHEST_PROTOCOL)
         with os.fdopen(fd, "wb") as fh:
-            pickle.dump(bare, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            fh.write(hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
         os.replace(tmp, entry)
         tmp = None
     except (OSError, pickle.PicklingError, TypeError, AttributeError):

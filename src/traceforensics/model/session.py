@@ -1,7 +1,9 @@
 """``TraceSession``: the event table, its args side table and trace-level metadata.
 
 A session is what every ingester returns and every analysis consumes. It can be saved to a
-directory (``events.parquet``, ``args.parquet``, ``meta.json``) and loaded back unchanged.
+directory (``events.parquet``, ``args.parquet``, ``meta.json``) and loaded back unchanged;
+``meta.json`` records each table file's size and checksum, checked before it is read back
+(``integrity``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from traceforensics.model.errors import SchemaError
+from traceforensics.model.integrity import FileRecord, check_file, file_record
 from traceforensics.model.schema import (
     ARGS_SCHEMA,
     BUSY_KINDS,
@@ -30,6 +33,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 SESSION_FORMAT_VERSION = 1
+#: The table files of a saved session (``TraceSession.save``).
+EVENTS_FILE, ARGS_FILE = "events.parquet", "args.parquet"
 #: The name of a GPU the trace does not name (never an empty string).
 UNKNOWN_DEVICE = "unknown"
 
@@ -272,12 +277,19 @@ class TraceSession:
 
     # -- persistence ----------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
-        """Write ``events.parquet``, ``args.parquet`` and ``meta.json`` into ``directory``."""
+        """Write ``events.parquet``, ``args.parquet`` and ``meta.json`` (the metadata, and each
+        table file's size and CRC-32: ``integrity``) into ``directory``."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
-        self.events.write_parquet(out / "events.parquet")
-        self.args.write_parquet(out / "args.parquet")
-        sidecar = {"session_format": SESSION_FORMAT_VERSION, "meta": self.meta.to_dict()}
+        files: dict[str, FileRecord] = {}
+        for name, table in ((EVENTS_FILE, self.events), (ARGS_FILE, self.args)):
+            table.write_parquet(out / name)
+            files[name] = file_record(out / name)
+        sidecar = {
+            "session_format": SESSION_FORMAT_VERSION,
+            "meta": self.meta.to_dict(),
+            "files": files,
+        }
         (out / "meta.json").write_text(json.dumps(sidecar, indent=1), encoding="utf-8")
         return out
 
@@ -303,13 +315,14 @@ class TraceSession:
                 f"{SESSION_FORMAT_VERSION}; load the trace again and save it with this version"
             )
         meta = TraceMeta.from_dict(sidecar["meta"])
+        saved = _SavedFiles(src, sidecar.get("files"))
         if not defer:
-            events, args = _saved_tables(src, meta)
+            events, args = _saved_tables(saved, meta)
             return cls(events, meta, args)
 
         def tables() -> tuple[pl.DataFrame, pl.DataFrame]:
             try:
-                return _saved_tables(src, meta)
+                return _saved_tables(saved, meta)
             except DAMAGED_FILE:
                 if fallback is None:
                     raise
@@ -320,7 +333,7 @@ class TraceSession:
             if unknown:
                 raise SchemaError(f"not event table columns: {sorted(unknown)}")
             try:
-                return _saved_columns(src, names)
+                return _saved_columns(saved, names)
             except DAMAGED_FILE:  # unreadable: from the whole tables (or the fallback's) then
                 session._tables()
                 return session.event_columns(names)
@@ -354,17 +367,41 @@ class TraceSession:
         )
 
 
-def _saved_tables(src: Path, meta: TraceMeta) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The validated ``(events, args)`` saved in ``src`` (``TraceSession.save``)."""
-    events = conform_events(pl.read_parquet(src / "events.parquet"))
-    args = conform_args(pl.read_parquet(src / "args.parquet"))
+class _SavedFiles:
+    """The table files of a saved session (``directory``) and their records from its
+    ``meta.json`` (``files``; None for a session saved without them): ``path`` checks a file
+    against its record once, the first time it is asked for."""
+
+    def __init__(self, directory: Path, records: object) -> None:
+        self.directory = directory
+        self.records = records if isinstance(records, dict) else None
+        self.checked: set[str] = set()
+
+    def path(self, name: str) -> Path:
+        path = self.directory / name
+        if name not in self.checked:
+            if self.records is not None:
+                record = self.records.get(name)
+                if not isinstance(record, dict):
+                    raise SchemaError(f"{self.directory / 'meta.json'}: no record of {name}")
+                check_file(path, record)
+            self.checked.add(name)
+        return path
+
+
+def _saved_tables(saved: _SavedFiles, meta: TraceMeta) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The validated ``(events, args)`` of a saved session (``TraceSession.save``), each file
+    checked against its record first."""
+    events = conform_events(pl.read_parquet(saved.path(EVENTS_FILE)))
+    args = conform_args(pl.read_parquet(saved.path(ARGS_FILE)))
     TraceSession(events, meta, args).validate()
     return events, args
 
 
-def _saved_columns(src: Path, names: list[str]) -> pl.DataFrame:
-    """The event columns ``names`` saved in ``src``, their dtypes checked."""
-    part = pl.read_parquet(src / "events.parquet", columns=names)
+def _saved_columns(saved: _SavedFiles, names: list[str]) -> pl.DataFrame:
+    """The event columns ``names`` of a saved session, their dtypes checked (the whole file
+    is checked against its record first: a damaged page may hold any column)."""
+    part = pl.read_parquet(saved.path(EVENTS_FILE), columns=names)
     if dict(part.schema) != {n: EVENT_SCHEMA[n] for n in names}:
-        raise SchemaError(f"{src}: saved event columns {dict(part.schema)}")
+        raise SchemaError(f"{saved.directory}: saved event columns {dict(part.schema)}")
     return part

@@ -1,0 +1,181 @@
+"""A saved session's table files carry their size and CRC-32 in ``meta.json``
+(``model.integrity``): a file changed since it was saved is never read as the saved one. The
+Parquet pages polars writes carry no checksum it checks: bytes changed in the middle of a table
+decoded into other values, and a cached re-run reported another analysis (exit 0)."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import zlib
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.conftest import ROOT, run_cli
+from traceforensics.model import TraceMeta, TraceSession
+from traceforensics.model.errors import CorruptTraceError
+from traceforensics.model.integrity import check_file, file_record
+
+EXAMPLE = ROOT / "examples" / "synthetic_training.pt.trace.json.gz"
+
+
+def _session(n: int = 2000) -> TraceSession:
+    frame = pl.DataFrame(
+        {
+            "event_id": list(range(n)),
+            "kind": ["kernel"] * n,
+            "start_ns": [10 * i for i in range(n)],
+            "dur_ns": [7] * n,
+            "rank": [0] * n,
+            "device": [0] * n,
+            "name": [f"k{i % 13}" for i in range(n)],
+        }
+    )
+    return TraceSession.from_frames(frame, TraceMeta(source_format="test"))
+
+
+def _flip(path: Path, at: float = 0.5, count: int = 64) -> None:
+    """``count`` bytes of ``path`` changed from the fraction ``at`` on; its size kept."""
+    data = bytearray(path.read_bytes())
+    start = int(len(data) * at)
+    for i in range(start, min(start + count, len(data) - 8)):
+        data[i] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+def _flip_silently(path: Path) -> None:
+    """Change bytes of the Parquet file ``path`` (its size kept) where polars still reads it,
+    into another table: the damage a reader without a checksum serves as the saved table."""
+    data = path.read_bytes()
+    saved = pl.read_parquet(io.BytesIO(data))
+    for k in range(1, 40):
+        changed = bytearray(data)
+        start = int(len(data) * k / 40)
+        for i in range(start, start + 8):
+            changed[i] ^= 0x5A
+        try:
+            read = pl.read_parquet(io.BytesIO(bytes(changed)))
+        except BaseException:  # (polars' panic is no ``Exception``)
+            continue
+        if not read.equals(saved):
+            path.write_bytes(bytes(changed))
+            return
+    raise AssertionError(f"{path}: no change polars reads silently: nothing would be tested")
+
+
+def test_the_record_is_the_files_size_and_crc32(tmp_path: Path) -> None:
+    out = _session().save(tmp_path / "s")
+    files = json.loads((out / "meta.json").read_text())["files"]
+    assert set(files) == {"events.parquet", "args.parquet"}
+    for name, record in files.items():
+        data = (out / name).read_bytes()  # computed here independently, in one piece
+        assert record == {"bytes": len(data), "crc32": f"{zlib.crc32(data):08x}"}
+        assert file_record(out / name) == record
+
+
+def test_a_changed_table_is_refused_with_one_line(tmp_path: Path) -> None:
+    out = _session().save(tmp_path / "s")
+    assert TraceSession.load(out).events.height == 2000
+    _flip(out / "events.parquet")
+    with pytest.raises(CorruptTraceError) as err:
+        TraceSession.load(out)
+    message = str(err.value)
+    assert "\n" not in message and str(out / "events.parquet") in message
+    assert "save the session again" in message
+
+
+@pytest.mark.parametrize("change", ["flip", "append", "cut"])
+def test_check_file_sees_any_change(tmp_path: Path, change: str) -> None:
+    path = tmp_path / "f.bin"
+    path.write_bytes(bytes(range(256)) * 40_000)  # over two read blocks
+    record = file_record(path)
+    check_file(path, record)  # unchanged: passes
+    check_file(path, None)  # no record: nothing to check
+    if change == "flip":
+        _flip(path, at=0.99, count=1)
+    elif change == "append":
+        path.write_bytes(path.read_bytes() + b"\0")
+    else:
+        path.write_bytes(path.read_bytes()[:-1])
+    with pytest.raises(CorruptTraceError):
+        check_file(path, record)
+
+
+def test_a_deferred_session_reads_a_changed_table_from_its_fallback(tmp_path: Path) -> None:
+    out = _session().save(tmp_path / "s")
+    _flip(out / "args.parquet", count=8)
+    _flip(out / "events.parquet")
+    fresh = _session()
+    calls: list[int] = []
+
+    def fallback() -> tuple[pl.DataFrame, pl.DataFrame]:
+        calls.append(1)
+        return fresh.events, fresh.args
+
+    session = TraceSession.load(out, defer=True, fallback=fallback)
+    # a column read alone checks the whole file too: a damaged page may hold any column
+    assert session.event_columns(["start_ns"]).get_column("start_ns").to_list() == [
+        10 * i for i in range(2000)
+    ]
+    assert calls == [1] and session.events.equals(fresh.events)
+
+
+def test_a_session_saved_without_records_still_loads(tmp_path: Path) -> None:
+    """Sessions saved before the records existed (no ``files``) are read unchecked."""
+    out = _session().save(tmp_path / "s")
+    sidecar = json.loads((out / "meta.json").read_text())
+    del sidecar["files"]
+    (out / "meta.json").write_text(json.dumps(sidecar))
+    assert TraceSession.load(out).events.equals(_session().events)
+
+
+def test_the_session_cache_never_serves_a_changed_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cached table polars would read into other values is read from the input instead."""
+    from traceforensics.ingest.cache import cached_load
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    src = tmp_path / "t.json"
+    src.write_text("{}")
+    calls: list[int] = []
+
+    def loader(_: Path) -> TraceSession:
+        calls.append(1)
+        return _session()
+
+    first = cached_load(src, loader)
+    (table,) = (tmp_path / "xdg").rglob("events.parquet")
+    _flip_silently(table)
+    again = cached_load(src, loader)
+    assert again.events.equals(first.events)
+    assert calls == [1, 1]  # read from the input again
+
+
+def test_a_cached_run_on_a_changed_table_gives_the_uncached_analysis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the command: a changed cached table is read from the input instead, the
+    analysis the same as without any cache, and the entry written again whole."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    trace = tmp_path / "t.pt.trace.json.gz"
+    shutil.copyfile(EXAMPLE, trace)
+    # ``--steps 2:`` bypasses the analysis cache (a part of the trace), not the session cache
+    argv = ["analyze", "--json", "--steps", "2:", str(trace)]
+    code, uncached, err = run_cli([*argv, "--no-cache"], capsys)
+    assert code == 0, err
+    code, first, err = run_cli(argv, capsys)
+    assert code == 0 and first == uncached, err
+    sessions = tmp_path / "xdg" / "traceforensics" / "sessions"
+    for name in ("events.parquet", "args.parquet"):
+        (table,) = sessions.glob(f"*/{name}")
+        _flip_silently(table)
+        code, again, err = run_cli(argv, capsys)
+        assert code == 0, err
+        assert json.loads(again) == json.loads(uncached), name
+        (meta,) = sessions.glob("*/meta.json")
+        record = json.loads(meta.read_text())["files"][name]
+        assert file_record(meta.parent / name) == record  # written again, whole
