@@ -9,7 +9,9 @@ import io
 import json
 import shutil
 import zlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -17,7 +19,7 @@ import pytest
 from tests.conftest import ROOT, run_cli
 from traceforensics.model import TraceMeta, TraceSession
 from traceforensics.model.errors import CorruptTraceError
-from traceforensics.model.integrity import check_file, file_record
+from traceforensics.model.integrity import check_file, file_record, sealed
 
 EXAMPLE = ROOT / "examples" / "synthetic_training.pt.trace.json.gz"
 
@@ -84,7 +86,7 @@ def test_a_changed_table_is_refused_with_one_line(tmp_path: Path) -> None:
         TraceSession.load(out)
     message = str(err.value)
     assert "\n" not in message and str(out / "events.parquet") in message
-    assert "save the session again" in message
+    assert "load the trace again and save it" in message
 
 
 @pytest.mark.parametrize("change", ["flip", "append", "cut"])
@@ -124,12 +126,81 @@ def test_a_deferred_session_reads_a_changed_table_from_its_fallback(tmp_path: Pa
 
 
 def test_a_session_saved_without_records_still_loads(tmp_path: Path) -> None:
-    """Sessions saved before the records existed (no ``files``) are read unchecked."""
+    """Sessions saved before the checks existed (no ``files``, no ``sha256``) are read
+    unchecked, except by a reader that requires them (the session cache)."""
     out = _session().save(tmp_path / "s")
     sidecar = json.loads((out / "meta.json").read_text())
-    del sidecar["files"]
+    del sidecar["files"], sidecar["sha256"]
     (out / "meta.json").write_text(json.dumps(sidecar))
     assert TraceSession.load(out).events.equals(_session().events)
+    with pytest.raises(CorruptTraceError, match="does not match the checksum"):
+        TraceSession.load(out, require_checks=True)
+
+
+def _edit_sidecar(directory: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    path = directory / "meta.json"
+    sidecar = json.loads(path.read_text())
+    edit(sidecar)
+    path.write_text(json.dumps(sidecar, indent=1))
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        # the metadata the analysis reads (a clock base, here) is covered by the digest
+        (lambda c: c["meta"].update(clock_base_ns=123), "does not match the checksum"),
+        # a record changed, or its key: the checks are not turned off
+        (lambda c: c["files"]["events.parquet"].update(crc32="00000000"), "does not match"),
+        (lambda c: c.update(filez=c.pop("files")), "does not match the checksum"),
+        # damaged consistently (the digest made anew): records that are no records
+        (lambda c: c.update(sealed({**c, "files": 7})), "no records of the table files"),
+        (lambda c: c.update(sealed({**c, "files": {}})), "no record of events.parquet"),
+    ],
+)
+def test_a_changed_meta_json_is_refused(
+    tmp_path: Path, edit: Callable[[dict[str, Any]], None], says: str
+) -> None:
+    out = _session().save(tmp_path / "s")
+    _edit_sidecar(out, edit)
+    with pytest.raises(CorruptTraceError, match=says):
+        TraceSession.load(out)
+
+
+def test_a_column_read_alone_is_checked_too(tmp_path: Path) -> None:
+    """``event_columns`` of a deferred session: the file is checked before its columns are
+    read, with or without a fallback, and stays refused on a later read. The file is swapped
+    for another valid one (polars reads it without an error)."""
+    out = _session().save(tmp_path / "s")
+    moved = _session()
+    moved = TraceSession.from_frames(
+        moved.events.with_columns(pl.col("start_ns") + 1), TraceMeta(source_format="test")
+    )
+    moved.events.write_parquet(out / "events.parquet")
+    calls: list[int] = []
+
+    def fallback() -> tuple[pl.DataFrame, pl.DataFrame]:
+        calls.append(1)
+        good = _session()
+        return good.events, good.args
+
+    session = TraceSession.load(out, defer=True, fallback=fallback)
+    assert session.event_columns(["start_ns"]).get_column("start_ns").to_list() == [
+        10 * i for i in range(2000)
+    ]
+    assert calls == [1]
+    alone = TraceSession.load(out, defer=True)
+    for _ in range(2):  # refused each time: a failed check never marks the file checked
+        with pytest.raises(CorruptTraceError):
+            alone.event_columns(["start_ns"])
+    with pytest.raises(CorruptTraceError):
+        _ = alone.events
+
+
+def test_a_missing_table_file_is_one_line(tmp_path: Path) -> None:
+    out = _session().save(tmp_path / "s")
+    (out / "args.parquet").unlink()
+    with pytest.raises(CorruptTraceError, match=r"args\.parquet: cannot be read"):
+        TraceSession.load(out)
 
 
 def test_the_session_cache_never_serves_a_changed_table(
@@ -153,6 +224,11 @@ def test_the_session_cache_never_serves_a_changed_table(
     again = cached_load(src, loader)
     assert again.events.equals(first.events)
     assert calls == [1, 1]  # read from the input again
+    # an entry without its checks is not one this code wrote whole: read from the input too
+    _edit_sidecar(table.parent, lambda c: [c.pop("files"), c.pop("sha256")])
+    _flip_silently(table)
+    assert cached_load(src, loader).events.equals(first.events)
+    assert calls == [1, 1, 1]
 
 
 def test_a_cached_run_on_a_changed_table_gives_the_uncached_analysis(

@@ -91,8 +91,10 @@ def cached_apart(path: str, options: AnalysisOptions, run: Callable[[], Analysis
 
 def _read(entry: Path) -> object:
     """The unpickled entry, after its first line (the pickle's SHA-256) is checked."""
-    head, _, body = entry.read_bytes().partition(b"\n")
-    if hashlib.sha256(body).hexdigest().encode() != head:
+    data = entry.read_bytes()
+    cut = data.index(b"\n")
+    body = memoryview(data)[cut + 1 :]
+    if hashlib.sha256(body).hexdigest().encode() != data[:cut]:
         raise ValueError(f"{entry}: not the entry that was written")
     return pickle.loads(body)
 
@@ -111,11 +113,12 @@ def _save(entry: Path, result: Analysis, keep_session: bool = False) -> None:
     )
     tmp: str | None = None
     try:
+        body = pickle.dumps(bare, protocol=pickle.HIGHEST_PROTOCOL)
         entry.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=entry.parent)
-        body = pickle.dumps(bare, protocol=pickle.HIGHEST_PROTOCOL)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+            fh.write(hashlib.sha256(body).hexdigest().encode() + b"\n")
+            fh.write(body)
         os.replace(tmp, entry)
         tmp = None
     except (OSError, pickle.PicklingError, TypeError, AttributeError):

@@ -43,7 +43,9 @@ def cached_load(path: Path, loader: Callable[[Path], TraceSession]) -> TraceSess
         try:
             # the tables are read when first needed: a run the analysis cache serves needs
             # only the metadata; a damaged table is then read from the input instead
-            return _as_typed(TraceSession.load(entry, defer=True, fallback=reload), path)
+            # (``require_checks``: an entry written by this code carries its checksums)
+            loaded = TraceSession.load(entry, defer=True, fallback=reload, require_checks=True)
+            return _as_typed(loaded, path)
         except DAMAGED_FILE:
             shutil.rmtree(entry, ignore_errors=True)
     return _saved(entry, loader(path))

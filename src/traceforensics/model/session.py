@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from traceforensics.model.errors import SchemaError
-from traceforensics.model.integrity import FileRecord, check_file, file_record
+from traceforensics.model.integrity import (
+    FileRecord,
+    check_file,
+    check_sidecar,
+    file_record,
+    missing_record,
+    sealed,
+)
 from traceforensics.model.schema import (
     ARGS_SCHEMA,
     BUSY_KINDS,
@@ -277,19 +284,18 @@ class TraceSession:
 
     # -- persistence ----------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
-        """Write ``events.parquet``, ``args.parquet`` and ``meta.json`` (the metadata, and each
-        table file's size and CRC-32: ``integrity``) into ``directory``."""
+        """Write ``events.parquet``, ``args.parquet`` and ``meta.json`` (the metadata, each
+        table file's size and CRC-32, and a SHA-256 of the rest: ``integrity``) into
+        ``directory``."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         files: dict[str, FileRecord] = {}
         for name, table in ((EVENTS_FILE, self.events), (ARGS_FILE, self.args)):
             table.write_parquet(out / name)
             files[name] = file_record(out / name)
-        sidecar = {
-            "session_format": SESSION_FORMAT_VERSION,
-            "meta": self.meta.to_dict(),
-            "files": files,
-        }
+        sidecar = sealed(
+            {"session_format": SESSION_FORMAT_VERSION, "meta": self.meta.to_dict(), "files": files}
+        )
         (out / "meta.json").write_text(json.dumps(sidecar, indent=1), encoding="utf-8")
         return out
 
@@ -300,22 +306,29 @@ class TraceSession:
         *,
         defer: bool = False,
         fallback: Tables | None = None,
+        require_checks: bool = False,
     ) -> TraceSession:
         """Read a session written by ``save``; validates it. With ``defer`` only the metadata
         is read now and the tables when first read (``deferred``); if they then cannot be
         read or do not validate, ``fallback()`` gives them instead (else the error is raised
         by that read); ``event_columns`` reads some event columns alone meanwhile (their
         dtypes checked; the whole tables, read later, are validated). ``fallback`` is for
-        ``defer`` only."""
+        ``defer`` only.
+
+        ``meta.json`` is checked against its SHA-256 now, each table file against its size and
+        CRC-32 before it is first read (``integrity``; ``CorruptTraceError`` when one changed
+        since it was saved). A session saved before the checks existed is read unchecked,
+        unless ``require_checks`` (the session cache: it reads only entries it wrote)."""
         src = Path(directory)
         sidecar = json.loads((src / "meta.json").read_text(encoding="utf-8"))
+        records = check_sidecar(src / "meta.json", sidecar, required=require_checks)
         if sidecar.get("session_format") != SESSION_FORMAT_VERSION:
             raise SchemaError(
                 f"{src}: saved session format {sidecar.get('session_format')!r} is not "
                 f"{SESSION_FORMAT_VERSION}; load the trace again and save it with this version"
             )
         meta = TraceMeta.from_dict(sidecar["meta"])
-        saved = _SavedFiles(src, sidecar.get("files"))
+        saved = _SavedFiles(src, records)
         if not defer:
             events, args = _saved_tables(saved, meta)
             return cls(events, meta, args)
@@ -369,23 +382,25 @@ class TraceSession:
 
 class _SavedFiles:
     """The table files of a saved session (``directory``) and their records from its
-    ``meta.json`` (``files``; None for a session saved without them): ``path`` checks a file
-    against its record once, the first time it is asked for."""
+    ``meta.json`` (None for a session saved without them): ``path`` checks a file against its
+    record once, the first time it is asked for (one check at a time: a deferred session's
+    tables may be asked for from several threads)."""
 
-    def __init__(self, directory: Path, records: object) -> None:
+    def __init__(self, directory: Path, records: dict[str, FileRecord] | None) -> None:
         self.directory = directory
-        self.records = records if isinstance(records, dict) else None
+        self.records = records
         self.checked: set[str] = set()
+        self._lock = threading.Lock()
 
     def path(self, name: str) -> Path:
         path = self.directory / name
-        if name not in self.checked:
-            if self.records is not None:
+        with self._lock:
+            if name not in self.checked and self.records is not None:
                 record = self.records.get(name)
-                if not isinstance(record, dict):
-                    raise SchemaError(f"{self.directory / 'meta.json'}: no record of {name}")
+                if record is None:
+                    raise missing_record(self.directory / "meta.json", name)
                 check_file(path, record)
-            self.checked.add(name)
+            self.checked.add(name)  # (only once it passed)
         return path
 
 
