@@ -196,6 +196,14 @@ def test_a_column_read_alone_is_checked_too(tmp_path: Path) -> None:
         _ = alone.events
 
 
+@pytest.mark.parametrize("required", [False, True])
+def test_a_meta_json_that_is_no_object_is_one_line(tmp_path: Path, required: bool) -> None:
+    out = _session().save(tmp_path / "s")
+    (out / "meta.json").write_text("[1, 2]")
+    with pytest.raises(CorruptTraceError, match=r"meta\.json: not a JSON object"):
+        TraceSession.load(out, require_checks=required)
+
+
 def test_a_missing_table_file_is_one_line(tmp_path: Path) -> None:
     out = _session().save(tmp_path / "s")
     (out / "args.parquet").unlink()

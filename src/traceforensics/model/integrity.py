@@ -78,13 +78,15 @@ def sealed(sidecar: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_sidecar(
-    path: Path, sidecar: dict[str, Any], *, required: bool = False
+    path: Path, sidecar: object, *, required: bool = False
 ) -> dict[str, FileRecord] | None:
     """The file records of the ``meta.json`` at ``path`` whose content is ``sidecar``, after
     its ``sha256`` is checked against the rest; None for one saved before the records existed
     (neither ``sha256`` nor ``files``), unless ``required``. ``CorruptTraceError`` when the
     digest does not match, when only one of the two keys is there, or when ``files`` is not a
-    mapping of records."""
+    mapping of records (or ``meta.json`` is no JSON object)."""
+    if not isinstance(sidecar, dict):  # (no session's, checked or not)
+        raise CorruptTraceError(f"{path}: not a JSON object; {_REDO}")
     has_digest, files = "sha256" in sidecar, sidecar.get("files")
     if not has_digest and files is None and not required:
         return None
