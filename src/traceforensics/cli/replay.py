@@ -16,9 +16,9 @@ is imported::
 
 Any other command line, a directory, a changed input, file of the package, library or setting
 misses and runs as always, and so does an input that cannot be read (the command then says
-why). One entry is one file (lengths and a hash in its first line, written by one rename): a
-damaged or partial entry is never served. ``--no-cache`` never reads or writes one. Only the
-standard library and ``cache_keys`` are imported here.
+why). One entry is one file (lengths and a hash in its first line, written by one rename:
+``sealed``): a damaged or partial entry is never served. ``--no-cache`` never reads or writes
+one. Only the standard library, ``cache_keys`` and ``sealed`` are imported here.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import json
 import os
 import sys
 from importlib.util import find_spec
 from pathlib import Path
 
 from traceforensics.cache_keys import PACKAGE, cache_root, input_identity, package_fingerprint
+from traceforensics.cli.sealed import read_entry, write_entry
 
 #: Bumped when what an entry holds changes.
 REPLAY_FORMAT = "2"
@@ -110,14 +110,12 @@ def serve(argv: list[str]) -> bool:
 
 
 def _read(entry: Path) -> tuple[bytes, str]:
-    """``(stdout bytes, stderr text)`` of an entry, checked against its first line."""
-    data = entry.read_bytes()
-    head, _, body = data.partition(b"\n")
-    meta = json.loads(head)
-    if meta.get("format") != REPLAY_FORMAT or hashlib.sha256(body).hexdigest() != meta["sha256"]:
-        raise ValueError(f"{entry}: not a whole entry")
-    cut = int(meta["out"])
-    return body[:cut], body[cut:].decode("utf-8", errors="surrogateescape")
+    """``(stdout bytes, stderr text)`` of an entry, checked against its head line."""
+    head, body = read_entry(entry)
+    if head.get("format") != REPLAY_FORMAT:
+        raise ValueError(f"{entry}: an entry of format {head.get('format')!r}")
+    cut = int(head["out"])
+    return bytes(body[:cut]), bytes(body[cut:]).decode("utf-8", errors="surrogateescape")
 
 
 def remember(entry: Path | None, out: bytes, err: str) -> None:
@@ -126,20 +124,6 @@ def remember(entry: Path | None, out: bytes, err: str) -> None:
     computes again)."""
     if entry is None:
         return
-    # (imported here: the console script imports this module before the early scan's fork,
-    # and tempfile alone took ~10 ms of that)
-    import tempfile
-
     body = out + err.encode("utf-8", errors="surrogateescape")
-    head = {"format": REPLAY_FORMAT, "out": len(out), "sha256": hashlib.sha256(body).hexdigest()}
-    with contextlib.suppress(OSError, ValueError):
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".replay-")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(json.dumps(head).encode() + b"\n" + body)
-            os.replace(tmp, entry)  # one rename: a reader sees the old entry or the new one
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+    with contextlib.suppress(OSError):
+        write_entry(entry, body, format=REPLAY_FORMAT, out=len(out))

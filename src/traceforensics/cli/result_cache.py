@@ -6,13 +6,13 @@ Key: the session cache key of the input (path, size, mtime of every file, the re
 + the analysis options + a hash of the source of ``ingest``, ``model`` and ``analysis``, so a
 changed input, option or analysis rule never serves an old result. Stored as a pickle of the
 ``Analysis`` without its session under ``$XDG_CACHE_HOME/traceforensics/results`` (never beside
-the input), after a first line with the pickle's SHA-256: an entry whose bytes changed since it
-was written is recomputed, never unpickled. The session is the one just loaded, and the
-warnings are re-read from it (they quote the path as typed this time). A session read from
-the session cache is deferred, so a run served here reads only its metadata, never its tables,
-unless a renderer reads them (the terminal report's lead-in note, figures). Not used with
-``--monitor`` or ``--no-cache``. Any failure to read or write the cache falls back to
-computing.
+the input), after a head line with the pickle's SHA-256 (``sealed``): an entry whose bytes
+changed since it was written is recomputed, never unpickled. The session is the one just
+loaded, and the warnings are re-read from it (they quote the path as typed this time). A
+session read from the session cache is deferred, so a run served here reads only its
+metadata, never its tables, unless a renderer reads them (the terminal report's lead-in note,
+figures). Not used with ``--monitor`` or ``--no-cache``. Any failure to read or write the
+cache falls back to computing.
 """
 
 from __future__ import annotations
@@ -21,19 +21,18 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
-import os
 import pickle
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.pipeline import Analysis
+from traceforensics.cli.sealed import read_entry, write_entry
 from traceforensics.ingest.cache import cache_root, input_key, source_fingerprint
 from traceforensics.model.session import TraceSession
 
-#: Bumped when what an entry holds changes (2: the SHA-256 line before the pickle).
+#: Bumped when what an entry holds changes (2: the head line with the pickle's SHA-256).
 CACHE_FORMAT = "2"
 
 
@@ -90,12 +89,10 @@ def cached_apart(path: str, options: AnalysisOptions, run: Callable[[], Analysis
 
 
 def _read(entry: Path) -> object:
-    """The unpickled entry, after its first line (the pickle's SHA-256) is checked."""
-    data = entry.read_bytes()
-    cut = data.index(b"\n")
-    body = memoryview(data)[cut + 1 :]
-    if hashlib.sha256(body).hexdigest().encode() != data[:cut]:
-        raise ValueError(f"{entry}: not the entry that was written")
+    """The unpickled entry, after its head line (the pickle's SHA-256, ``sealed``) is checked."""
+    head, body = read_entry(entry)
+    if head.get("format") != CACHE_FORMAT:
+        raise ValueError(f"{entry}: an entry of format {head.get('format')!r}")
     return pickle.loads(body)
 
 
@@ -111,19 +108,8 @@ def _save(entry: Path, result: Analysis, keep_session: bool = False) -> None:
             result, session=cast(TraceSession, None), event_total=result.event_count
         )
     )
-    tmp: str | None = None
     try:
         body = pickle.dumps(bare, protocol=pickle.HIGHEST_PROTOCOL)
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=entry.parent)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(hashlib.sha256(body).hexdigest().encode() + b"\n")
-            fh.write(body)
-        os.replace(tmp, entry)
-        tmp = None
+        write_entry(entry, body, format=CACHE_FORMAT)
     except (OSError, pickle.PicklingError, TypeError, AttributeError):
         pass
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
