@@ -321,8 +321,30 @@ def test_the_json_size_of_a_gzip_is_the_larger_of_its_trailer_and_8x(tmp_path: P
     assert json_size_estimate(tmp_path / "missing.json.gz") == 0
 
 
+@needs_fork
+def test_start_imports_numpy_only_when_it_forks() -> None:
+    # the child inherits numpy for its columns (imported in the child, it competed with this
+    # process's polars import for the other core); off, or for a file it does not scan, nothing
+    code = (
+        "import os, sys\n"
+        "from pathlib import Path\n"
+        "from traceforensics.ingest.kineto import early\n"
+        "os.environ[early.OFF] = '0'\n"
+        f"early.start(Path({str(SAMPLE)!r}))\n"
+        "print('numpy' in sys.modules, bool(early._STATE))\n"
+        "del os.environ[early.OFF]\n"
+        "early.start(Path('/no/such/trace.json.gz'))\n"
+        "print('numpy' in sys.modules, bool(early._STATE))\n"
+        f"early.start(Path({str(SAMPLE)!r}))\n"
+        "answer = early._STATE['file'].result()\n"
+        "print('numpy' in sys.modules, answer is not None and answer.built is not None)\n"
+    )
+    assert fresh_python(code).stdout.split() == ["False", "False"] * 2 + ["True", "True"]
+
+
 def test_the_early_scan_imports_no_polars_numpy_or_msgspec() -> None:
     # it runs before them: importing them first would make it wait for the imports it hides
+    # (start imports numpy, but only as it forks: test_start_imports_numpy_only_when_it_forks)
     code = (
         "import sys\n"
         "import traceforensics.cli.entry, traceforensics.ingest.kineto.early\n"

@@ -1,13 +1,13 @@
 """Early scan: a trace file gunzipped and scanned while the command still imports polars.
 
 A cold ``tf analyze TRACE`` spends its first ~0.5 s importing click, polars, numpy and the
-analysis modules. A child process forked first (``start``, from the console script) reads the
-file on the other core meanwhile, cutting it into the same chunks as the stream (``chunks``),
-then imports numpy (not polars) and builds the chunks' columns (``batches``, which import no
-polars), and answers in a memory file::
+analysis modules. A child process forked first (``start``, from the console script, which
+imports numpy just before the fork so the child holds it too) reads the file on the other core
+meanwhile, cutting it into the same chunks as the stream (``chunks``), then builds the chunks'
+columns with numpy (``batches``, which import no polars), and answers in a memory file::
 
-    parent |-- imports (click, polars, numpy, analysis) ------------|take|-- table, passes --|
-    child  |-- gunzip, cut, scan chunk 1 .. n, the tail --|- numpy, columns -|  ^ its answer
+    parent |numpy|-- imports (click, polars, analysis) -------------|take|-- table, passes --|
+    child        |-- gunzip, cut, scan chunk 1 .. n, the tail --|columns|  ^ its answer
 
 A process, not a thread: zlib and the scanner release the interpreter lock, yet a thread's
 gunzip and scan slowed the imports by about as much as they saved (docs/benchmarks.md).
@@ -19,7 +19,9 @@ reached the end of the event list with every chunk read by the scanner at its fi
 as the stream itself would have. Anything else (the scanner off, a chunk it cannot read, a file
 beyond ``EARLY_MAX_JSON``, an error) gives up, and the stream reads the file as always: a load
 gives the same table with or without the early scan. Importing this module imports no numpy,
-polars or msgspec (the child imports numpy and msgspec once the scan is under way).
+polars or msgspec: ``start`` imports numpy only when it forks (imported in the child instead,
+it took 0.05-0.15 s there while this process imported polars on the other core: about 0.08 s
+later an answer, docs/benchmarks.md), and the child imports msgspec during its scan.
 """
 
 from __future__ import annotations
@@ -196,7 +198,7 @@ def with_columns(scan: EarlyScan) -> EarlyScan:
 def build_columns(scan: EarlyScan, builder: ColumnBuilder) -> None:
     """Add the scanned events of ``scan`` to ``builder`` in file order: every chunk, then the
     last events when the child read them too (``tail``)."""
-    from traceforensics.ingest.kineto import colscan  # numpy: in the child, imported only now
+    from traceforensics.ingest.kineto import colscan  # (numpy: imported by start)
 
     for batch in scan.batches:
         builder.add(colscan.scanned(batch))
@@ -212,7 +214,8 @@ def start(path: Path) -> None:
     when the scanner or the early scan is off (``OFF``), the system is not Linux (elsewhere a
     forked child of a Python process is not safe), other Python threads run (the child would
     hold only this one: the console script has none at start-up), or the file is not a
-    regular file of at most ``EARLY_MAX_JSON`` bytes of JSON (``json_size_estimate``)."""
+    regular file of at most ``EARLY_MAX_JSON`` bytes of JSON (``json_size_estimate``).
+    Imports numpy when it forks (the child builds its columns with it)."""
     if _STATE or not scanner.enabled() or sys.platform != "linux":
         return
     if os.environ.get(OFF, "") == "0" or _other_threads():
@@ -220,6 +223,10 @@ def start(path: Path) -> None:
     try:
         if not path.is_file() or json_size_estimate(path) > EARLY_MAX_JSON:
             return
+        # numpy before the fork: the child then has it for its columns instead of importing it
+        # on the other core while this process imports polars (this one needs numpy anyway)
+        import numpy  # noqa: F401
+
         _STATE["file"] = _Pending(path)
     except Exception:  # no fork, an unreadable file, a symlink loop: the stream reads the file
         return  # (or says what is wrong with it)
