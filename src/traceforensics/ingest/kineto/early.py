@@ -225,7 +225,9 @@ def start(path: Path) -> None:
         if not path.is_file() or json_size_estimate(path) > EARLY_MAX_JSON:
             return
         # numpy before the fork: the child then has it for its columns instead of importing it
-        # on the other core while this process imports polars (this one needs numpy anyway)
+        # on the other core while this process imports polars (this one needs numpy anyway).
+        # Its OpenBLAS starts a worker thread at import: OpenBLAS stops and restarts its
+        # threads around a fork itself (pthread_atfork), and the child runs no BLAS routine
         import numpy  # noqa: F401
 
         _STATE["file"] = _Pending(path)
