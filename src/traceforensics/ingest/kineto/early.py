@@ -20,7 +20,7 @@ reached the end of the event list with every chunk read by the scanner at its fi
 as the stream itself would have. Anything else (the scanner off, a chunk it cannot read, a file
 beyond ``EARLY_MAX_JSON``, an error) gives up, and the stream reads the file as always: a load
 gives the same table with or without the early scan. Importing this module imports no numpy,
-polars or msgspec: ``start`` imports numpy only when it forks (imported in the child instead,
+polars or msgspec: ``start`` imports numpy just before it forks (imported in the child instead,
 it took 0.05-0.15 s there while this process imported polars on the other core: about 0.08 s
 later an answer, docs/benchmarks.md), and the child imports msgspec during its scan.
 """
@@ -216,7 +216,7 @@ def start(path: Path) -> None:
     forked child of a Python process is not safe), other Python threads run (the child would
     hold only this one: the console script has none at start-up), or the file is not a
     regular file of at most ``EARLY_MAX_JSON`` bytes of JSON (``json_size_estimate``).
-    Imports numpy when it forks (the child builds its columns with it)."""
+    Imports numpy just before it forks (the child builds its columns with it)."""
     if _STATE or not scanner.enabled() or sys.platform != "linux":
         return
     if os.environ.get(OFF, "") == "0" or _other_threads():
