@@ -21,8 +21,8 @@ as the stream itself would have. Anything else (the scanner off, a chunk it cann
 beyond ``EARLY_MAX_JSON``, an error) gives up, and the stream reads the file as always: a load
 gives the same table with or without the early scan. Importing this module imports no numpy,
 polars or msgspec: ``start`` imports numpy just before it forks (imported in the child instead,
-it took 0.05-0.15 s there while this process imported polars on the other core: about 0.08 s
-later an answer, docs/benchmarks.md), and the child imports msgspec during its scan.
+it took 0.05-0.15 s there while this process imported polars on the other core: whole runs
+took 0.055-0.11 s longer, docs/benchmarks.md), and the child imports msgspec during its scan.
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ def with_columns(scan: EarlyScan) -> EarlyScan:
 def build_columns(scan: EarlyScan, builder: ColumnBuilder) -> None:
     """Add the scanned events of ``scan`` to ``builder`` in file order: every chunk, then the
     last events when the child read them too (``tail``)."""
-    from traceforensics.ingest.kineto import colscan  # (numpy: imported by start)
+    from traceforensics.ingest.kineto import colscan  # (numpy: already imported)
 
     for batch in scan.batches:
         builder.add(colscan.scanned(batch))
@@ -226,8 +226,9 @@ def start(path: Path) -> None:
             return
         # numpy before the fork: the child then has it for its columns instead of importing it
         # on the other core while this process imports polars (this one needs numpy anyway).
-        # Its OpenBLAS starts a worker thread at import: OpenBLAS stops and restarts its
-        # threads around a fork itself (pthread_atfork), and the child runs no BLAS routine
+        # Its OpenBLAS starts worker threads at import (one per core beyond the first): it
+        # joins them in a pthread_atfork prepare handler, either process restarts them only on
+        # a threaded BLAS call, and the child makes none
         import numpy  # noqa: F401
 
         _STATE["file"] = _Pending(path)
