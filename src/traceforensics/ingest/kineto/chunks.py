@@ -15,13 +15,22 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import orjson
 
 from traceforensics.ingest.detect import GZIP_MAGIC
 from traceforensics.ingest.kineto.reader import reading
 from traceforensics.model.errors import CorruptTraceError
+
+try:  # ISA-L's inflate, where its wheel installs: ~4x zlib's on trace text (docs/benchmarks.md)
+    from isal import isal_zlib as _inflate
+
+    # (its stubs declare ``error`` an instance: it is the class ``IsalError``)
+    _INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, cast(Any, _inflate.error))
+except ImportError:  # pragma: no cover - a platform without its wheel
+    _inflate = zlib  # type: ignore[misc]
+    _INFLATE_ERRORS = (zlib.error,)
 
 #: JSON text decoded per batch (bytes): large enough that per-call costs vanish, small enough
 #: that a batch's structs and lists stay in the allocators' reused memory. 4 MB against 16 MB
@@ -47,7 +56,11 @@ class NotStreamableError(Exception):
 def pieces(path: Path, read: list[int] | None = None) -> Iterator[bytes]:
     """The file's JSON text in pieces of at most ``READ_BYTES`` bytes, gunzipped (every member)
     when it starts with the gzip magic. A cut gzip stream raises ``NotStreamableError``.
-    ``read``, when given, is kept at ``[bytes of the file read, its size]``."""
+    ``read``, when given, is kept at ``[bytes of the file read, its size]``.
+
+    Inflated by ISA-L (``isal``) when it is installed, else by zlib: the same bytes for a
+    whole stream; a cut one is read by the generic reader (``reader``, zlib), which keeps
+    every byte before the cut (ISA-L may hold back the last)."""
     read = read if read is not None else [0, 0]
     with reading(path) as fh:
         size = max(path.stat().st_size, 1)
@@ -60,7 +73,7 @@ def pieces(path: Path, read: list[int] | None = None) -> Iterator[bytes]:
                 read[0] = fh.tell()
                 block = fh.read(READ_BYTES)
             return
-        stream = zlib.decompressobj(wbits=31)
+        stream = _inflate.decompressobj(wbits=31)
         block = first
         try:
             while block:
@@ -69,14 +82,14 @@ def pieces(path: Path, read: list[int] | None = None) -> Iterator[bytes]:
                     block = stream.unconsumed_tail
                     if stream.eof:  # another member may follow (after zero padding)
                         block = stream.unused_data.lstrip(b"\0") + block
-                        stream = zlib.decompressobj(wbits=31) if block else stream
+                        stream = _inflate.decompressobj(wbits=31) if block else stream
                     if out:
                         yield out
                 read[0] = fh.tell()
                 block = fh.read(READ_BYTES)
             while not stream.eof and (out := stream.flush(READ_BYTES)):
                 yield out
-        except zlib.error as exc:
+        except _INFLATE_ERRORS as exc:
             raise CorruptTraceError(
                 f"{path}: the gzip stream is corrupt ({exc}); re-copy or re-export the trace"
             ) from exc
