@@ -22,7 +22,17 @@ from tests.test_kineto_stream import _same, _tricky_trace
 from traceforensics.cli import entry
 from traceforensics.ingest import load_path
 from traceforensics.ingest.detect import json_size_estimate
-from traceforensics.ingest.kineto import batches, chunks, early, load, load_kineto, stream, typed
+from traceforensics.ingest.kineto import (
+    batches,
+    chunks,
+    early,
+    events,
+    load,
+    load_kineto,
+    rows,
+    stream,
+    typed,
+)
 from traceforensics.model.session import TraceSession
 
 SAMPLE = ROOT / "examples" / "synthetic_training.pt.trace.json.gz"
@@ -131,13 +141,29 @@ def test_the_child_builds_the_columns_and_the_load_takes_them(
     columns, _ = answer.built
     want = load_kineto([path])
     assert columns.rows == want.events.height  # the tail's rows in them too (none dropped)
+    # the whole file was read there: its row rules ran there too, and the raw lists they
+    # consumed (rule args, pid/tid, launch flows) were not sent
+    rules = columns.rules
+    assert rules is not None and len(rules.device) == columns.rows
+    assert columns.args == [] and columns.pid_raw == [] and columns.flows == {}
+    assert rules.devices_seen == sorted(want.events.get_column("device").drop_nulls().unique())
     early.start(path)
-    # this process builds nothing and does not read the file again: the child's columns it is
+    # this process builds nothing, runs no row rule and does not read the file again: the
+    # child's columns it is
     added: list[object] = []
     monkeypatch.setattr(batches.ColumnBuilder, "add", lambda _, b: added.append(b))
+    monkeypatch.setattr(events, "row_rules", lambda _: pytest.fail("ran the row rules"))
     monkeypatch.setattr(load, "read_trace", lambda *_: pytest.fail("read the file again"))
     _same(load_kineto([path]), want)
     assert added == []
+
+
+def test_columns_whose_row_rules_ran_take_no_more_rows() -> None:
+    # (the rules need the whole file: a batch added after them would have none)
+    scan = early.with_columns(early.scan_file(SAMPLE))
+    assert scan.built is not None and scan.built[0].rules is not None
+    with pytest.raises(ValueError, match="row rules"):
+        scan.built[0].extend(batches.Columns())
 
 
 def _scanned_only(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,7 +177,7 @@ def _scanned_only(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @needs_fork
 @pytest.mark.parametrize(
-    "case", ["build fails", "columns do not pickle", "tail read by the stream"]
+    "case", ["build fails", "rules fail", "columns do not pickle", "tail read by the stream"]
 )
 def test_an_answer_without_columns_is_built_by_the_stream(
     case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -161,6 +187,8 @@ def test_an_answer_without_columns_is_built_by_the_stream(
     with monkeypatch.context() as child:  # (the patches hold in the child alone)
         if case == "build fails":
             _scanned_only(child)
+        elif case == "rules fail":  # (the stream builds the columns, the load runs them)
+            child.setattr(rows, "row_rules", lambda _: 1 / 0)
         elif case == "columns do not pickle":
             built = early.with_columns
             child.setattr(early, "with_columns", lambda s: built(s)._replace(built=(lambda: 0, {})))
@@ -171,6 +199,7 @@ def test_an_answer_without_columns_is_built_by_the_stream(
     assert answer is not None
     if case == "tail read by the stream":  # columns of the chunks; the tail's rows not in them
         assert answer.built is not None and answer.tail is None and answer.rest
+        assert answer.built[0].rules is None  # (rows are still to come)
     else:
         assert answer.built is None and len(answer.batches) >= 5
     got, used = _load_counting(path, monkeypatch)
@@ -185,9 +214,11 @@ def test_the_child_builds_the_columns_without_polars() -> None:
         "from pathlib import Path\n"
         "from traceforensics.ingest.kineto import early\n"
         f"scan = early.with_columns(early.scan_file(Path({str(SAMPLE)!r})))\n"
-        "print(scan.built is not None, scan.built[0].rows > 0, 'polars' in sys.modules)\n"
+        "c = scan.built[0]\n"
+        "print(c.rows > 0, c.rules is not None, len(c.rules.pid) == c.rows,"
+        " 'polars' in sys.modules)\n"
     )
-    assert fresh_python(code).stdout.split() == ["True", "True", "False"]
+    assert fresh_python(code).stdout.split() == ["True", "True", "True", "False"]
 
 
 @needs_fork
@@ -392,8 +423,9 @@ def test_the_console_script_resumes_the_collector_after_its_imports(tmp_path: Pa
         "seen = []\n"
         "run = A.analysis_of\n"
         "A.analysis_of = lambda *a, **k: (seen.append(gc.isenabled()), run(*a, **k))[1]\n"
+        "import atexit\n"
+        "atexit.register(lambda: sys.stderr.write(repr(seen)))\n"  # (the script ends the process)
         "entry.main()\n"
-        "sys.stderr.write(repr(seen))\n"
     )
     assert fresh_python(code, tmp_path / "cache").stderr.strip().endswith("[True]")
 

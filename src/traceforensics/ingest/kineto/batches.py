@@ -30,7 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -54,6 +54,9 @@ from traceforensics.ingest.kineto.parts import (
 from traceforensics.ingest.kineto.scanned_rows import add_scanned
 from traceforensics.ingest.kineto.timeconv import TimeValueError, us_to_ns, usable_us
 from traceforensics.ingest.kineto.typed import ARGS_TYPES, UNSET, args_dicts
+
+if TYPE_CHECKING:
+    from traceforensics.ingest.kineto.rows import RowRules
 
 _INT_OR_NONE = {int, type(None)}
 
@@ -92,6 +95,9 @@ class Columns:
     bad_example: Any = None
     first_time_error: TimeValueError | None = None
     events_seen: int = 0
+    #: the row rules already run on these columns (``rows.row_rules``, by the early-scan
+    #: child: its raw lists, which they consumed, are then empty), else None
+    rules: RowRules | None = None
 
     @property
     def rows(self) -> int:
@@ -108,7 +114,10 @@ class Columns:
 
     def extend(self, later: Columns) -> None:
         """Append the columns of the events that follow these in the file (a batch built
-        elsewhere, e.g. by a worker process); its kept-args positions are shifted."""
+        elsewhere, e.g. by a worker process); its kept-args positions are shifted. Neither
+        may have had its row rules run (they need the whole file)."""
+        if self.rules is not None or later.rules is not None:
+            raise ValueError("columns whose row rules ran take no more rows")
         base = self.rows
         for name in ("cat", "kind", "name", "pid_raw", "tid_raw", "args", "correlation"):
             getattr(self, name).extend(getattr(later, name))

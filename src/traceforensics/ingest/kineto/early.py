@@ -182,14 +182,19 @@ def _pickled(value: EarlyScan | None) -> bytes | None:
 
 
 def with_columns(scan: EarlyScan) -> EarlyScan:
-    """``scan`` with its events' columns built (``EarlyScan.built``, by ``build_columns``);
-    ``scan`` itself when building raises (the stream then builds them, and reports what is
-    wrong as it would have)."""
+    """``scan`` with its events' columns built (``EarlyScan.built``, by ``build_columns``) and,
+    when the child read the whole file (``tail``), their row rules run (``Columns.rules``:
+    the parent then only makes polars columns of them); ``scan`` itself when building or the
+    rules raise (the stream then builds them, and reports what is wrong as it would have)."""
     try:
         from traceforensics.ingest.kineto.batches import ColumnBuilder
 
         builder = ColumnBuilder()
         build_columns(scan, builder)
+        if scan.tail is not None:  # no more rows: the table's rules may run here too
+            from traceforensics.ingest.kineto.rows import row_rules
+
+            builder.c.rules = row_rules(builder.c)
     except Exception:
         return scan
     tail = None if scan.tail is None else (scan.tail[0], None)

@@ -1,10 +1,10 @@
 """One Kineto file's columns (``batches.Columns``) into a partial unified event table.
 
-The per-event work happened while the file was decoded (``batches``); here the rules that need
-the whole file run on columns: GPU placement (device labels come from metadata events that may
-follow the rows), the correlation fallback from launch flows, copy sizes from the launching
-runtime call, communication marks. Value-dependent rules (names, pids, tids) run once per
-distinct value. Rows keep the file's order; ``event_id`` is ``id_offset + position``.
+The per-event work happened while the file was decoded (``batches``); the rules that need the
+whole file (GPU placement, the correlation fallback from launch flows, copy sizes, kernel dims,
+communication marks) are ``rows.row_rules``, run here or already by the early-scan child
+(``Columns.rules``); here their lists become polars columns. Rows keep the file's order;
+``event_id`` is ``id_offset + position``.
 
 Timestamps: ``start_ns = baseTimeNanoseconds + ns(ts)`` when the file has a base, else
 ``ns(ts)``; ``ns`` is the exact rule of ``timeconv``. ``dur_ns = ns(dur)``, negatives clamped to
@@ -13,9 +13,8 @@ Timestamps: ``start_ns = baseTimeNanoseconds + ns(ts)`` when the file has a base
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import compress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,12 +22,10 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from traceforensics.ingest.kineto import categories as cats
-from traceforensics.ingest.kineto import gpu
 from traceforensics.ingest.kineto.batches import Columns
-from traceforensics.ingest.kineto.flows import cpu_pid, fill_correlation_from_flows, gpu_labels
 from traceforensics.ingest.kineto.parts import ExternalPart, KeptPart
-from traceforensics.ingest.kineto.payload import Payload, dim_series, gpu_payload, place_gpu_rows
+from traceforensics.ingest.kineto.payload import Dims, Payload
+from traceforensics.ingest.kineto.rows import row_rules
 from traceforensics.ingest.kineto.scanner import KEPT_KEYS
 from traceforensics.model.errors import CorruptTraceError
 from traceforensics.model.schema import (
@@ -55,28 +52,6 @@ class Extracted:
     warnings: list[str] = field(default_factory=list)
 
 
-def map_unique(values: Sequence[Any], fn: Callable[[Any], T]) -> list[T]:
-    """``[fn(v) for v in values]`` computed once per distinct value."""
-    # ints within int64 parse to themselves: the common case for pid/tid
-    if (
-        fn is gpu.parse_int
-        and set(map(type, values)) <= {int}
-        and (not values or None not in (gpu.int64(min(values)), gpu.int64(max(values))))
-    ):
-        return list(values)
-    try:
-        table = {v: fn(v) for v in set(values)}
-    except TypeError:  # an unhashable value (malformed event): no memo
-        return [fn(v) for v in values]
-    return list(map(table.__getitem__, values))
-
-
-def _positions(kind: list[str], kinds: frozenset[str]) -> list[int]:
-    """Row positions whose kind is one of ``kinds`` (decided once per distinct kind)."""
-    member = {k: k in kinds for k in set(kind)}
-    return list(compress(range(len(kind)), map(member.__getitem__, kind)))
-
-
 def _warnings(src: Path, c: Columns) -> list[str]:
     """What the batches noted, one line each: unknown categories, dropped and clamped times."""
     out: list[str] = []
@@ -93,10 +68,6 @@ def _warnings(src: Path, c: Columns) -> list[str]:
     if c.negative_dur:
         out.append(f"{src}: {c.negative_dur} events had a negative dur; clamped to 0")
     return out
-
-
-def _concat(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 def _category_series(cat: list[Any]) -> pl.Series:
@@ -178,7 +149,7 @@ def _event_frame(
     c.cat = []
     correlation = pl.Series(rows.pop("correlation"), dtype=pl.Int64)
     copies = {col: take(pay, attr, dt) for col, (attr, dt) in _COPY_COLUMNS.items()}
-    dims = {col: dim_series(col, n, *pv) for col, pv in pay.dims.items()}
+    dims = {col: dim_series(col, n, pv) for col, pv in pay.dims.items()}
     pay.dims = {}
     return pl.DataFrame(
         {
@@ -215,22 +186,18 @@ _COPY_COLUMNS: dict[str, tuple[str, Any]] = {
 }
 
 
-def _unplaced(
-    src: Path, kind: list[str], device: list[int | None], gpu_idx: list[int]
-) -> list[int]:
-    """Row positions of the GPU work rows that have no device index, to be dropped.
-
-    The schema requires a device on GPU work rows; one we cannot place is dropped (warned),
-    not guessed. If *every* GPU work row is unplaceable, ``CorruptTraceError``: dropping
-    them all would report a "CPU-only" trace.
-    """
-    lost = [i for i in gpu_idx if device[i] is None and kind[i] in cats.WORK_KINDS]
-    if lost and len(lost) == sum(1 for i in gpu_idx if kind[i] in cats.WORK_KINDS):
-        raise CorruptTraceError(
-            f"{src}: none of the {len(lost)} GPU ops has a device index (no args.device and "
-            "a pid that is not a GPU index); re-export the trace with a current PyTorch"
-        )
-    return lost
+def dim_series(name: str, n: int, dims: Dims) -> pl.Series:
+    """A ``List(Int32)`` column of ``n`` rows: the [x, y, z] of ``dims`` (``payload``: row
+    positions and their int32 [k, 3] block) at its positions, null elsewhere."""
+    positions, values = dims
+    block = np.zeros((n, 3), dtype=np.int32)
+    present = np.zeros(n, dtype=bool)
+    block[positions] = values
+    present[positions] = True
+    lists = pl.Series(name, block).arr.to_list()
+    return pl.select(
+        pl.when(pl.lit(pl.Series(present))).then(pl.lit(lists)).otherwise(None).alias(name)
+    ).to_series()
 
 
 def extract(src: Path, c: Columns, rank: int, id_offset: int, base_ns: int | None) -> Extracted:
@@ -238,56 +205,41 @@ def extract(src: Path, c: Columns, rank: int, id_offset: int, base_ns: int | Non
 
     ``c`` is consumed: each row list is let go as soon as what it feeds is built (the lists
     hold ~8 bytes a row each, the args structs far more: at 10M rows the columns and the
-    table under construction were the peak of the whole run)."""
+    table under construction were the peak of the whole run). The row rules are those the
+    early-scan child ran (``c.rules``), else ``rows.row_rules`` runs here.
+
+    The schema requires a device on GPU work rows: one the rules cannot place is dropped
+    (warned), not guessed. If *every* GPU work row is unplaceable, ``CorruptTraceError``:
+    dropping them all would report a "CPU-only" trace."""
     warnings = _warnings(src, c)
     if c.rows == 0 and c.first_time_error is not None:
         raise c.first_time_error  # no event has a usable time: refused with the reason
-    kind = c.kind
-    start_ns, dur_ns = _concat(c.start_parts), _concat(c.dur_parts)
-    c.start_parts, c.dur_parts = [], []
-
-    # host ids for every row, then GPU rows get device/stream instead of an OS thread
-    pid: list[int | None] = map_unique(c.pid_raw, gpu.parse_int)
-    tid: list[int | None] = map_unique(c.tid_raw, gpu.parse_int)
-    gpu_idx = _positions(kind, cats.GPU_ROW_KINDS)
-    device, stream = place_gpu_rows(
-        gpu_idx,
-        c.args,
-        pid_raw=c.pid_raw,
-        tid_raw=c.tid_raw,
-        labels=gpu_labels(c.meta),
-        host_pid=cpu_pid(c.meta),
-        pid=pid,
-        tid=tid,
-    )
-    correlation = c.correlation
-    flow_filled = fill_correlation_from_flows(
-        c.flows,
-        _positions(kind, cats.CORRELATED_KINDS),
-        correlation,
-        pid_raw=c.pid_raw,
-        tid_raw=c.tid_raw,
-        start_ns=start_ns,
-        dur_ns=dur_ns,
-    )
-    c.pid_raw, c.tid_raw, c.flows = [], [], {}
+    rules = c.rules if c.rules is not None else row_rules(c)
+    c.rules = None
+    lost = rules.lost
+    if lost and len(lost) == rules.gpu_work:
+        raise CorruptTraceError(
+            f"{src}: none of the {len(lost)} GPU ops has a device index (no args.device and "
+            "a pid that is not a GPU index); re-export the trace with a current PyTorch"
+        )
+    start_ns = rules.start_ns
     if base_ns is not None:
         start_ns = start_ns + np.int64(base_ns)
-    pay = gpu_payload(kind, c.name, c.args, gpu_idx, correlation)
-    c.args = []
-    # what the metadata needs from the row lists, before they go
-    lost = _unplaced(src, kind, device, gpu_idx)
-    devices_seen = sorted({d for d in device if d is not None})
-    runtime_names = sorted(set(compress(c.name, map("cuda_api".__eq__, kind))))
-    legacy = any(x in cats.LEGACY_CATEGORIES for x in set(map_unique(c.cat, str)))
-    ids_used = len(kind)
+    ids_used = c.rows
     args = _args_frame(c.arg_parts, id_offset)  # (empties the list)
     external = _external_series(c.external_parts)  # (empties the list)
-    rows = {"device": device, "stream": stream, "pid": pid, "tid": tid, "correlation": correlation}
-    del kind, device, stream, pid, tid, correlation, gpu_idx
+    rows = {
+        "device": rules.device,
+        "stream": rules.stream,
+        "pid": rules.pid,
+        "tid": rules.tid,
+        "correlation": rules.correlation,
+    }
+    pay = rules.pay
+    rules.device, rules.stream, rules.pid, rules.tid, rules.correlation = [], [], [], [], []
     events = _event_frame(
         c,
-        (start_ns, dur_ns),
+        (start_ns, rules.dur_ns),
         rank=rank,
         id_offset=id_offset,
         rows=rows,
@@ -301,11 +253,11 @@ def extract(src: Path, c: Columns, rank: int, id_offset: int, base_ns: int | Non
     return Extracted(
         events=events,
         args=args,
-        devices_seen=devices_seen,
-        runtime_names=runtime_names,
-        legacy_categories=legacy,
+        devices_seen=rules.devices_seen,
+        runtime_names=rules.runtime_names,
+        legacy_categories=rules.legacy_categories,
         float_timestamps=c.float_timestamps,
-        flow_filled=flow_filled,
+        flow_filled=rules.flow_filled,
         ids_used=ids_used,
         warnings=warnings,
     )

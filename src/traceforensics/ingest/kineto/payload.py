@@ -2,7 +2,8 @@
 kinds, kernel grid/block, ``is_comm``.
 
 These loops touch only the rows of the kinds concerned (GPU rows are ~15 % of a typical trace);
-value-dependent rules (names, pids) are evaluated once per distinct value.
+value-dependent rules (names, pids) are evaluated once per distinct value. Nothing here imports
+polars (``rows``: the early-scan child runs these rules too).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from itertools import chain, compress
 from typing import Any
 
 import numpy as np
-import polars as pl
+import numpy.typing as npt
 
 from traceforensics.ingest.kineto import categories as cats
 from traceforensics.ingest.kineto import gpu
@@ -28,8 +29,12 @@ class Payload:
     src_mem: list[str | None]
     dst_mem: list[str | None]
     is_comm: list[bool]
-    #: ``grid``/``block`` -> (row positions, their [x, y, z] values)
-    dims: dict[str, tuple[list[int], list[list[int]]]] = field(default_factory=dict)
+    #: ``grid``/``block`` -> (int64 row positions, int32 [k, 3] block of their [x, y, z])
+    dims: dict[str, Dims] = field(default_factory=dict)
+
+
+#: A kernel dim column's values: (row positions, their [x, y, z] as one int32 [k, 3] block).
+Dims = tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]
 
 
 def _dim3(value: Any) -> list[int] | None:
@@ -46,22 +51,15 @@ def _dim3(value: Any) -> list[int] | None:
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 
-def dim_series(name: str, n: int, positions: list[int], values: list[list[int]]) -> pl.Series:
-    """A ``List(Int32)`` column of ``n`` rows: ``values`` at ``positions``, null elsewhere.
+def _dims(positions: list[int], values: list[list[int]]) -> Dims:
+    """``(positions, values)`` as arrays (``values``: checked [x, y, z] lists of int32s).
 
-    Built from one (n, 3) numpy block: a Series of thousands of small Python lists costs
-    ~100x more (polars converts each list separately)."""
-    block = np.zeros((n, 3), dtype=np.int32)
-    present = np.zeros(n, dtype=bool)
-    if positions:
-        # flattened ints through fromiter: ~3x faster than converting thousands of lists
-        flat = np.fromiter(chain.from_iterable(values), dtype=np.int32, count=3 * len(values))
-        block[positions] = flat.reshape(-1, 3)
-        present[positions] = True
-    lists = pl.Series(name, block).arr.to_list()
-    return pl.select(
-        pl.when(pl.lit(pl.Series(present))).then(pl.lit(lists)).otherwise(None).alias(name)
-    ).to_series()
+    One block, not thousands of small lists: the table's column is built from it
+    (``events.dim_series``), and the early-scan child sends it (a list of lists costs ~100x
+    more to convert, and ~1 µs a list to unpickle)."""
+    # flattened ints through fromiter: ~3x faster than converting thousands of lists
+    flat = np.fromiter(chain.from_iterable(values), dtype=np.int32, count=3 * len(values))
+    return np.asarray(positions, dtype=np.int64), flat.reshape(-1, 3)
 
 
 def place_gpu_rows(
@@ -122,12 +120,10 @@ def runtime_bytes(
     return out
 
 
-def _kernel_dims(
-    kernel_idx: list[int], args: list[dict[str, Any]]
-) -> dict[str, tuple[list[int], list[list[int]]]]:
+def _kernel_dims(kernel_idx: list[int], args: list[dict[str, Any]]) -> dict[str, Dims]:
     """``grid``/``block`` -> (kernel row positions, their ``[x, y, z]``), in row order; a
     kernel whose value is not three ints is left out (null in the column)."""
-    dims: dict[str, tuple[list[int], list[list[int]]]] = {}
+    dims: dict[str, Dims] = {}
     kernel_args = [args[i] for i in kernel_idx]
     for prefix in ("grid", "block"):
         values: list[Any] = [a.get(prefix) for a in kernel_args]
@@ -146,7 +142,7 @@ def _kernel_dims(
         if not clean:  # a damaged value somewhere: the per-value rule keeps the good ones
             found = [(i, v) for i, v in zip(positions, values, strict=True) if _dim3(v) is not None]
             positions, values = [i for i, _ in found], [v for _, v in found]
-        dims[prefix] = (positions, values)
+        dims[prefix] = _dims(positions, values)
     return dims
 
 
