@@ -19,14 +19,15 @@ from traceforensics.cli.replay import servable
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "synthetic_training.pt.trace.json.gz"
 
 #: The console script, reporting on a pipe whether polars was imported.
+#: (at exit: a command the replay does not serve ends the process, running the atexit handlers
+#: but no ``finally`` block after it, ``cli.main.end_process``)
 _SCRIPT = (
-    "import os, sys\n"
+    "import atexit, os, sys\n"
     "sys.argv = ['tf', *sys.argv[1:]]\n"
+    "fd = int(os.environ['REPLAY_TEST_FD'])\n"
+    "atexit.register(lambda: os.write(fd, str('polars' in sys.modules).encode()))\n"
     "from traceforensics.cli.entry import main\n"
-    "try:\n"
-    "    main()\n"
-    "finally:\n"
-    "    os.write(int(os.environ['REPLAY_TEST_FD']), str('polars' in sys.modules).encode())\n"
+    "main()\n"
 )
 
 

@@ -1,7 +1,8 @@
 """The console script (``tf``, ``traceforensics``): a repeat ``tf analyze TRACE --json`` from
 ``cli.replay`` (the standard library alone: no polars, no analysis imported), anything else
 through the click commands of ``cli.main``; a ``tf analyze`` of a Kineto file starts reading it
-first (``ingest.kineto.early``), while the commands are imported."""
+first (``ingest.kineto.early``), while the commands are imported. A command that ran ends the
+process without the interpreter's teardown (``cli.main.end_process``)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,20 @@ def main() -> None:
     # no collection while the commands are imported: resumed when they are (``startup_done``)
     gc.disable()
     _scan_early(sys.argv[1:])
+    from traceforensics.cli.main import end_process
     from traceforensics.cli.main import main as run
 
-    run()
+    code: int | None = None  # the exit code of a command that ended (None: it raised)
+    try:
+        run()
+        code = 0
+    except SystemExit as exc:
+        if exc.code is None or type(exc.code) is int:
+            code = exc.code or 0
+        raise
+    finally:
+        if code is not None:
+            end_process(code)
 
 
 def _scan_early(argv: list[str]) -> None:
