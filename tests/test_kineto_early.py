@@ -19,6 +19,7 @@ import pytest
 
 from tests.conftest import ROOT, fresh_python, kineto_trace_files, shared_trace
 from tests.test_kineto_stream import _same, _tricky_trace
+from tests.test_kineto_variants import CPU_PID, labels, write, x
 from traceforensics.cli import entry
 from traceforensics.ingest import load_path
 from traceforensics.ingest.detect import json_size_estimate
@@ -156,6 +157,44 @@ def test_the_child_builds_the_columns_and_the_load_takes_them(
     monkeypatch.setattr(load, "read_trace", lambda *_: pytest.fail("read the file again"))
     _same(load_kineto([path]), want)
     assert added == []
+
+
+@needs_fork
+def test_launch_flows_are_grouped_in_the_child_only_when_a_row_needs_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settled: list[int] = []
+    settle = batches.ColumnBuilder.settle_flows
+
+    def counting(builder: batches.ColumnBuilder) -> None:
+        settled.append(len(builder.deferred or []))
+        settle(builder)
+
+    monkeypatch.setattr(batches.ColumnBuilder, "settle_flows", counting)
+    # every launch and kernel carries its correlation: the endpoints are never grouped
+    full = early.with_columns(early.scan_file(SAMPLE))
+    assert full.built is not None and full.built[0].rules is not None
+    assert settled == [] and full.built[0].rules.flow_filled == 0
+    # kernels without one: grouped once, and they take the flows' ids as the stream does
+    ts = 5_000
+    events = [
+        labels(0, "GPU 0"),
+        x("cuda_runtime", "cudaLaunchKernel", ts, 10, tid="4242"),
+        x("kernel", "k", ts + 20, 5, pid=0, tid="stream 7"),
+        x("kernel", "k2", ts + 40, 5, pid=0, tid=7),
+        {"ph": "s", "id": 11, "pid": CPU_PID, "tid": CPU_PID, "ts": ts, "cat": "ac2g"},
+        {"ph": "f", "id": 11, "pid": 0, "tid": 7, "ts": ts + 20, "cat": "ac2g", "bp": "e"},
+        {"ph": "f", "id": 12, "pid": 0, "tid": 7, "ts": ts + 42, "cat": "ac2g", "bp": "e"},
+    ]
+    path = write(tmp_path, "flows.json", events)
+    scan = early.with_columns(early.scan_file(path))
+    assert scan.built is not None and scan.built[0].rules is not None
+    assert settled == [1] and scan.built[0].rules.flow_filled == 3
+    monkeypatch.undo()
+    got, used = _load_early(path, monkeypatch)
+    assert used == 1
+    _same(got, load_kineto([path]))
+    assert got.events["correlation"].to_list() == [11, 11, 12]
 
 
 def test_columns_whose_row_rules_ran_take_no_more_rows() -> None:

@@ -146,9 +146,26 @@ class ColumnBuilder:
     """Accumulates ``Columns`` from batches of decoded events, scanned or typed (see the
     module docstring); ``memo`` shares equal values across batches."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, defer_flows: bool = False) -> None:
         self.c = Columns()
         self.memo: dict[Any, Any] = {}
+        #: with ``defer_flows``, the launch-flow endpoints of scanned chunks (the chunk, its
+        #: endpoint events) left to ``settle_flows``: the early-scan child groups them only
+        #: when a row needs the correlation fallback (``rows.row_rules``; the chunks are held
+        #: there anyway, and a trace whose rows all carry a correlation never needs them)
+        self.deferred: list[tuple[Scanned, npt.NDArray[np.int64]]] | None = (
+            [] if defer_flows else None
+        )
+
+    def settle_flows(self) -> None:
+        """Group the deferred launch-flow endpoints into ``c.flows``, in file order: the same
+        endpoints, in the same order, as without deferring."""
+        from traceforensics.ingest.kineto.scanned_rows import add_flow_events
+
+        deferred = self.deferred or []
+        self.deferred = None if self.deferred is None else []
+        for scanned, events in deferred:
+            add_flow_events(self, scanned, events)
 
     def add(self, events: Batch) -> None:
         """Take one batch of decoded events (in file order): typed ``Event`` structs, or

@@ -189,12 +189,14 @@ def with_columns(scan: EarlyScan) -> EarlyScan:
     try:
         from traceforensics.ingest.kineto.batches import ColumnBuilder
 
-        builder = ColumnBuilder()
+        builder = ColumnBuilder(defer_flows=True)
         build_columns(scan, builder)
         if scan.tail is not None:  # no more rows: the table's rules may run here too
             from traceforensics.ingest.kineto.rows import row_rules
 
-            builder.c.rules = row_rules(builder.c)
+            builder.c.rules = row_rules(builder.c, builder.settle_flows)
+        else:  # (the stream adds the rest to these columns)
+            builder.settle_flows()
     except Exception:
         return scan
     tail = None if scan.tail is None else (scan.tail[0], None)

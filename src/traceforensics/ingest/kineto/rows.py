@@ -91,11 +91,13 @@ def _concat(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
-def row_rules(c: Columns) -> RowRules:
+def row_rules(c: Columns, settle_flows: Callable[[], None] | None = None) -> RowRules:
     """The row rules of ``c`` (see the module docstring). ``c`` is consumed: the raw lists
     (pid/tid, rule args, launch flows, time parts, correlation) are let go as soon as what they
     feed is made (at 10M rows each list is ~80 MB before its values); ``kind``, ``name``,
-    ``cat`` and the External id and kept-args parts stay for the table."""
+    ``cat`` and the External id and kept-args parts stay for the table. ``settle_flows``:
+    groups launch-flow endpoints left ungrouped (``ColumnBuilder(defer_flows=True)``), called
+    only when a row lacks the correlation they stand in for."""
     kind = c.kind
     start_ns, dur_ns = _concat(c.start_parts), _concat(c.dur_parts)
     c.start_parts, c.dur_parts = [], []
@@ -114,9 +116,12 @@ def row_rules(c: Columns) -> RowRules:
         tid=tid,
     )
     correlation = c.correlation
+    candidates = positions(kind, cats.CORRELATED_KINDS)
+    if settle_flows is not None and None in map(correlation.__getitem__, candidates):
+        settle_flows()
     flow_filled = fill_correlation_from_flows(
         c.flows,
-        positions(kind, cats.CORRELATED_KINDS),
+        candidates,
         correlation,
         pid_raw=c.pid_raw,
         tid_raw=c.tid_raw,

@@ -66,12 +66,19 @@ def add_scanned(builder: ColumnBuilder, s: Scanned) -> None:
         builder.add_meta(_values(s, _NAME, meta), _values(s, _PID, meta), args)
     flows = np.flatnonzero(cls == classify.FLOW)
     if flows.size:
-        cols = (_PID, _TID)
-        pid, tid = (_values(s, col, flows) for col in cols)
-        builder.add_flows(pid, tid, _slot_values(s, _TS, flows), _values(s, _ID, flows))
+        if builder.deferred is not None:
+            builder.deferred.append((s, flows))  # (``ColumnBuilder.settle_flows``)
+        else:
+            add_flow_events(builder, s, flows)
     rows = np.flatnonzero(cls == classify.ROW)
     if rows.size:
         _add_rows(builder, s, rows)
+
+
+def add_flow_events(builder: ColumnBuilder, s: Scanned, flows: npt.NDArray[np.int64]) -> None:
+    """Add the launch-flow endpoints of one scanned chunk (its events at ``flows``)."""
+    pid, tid = (_values(s, col, flows) for col in (_PID, _TID))
+    builder.add_flows(pid, tid, _slot_values(s, _TS, flows), _values(s, _ID, flows))
 
 
 def _classes(s: Scanned) -> npt.NDArray[np.int8]:
