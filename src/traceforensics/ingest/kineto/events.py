@@ -133,8 +133,9 @@ def _event_frame(
 ) -> pl.DataFrame:
     """The partial event table in schema column order; ``rows`` holds the ``device``,
     ``stream``, ``pid``, ``tid`` and ``correlation`` lists. ``event_id = id_offset + row
-    position``. Each list (of ``rows``, ``c`` and ``pay``) is let go once its column is built:
-    a Python list is 8 bytes a row before its values, most columns 4 or 8 in all."""
+    position``. Each list (of ``rows`` and ``c``) is let go once its column is built: a
+    Python list is 8 bytes a row before its values, most columns 4 or 8 in all; ``pay``'s
+    columns are sparse parts (``payload.Payload``)."""
     n = len(c.kind)
 
     def take(owner: Any, attr: str, dtype: Any) -> pl.Series:
@@ -148,7 +149,12 @@ def _event_frame(
     category = _category_series(c.cat)
     c.cat = []
     correlation = pl.Series(rows.pop("correlation"), dtype=pl.Int64)
-    copies = {col: take(pay, attr, dt) for col, (attr, dt) in _COPY_COLUMNS.items()}
+    copies = {
+        col: _sparse(n, pay.mem_rows, getattr(pay, attr), dt)
+        for col, (attr, dt) in _COPY_COLUMNS.items()
+    }
+    is_comm = np.zeros(n, dtype=bool)
+    is_comm[pay.comm_rows] = True
     dims = {col: dim_series(col, n, pv) for col, pv in pay.dims.items()}
     pay.dims = {}
     return pl.DataFrame(
@@ -165,7 +171,7 @@ def _event_frame(
             "external_id": external_id,
             **copies,
             **dims,
-            "is_comm": take(pay, "is_comm", pl.Boolean),
+            "is_comm": pl.Series(is_comm),
         }
     )
 
@@ -184,6 +190,12 @@ _COPY_COLUMNS: dict[str, tuple[str, Any]] = {
     "src_mem": ("src_mem", MEM_KIND_DTYPE),
     "dst_mem": ("dst_mem", MEM_KIND_DTYPE),
 }
+
+
+def _sparse(n: int, rows: list[int], values: list[Any], dtype: Any) -> pl.Series:
+    """A column of ``n`` rows: ``values`` at positions ``rows``, null elsewhere."""
+    null = pl.Series(dtype=dtype).extend_constant(None, n)
+    return null.scatter(rows, pl.Series(values, dtype=dtype)) if rows else null
 
 
 def dim_series(name: str, n: int, dims: Dims) -> pl.Series:

@@ -22,13 +22,19 @@ from traceforensics.model.units import MAX_INDEX
 
 @dataclass
 class Payload:
-    """Columns filled for GPU rows (``is_comm`` also for host ops); None/False elsewhere."""
+    """Columns filled for GPU rows (``is_comm`` also for host ops), as sparse parts: the copy
+    columns are null and ``is_comm`` False on every row not listed (most rows: a list per
+    column of every row cost 8 bytes a row each, and the early-scan child sends these)."""
 
-    nbytes: list[int | None]
-    copy_kind: list[str | None]
-    src_mem: list[str | None]
-    dst_mem: list[str | None]
-    is_comm: list[bool]
+    #: memcpy/memset row positions, and per such row (aligned): its bytes, copy kind, source
+    #: and destination memory (None where unknown)
+    mem_rows: list[int] = field(default_factory=list)
+    nbytes: list[int | None] = field(default_factory=list)
+    copy_kind: list[str | None] = field(default_factory=list)
+    src_mem: list[str | None] = field(default_factory=list)
+    dst_mem: list[str | None] = field(default_factory=list)
+    #: positions of the rows whose ``is_comm`` is True, ascending
+    comm_rows: list[int] = field(default_factory=list)
     #: ``grid``/``block`` -> (int64 row positions, int32 [k, 3] block of their [x, y, z])
     dims: dict[str, Dims] = field(default_factory=dict)
 
@@ -154,8 +160,8 @@ def _fill_memory_rows(
     args: list[dict[str, Any]],
     correlation: list[int | None],
 ) -> None:
-    """Fill ``bytes`` of memcpy/memset rows, ``copy_kind``/``src_mem``/``dst_mem`` of memcpy
-    rows and ``dst_mem`` of memset rows, in place.
+    """Add the memcpy/memset rows ``mem_idx`` to ``pay``: ``bytes`` of each, ``copy_kind``/
+    ``src_mem``/``dst_mem`` of memcpy rows, ``dst_mem`` of memset rows (else None).
 
     ``bytes`` is ``args.bytes`` (never ``memory bandwidth (GB/s)``), else the size the
     launching runtime call carries (``runtime_bytes``, built only when first needed: most
@@ -171,35 +177,41 @@ def _fill_memory_rows(
             if api_bytes is None:
                 api_bytes = runtime_bytes(kind, args, correlation)
             size = api_bytes.get(corr)
-        pay.nbytes[i] = size
+        pay.mem_rows.append(i)
+        pay.nbytes.append(size)
+        copy_kind: str | None = None
+        src: str | None = None
         if kind[i] == "memcpy":
             key = (name[i], a.get("kind"))
             if key not in copy_cache:
                 copy_cache[key] = gpu.memcpy_kinds(name[i], a.get("kind"))
-            pay.copy_kind[i], pay.src_mem[i], pay.dst_mem[i] = copy_cache[key]
+            copy_kind, src, dst = copy_cache[key]
         else:
-            pay.dst_mem[i] = gpu.memset_dst(name[i])
+            dst = gpu.memset_dst(name[i])
+        pay.copy_kind.append(copy_kind)
+        pay.src_mem.append(src)
+        pay.dst_mem.append(dst)
 
 
-def _mark_comm(
-    is_comm: list[bool],
+def _comm_rows(
     kernel_idx: list[int],
     kind: list[str],
     name: list[str],
     args: list[dict[str, Any]],
-) -> None:
-    """Set ``is_comm`` in place: kernels whose name is communication (``model.comm``) or that
-    carry ``Collective name``; host ops (``HOST_COMM_KINDS``) whose name is a collective
-    (``nccl:*``, ``c10d::*``, ``gloo*``, ``record_param_comms``). Names are tested once each."""
+) -> list[int]:
+    """Positions of the rows whose ``is_comm`` is True, ascending: kernels whose name is
+    communication (``model.comm``) or that carry ``Collective name``; host ops
+    (``HOST_COMM_KINDS``) whose name is a collective (``nccl:*``, ``c10d::*``, ``gloo*``,
+    ``record_param_comms``). Names are tested once each."""
     # the kernel rule is a regex: run it on the few distinct names, not on every row
     comm_kernels = {v for v in {name[i] for i in kernel_idx} if gpu.is_comm_kernel(v)}
-    for i in kernel_idx:
-        is_comm[i] = name[i] in comm_kernels or "Collective name" in args[i]
+    rows = [i for i in kernel_idx if name[i] in comm_kernels or "Collective name" in args[i]]
     comm_names = {v for v in set(name) if gpu.is_comm_host(v)}
     if comm_names:
-        for i, k in enumerate(kind):
-            if k in cats.HOST_COMM_KINDS and name[i] in comm_names:
-                is_comm[i] = True
+        rows += [
+            i for i, k in enumerate(kind) if k in cats.HOST_COMM_KINDS and name[i] in comm_names
+        ]
+    return sorted(set(rows))
 
 
 def gpu_payload(
@@ -216,19 +228,11 @@ def gpu_payload(
     all-reduce...) or kernels carrying ``Collective name``; host ops named ``nccl:*``,
     ``c10d::*``, ``gloo*``, ``record_param_comms``.
     """
-    n = len(kind)
     # each rule runs over the GPU rows of its own kinds only; every cell is written by one
     # rule, so the order of the passes does not change the result
     kernel_idx = [i for i in gpu_idx if kind[i] == "kernel"]
     mem_idx = [i for i in gpu_idx if kind[i] in ("memcpy", "memset")]
-    pay = Payload(
-        nbytes=[None] * n,
-        copy_kind=[None] * n,
-        src_mem=[None] * n,
-        dst_mem=[None] * n,
-        is_comm=[False] * n,
-        dims=_kernel_dims(kernel_idx, args),
-    )
+    pay = Payload(dims=_kernel_dims(kernel_idx, args))
     _fill_memory_rows(pay, mem_idx, kind, name, args, correlation)
-    _mark_comm(pay.is_comm, kernel_idx, kind, name, args)
+    pay.comm_rows = _comm_rows(kernel_idx, kind, name, args)
     return pay
