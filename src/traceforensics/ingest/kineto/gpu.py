@@ -78,12 +78,12 @@ def parse_int(value: Any) -> int | None:
     return None
 
 
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def int64(value: int) -> int | None:
     """``value`` when it fits int64, else None (no id, index or stream is beyond it)."""
-    return value if _INT64_MIN <= value <= _INT64_MAX else None
+    return value if INT64_MIN <= value <= INT64_MAX else None
 
 
 def _digits_int64(negative: bool, digits: str) -> int | None:

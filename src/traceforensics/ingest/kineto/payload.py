@@ -101,7 +101,8 @@ def place_gpu_rows(
             dev = by_pid[key]
         device[i] = dev
         st = a.get("stream")
-        if type(st) is not int or gpu.int64(st) is None:  # none, or beyond int64: the tid's
+        # none, or beyond int64: the tid's (the range test inline: ~9k rows of a 1x trace)
+        if type(st) is not int or not gpu.INT64_MIN <= st <= gpu.INT64_MAX:
             st = gpu.parse_stream(tid_raw[i])
         stream[i] = st
         pid[i] = host_pid

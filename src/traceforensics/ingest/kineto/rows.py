@@ -67,17 +67,19 @@ class RowRules:
 
 def map_unique(values: Sequence[Any], fn: Callable[[Any], T]) -> list[T]:
     """``[fn(v) for v in values]`` computed once per distinct value."""
-    # ints within int64 parse to themselves: the common case for pid/tid
+    try:
+        distinct = set(values)
+    except TypeError:  # an unhashable value (malformed event): no memo
+        return [fn(v) for v in values]
+    # ints within int64 parse to themselves: the common case for pid/tid (the range checked
+    # on the few distinct values; the types on every value: ``True`` equals ``1``)
     if (
         fn is gpu.parse_int
         and set(map(type, values)) <= {int}
-        and (not values or None not in (gpu.int64(min(values)), gpu.int64(max(values))))
+        and (not distinct or None not in (gpu.int64(min(distinct)), gpu.int64(max(distinct))))
     ):
         return list(values)
-    try:
-        table = {v: fn(v) for v in set(values)}
-    except TypeError:  # an unhashable value (malformed event): no memo
-        return [fn(v) for v in values]
+    table = {v: fn(v) for v in distinct}
     return list(map(table.__getitem__, values))
 
 

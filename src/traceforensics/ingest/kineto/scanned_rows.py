@@ -305,15 +305,15 @@ def _correlation(
     s: Scanned, rows: npt.NDArray[np.int64], corr_rows: npt.NDArray[np.int64]
 ) -> list[int | None]:
     """``args.correlation`` of the rows at ``corr_rows`` (``gpu.parse_int``), else None."""
-    out: list[int | None] = [None] * len(rows)
+    out = np.full(len(rows), None, dtype=object)
     events = rows[corr_rows]
-    tags, raw = s.tags[events, _CORR].tolist(), s.numbers[events, _CORR].tolist()
-    for i, tag, value in zip(corr_rows.tolist(), tags, raw, strict=True):
-        if tag == INT:
-            out[i] = value
-        elif tag == OTHER:
-            out[i] = gpu.parse_int(s.values[value])
-    return out
+    tags, raw = s.tags[events, _CORR], s.numbers[events, _CORR]
+    ints = tags == INT
+    out[corr_rows[ints]] = raw[ints]  # (Python ints, made in one call)
+    for i in np.flatnonzero(tags == OTHER).tolist():
+        out[corr_rows[i]] = gpu.parse_int(s.values[int(raw[i])])
+    values: list[int | None] = out.tolist()
+    return values
 
 
 def _rule_args(
