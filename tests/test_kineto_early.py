@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import ROOT, fresh_python, kineto_trace_files, shared_trace
 from tests.test_kineto_stream import _same, _tricky_trace
-from tests.test_kineto_variants import CPU_PID, labels, write, x
+from tests.test_kineto_variants import flow_events, write
 from traceforensics.cli import entry
 from traceforensics.ingest import load_path
 from traceforensics.ingest.detect import json_size_estimate
@@ -176,17 +176,7 @@ def test_launch_flows_are_grouped_in_the_child_only_when_a_row_needs_them(
     assert full.built is not None and full.built[0].rules is not None
     assert settled == [] and full.built[0].rules.flow_filled == 0
     # kernels without one: grouped once, and they take the flows' ids as the stream does
-    ts = 5_000
-    events = [
-        labels(0, "GPU 0"),
-        x("cuda_runtime", "cudaLaunchKernel", ts, 10, tid="4242"),
-        x("kernel", "k", ts + 20, 5, pid=0, tid="stream 7"),
-        x("kernel", "k2", ts + 40, 5, pid=0, tid=7),
-        {"ph": "s", "id": 11, "pid": CPU_PID, "tid": CPU_PID, "ts": ts, "cat": "ac2g"},
-        {"ph": "f", "id": 11, "pid": 0, "tid": 7, "ts": ts + 20, "cat": "ac2g", "bp": "e"},
-        {"ph": "f", "id": 12, "pid": 0, "tid": 7, "ts": ts + 42, "cat": "ac2g", "bp": "e"},
-    ]
-    path = write(tmp_path, "flows.json", events)
+    path = write(tmp_path, "flows.json", flow_events())
     scan = early.with_columns(early.scan_file(path))
     assert scan.built is not None and scan.built[0].rules is not None
     assert settled == [1] and scan.built[0].rules.flow_filled == 3

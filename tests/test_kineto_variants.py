@@ -211,10 +211,11 @@ def test_newer_categories(tmp_path: Path) -> None:
 
 
 # -- flows ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("flow_cat", ["async", "async_cpu_to_gpu", "ac2g", "async_gpu"])
-def test_flows_fill_missing_correlation(tmp_path: Path, flow_cat: str) -> None:
+def flow_events(flow_cat: str = "ac2g") -> list[dict[str, Any]]:
+    """A launch and two kernels with no correlation, and the launch flows that give them one:
+    the rows' correlations are then 11, 11, 12 (3 filled from the flows)."""
     ts = 5_000
-    events = [
+    return [
         labels(0, "GPU 0"),
         x("cuda_runtime", "cudaLaunchKernel", ts, 10, tid="4242"),
         x("kernel", "k", ts + 20, 5, pid=0, tid="stream 7"),
@@ -225,7 +226,11 @@ def test_flows_fill_missing_correlation(tmp_path: Path, flow_cat: str) -> None:
         {"ph": "f", "id": 12, "pid": 0, "tid": 7, "ts": ts + 42, "cat": flow_cat, "bp": "e"},
         {"ph": "f", "id": 13, "pid": 0, "tid": 7, "ts": ts + 99, "cat": "fwdbwd", "bp": "e"},
     ]
-    session = load_kineto([write(tmp_path, "flows.json", events)])
+
+
+@pytest.mark.parametrize("flow_cat", ["async", "async_cpu_to_gpu", "ac2g", "async_gpu"])
+def test_flows_fill_missing_correlation(tmp_path: Path, flow_cat: str) -> None:
+    session = load_kineto([write(tmp_path, "flows.json", flow_events(flow_cat))])
     assert session.events["correlation"].to_list() == [11, 11, 12]
     info = next(iter(session.meta.extra["kineto"].values()))
     assert info["correlation_from_flows"] == 3
