@@ -48,6 +48,7 @@ from traceforensics.ingest.kineto.parts import (
     KEPT_CODE,
     ExternalPart,
     KeptPart,
+    TextCodes,
     external_part,
     json_texts,
 )
@@ -98,10 +99,14 @@ class Columns:
     #: the row rules already run on these columns (``rows.row_rules``, by the early-scan
     #: child: its raw lists, which they consumed, are then empty), else None
     rules: RowRules | None = None
+    #: ``kind``/``name``/``cat`` as codes too (``ColumnBuilder(coded=True)``: every row
+    #: scanned), else None; once the rules ran, the early-scan child sends these alone
+    #: (``early.with_columns``: the three lists are then empty)
+    coded: TextCodes | None = None
 
     @property
     def rows(self) -> int:
-        return len(self.kind)
+        return self.coded.rows if self.coded is not None else len(self.kind)
 
     def settle_durations(self, dur: npt.NDArray[np.int64], instant: npt.NDArray[np.bool_]) -> None:
         """``dur`` (ns, of the rows being added) made what the table holds, in place:
@@ -119,6 +124,7 @@ class Columns:
         if self.rules is not None or later.rules is not None:
             raise ValueError("columns whose row rules ran take no more rows")
         base = self.rows
+        self.coded = None  # (the codes of one builder: the lists hold every row)
         for name in ("cat", "kind", "name", "pid_raw", "tid_raw", "args", "correlation"):
             getattr(self, name).extend(getattr(later, name))
         self.start_parts.extend(later.start_parts)
@@ -146,8 +152,8 @@ class ColumnBuilder:
     """Accumulates ``Columns`` from batches of decoded events, scanned or typed (see the
     module docstring); ``memo`` shares equal values across batches."""
 
-    def __init__(self, *, defer_flows: bool = False) -> None:
-        self.c = Columns()
+    def __init__(self, *, defer_flows: bool = False, coded: bool = False) -> None:
+        self.c = Columns(coded=TextCodes() if coded else None)
         self.memo: dict[Any, Any] = {}
         #: with ``defer_flows``, the launch-flow endpoints of scanned chunks (the chunk, its
         #: endpoint events) left to ``settle_flows``: the early-scan child groups them only
@@ -308,6 +314,7 @@ class ColumnBuilder:
     ) -> None:
         """Append the rows of typed structs (``args``: their args structs)."""
         c, memo = self.c, self.memo
+        c.coded = None  # (codes come from scanned chunks only: the lists hold every row)
         base, n = c.rows, len(ph)
         cat = _shared(cat_raw, memo)
         kind = classify.kinds(ph, cat, c.unknown_cats)

@@ -184,19 +184,29 @@ def _pickled(value: EarlyScan | None) -> bytes | None:
 def with_columns(scan: EarlyScan) -> EarlyScan:
     """``scan`` with its events' columns built (``EarlyScan.built``, by ``build_columns``) and,
     when the child read the whole file (``tail``), their row rules run (``Columns.rules``:
-    the parent then only makes polars columns of them); ``scan`` itself when building or the
-    rules raise (the stream then builds them, and reports what is wrong as it would have)."""
+    the parent then only makes polars columns of them), the kind, name and cat columns kept
+    as codes alone (``Columns.coded``: ~1 ms to send against ~2 ms as lists, and the parent's
+    categorical columns ~4 ms sooner) and the kept args joined into one part (each distinct
+    text once: one categorical column to build); ``scan`` itself when building or the rules
+    raise (the stream then builds them, and reports what is wrong as it would have)."""
     try:
         from traceforensics.ingest.kineto.batches import ColumnBuilder
+        from traceforensics.ingest.kineto.parts import joined_parts
 
-        builder = ColumnBuilder(defer_flows=True)
+        builder = ColumnBuilder(defer_flows=True, coded=True)
         build_columns(scan, builder)
+        c = builder.c
         if scan.tail is not None:  # no more rows: the table's rules may run here too
             from traceforensics.ingest.kineto.rows import row_rules
 
-            builder.c.rules = row_rules(builder.c, builder.settle_flows)
-        else:  # (the stream adds the rest to these columns)
+            c.rules = row_rules(c, builder.settle_flows)
+            if c.coded is not None:  # the text columns are sent as codes alone
+                c.coded.settle()
+                c.kind, c.name, c.cat = [], [], []
+            c.arg_parts = [joined_parts(c.arg_parts)]  # (one args table part to build)
+        else:  # (the stream adds the rest to these columns: as lists)
             builder.settle_flows()
+            c.coded = None
     except Exception:
         return scan
     tail = None if scan.tail is None else (scan.tail[0], None)

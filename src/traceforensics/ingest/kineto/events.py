@@ -23,7 +23,7 @@ import numpy.typing as npt
 import polars as pl
 
 from traceforensics.ingest.kineto.batches import Columns
-from traceforensics.ingest.kineto.parts import ExternalPart, KeptPart
+from traceforensics.ingest.kineto.parts import ROW_KINDS, ExternalPart, KeptPart
 from traceforensics.ingest.kineto.payload import Dims, Payload
 from traceforensics.ingest.kineto.rows import row_rules
 from traceforensics.ingest.kineto.scanner import KEPT_KEYS
@@ -136,18 +136,9 @@ def _event_frame(
     position``. Each list (of ``rows`` and ``c``) is let go once its column is built: a
     Python list is 8 bytes a row before its values, most columns 4 or 8 in all; ``pay``'s
     columns are sparse parts (``payload.Payload``)."""
-    n = len(c.kind)
-
-    def take(owner: Any, attr: str, dtype: Any) -> pl.Series:
-        values = getattr(owner, attr)
-        setattr(owner, attr, [])
-        return pl.Series(values, dtype=dtype)
-
-    kind = take(c, "kind", KIND_DTYPE)
+    n = c.rows
+    kind, name, category = _text_series(c)
     placed = {col: pl.Series(rows.pop(col), dtype=dt) for col, dt in _PLACEMENT.items()}
-    name = take(c, "name", pl.Categorical)
-    category = _category_series(c.cat)
-    c.cat = []
     correlation = pl.Series(rows.pop("correlation"), dtype=pl.Int64)
     copies = {
         col: _sparse(n, pay.mem_rows, getattr(pay, attr), dt)
@@ -173,6 +164,31 @@ def _event_frame(
             **dims,
             "is_comm": pl.Series(is_comm),
         }
+    )
+
+
+def _text_series(c: Columns) -> tuple[pl.Series, pl.Series, pl.Series]:
+    """The ``kind``, ``name`` and ``category`` columns: from the codes the early-scan child
+    sent (``Columns.coded``: the distinct values gathered by code), else from the lists. Each
+    is let go once its column is built."""
+    coded, c.coded = c.coded, None
+    if coded is not None:
+        coded.settle()
+        return (
+            pl.Series(ROW_KINDS, dtype=KIND_DTYPE).gather(coded.kind[0]),
+            pl.Series(coded.names, dtype=pl.Categorical).gather(coded.name[0]),
+            _category_series(coded.cats).gather(coded.cat[0]),
+        )
+
+    def take(attr: str) -> list[Any]:
+        values: list[Any] = getattr(c, attr)
+        setattr(c, attr, [])
+        return values
+
+    return (
+        pl.Series(take("kind"), dtype=KIND_DTYPE),
+        pl.Series(take("name"), dtype=pl.Categorical),
+        _category_series(take("cat")),
     )
 
 

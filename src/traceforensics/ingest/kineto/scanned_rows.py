@@ -38,7 +38,7 @@ from traceforensics.ingest.kineto.colscan import (
     Scanned,
     slot_value,
 )
-from traceforensics.ingest.kineto.parts import KEPT_CODE, ExternalPart, KeptPart
+from traceforensics.ingest.kineto.parts import KEPT_CODE, ROW_KINDS, ExternalPart, KeptPart
 from traceforensics.ingest.kineto.timeconv import MID_LIMIT_US, floats_us_to_ns
 from traceforensics.ingest.kineto.typed import UNSET
 
@@ -238,9 +238,13 @@ def _add_rows(builder: ColumnBuilder, s: Scanned, rows: npt.NDArray[np.int64]) -
     kind = np.where(is_x, kind_of[cat_codes], _KIND_CODE["marker"])
     c.kind.extend(_KIND_TABLE[kind].tolist())
     _count_unknown(c.unknown_cats, cat, cat_codes[is_x])
-    for col, fn, out in ((_NAME, _name, c.name), (_PID, None, c.pid_raw), (_TID, None, c.tid_raw)):
-        codes, table = _by_code(s, col, rows, memo, fn)
+    name_codes, names = _by_code(s, _NAME, rows, memo, _name)
+    c.name.extend(names[name_codes].tolist())
+    for col, out in ((_PID, c.pid_raw), (_TID, c.tid_raw)):
+        codes, table = _by_code(s, col, rows, memo)
         out.extend(table[codes].tolist())
+    if c.coded is not None:  # the early-scan child's columns (``parts.TextCodes``)
+        c.coded.add(kind, (name_codes, names), (cat_codes, cat))
     c.start_parts.append(start)
     c.dur_parts.append(dur)
     c.external_parts.append(_external_ids(s, rows))
@@ -261,10 +265,8 @@ def _is_x_rows(s: Scanned, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]
     return out
 
 
-#: Every kind a row can have, and its code in ``_add_rows``.
-_KIND_TABLE: Final = np.asarray(
-    sorted({*cats.KIND_BY_CAT.values(), cats.UNKNOWN_KIND, "marker"}), dtype=object
-)
+#: Every kind a row can have (``parts.ROW_KINDS``), and its code in ``_add_rows``.
+_KIND_TABLE: Final = np.asarray(ROW_KINDS, dtype=object)
 _KIND_CODE: Final = {k: i for i, k in enumerate(_KIND_TABLE.tolist())}
 #: Per set of kinds the rules ask about, membership by kind code.
 _IN_KINDS: Final = {
