@@ -21,10 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import numpy as np
 import polars as pl
 
 from traceforensics.analysis.kernels.conv_flops import conv_flops_from_output
 from traceforensics.analysis.kernels.flops import parse_json_list
+from traceforensics.analysis.kernels.op_args import MISSING, OpArgs
 from traceforensics.analysis.names import matching
 from traceforensics.model.schema import ARG_INPUT_DIMS, ARG_SEQUENCE
 
@@ -37,18 +39,17 @@ CONV_BWD_NODE = r"^(Cudnn|Miopen|Mkldnn|Slow|Thnn)?Convolution\w*Backward\d*$"
 
 
 def _filled(costs: pl.DataFrame, found: dict[int, int]) -> pl.DataFrame:
-    """``costs`` with ``flops`` set from ``found`` (op_id -> FLOPs) where it was null."""
+    """``costs`` (by ``op_id``) with ``flops`` set from ``found`` (op_id -> FLOPs) where it was
+    null."""
     if not found:
         return costs
-    fill = pl.DataFrame(
-        {"op_id": list(found), "_fill": list(found.values())},
-        schema={"op_id": pl.Int64, "_fill": pl.Int64},
-    )
-    return (
-        costs.join(fill, on="op_id", how="left", maintain_order="left")
-        .with_columns(pl.coalesce("flops", "_fill").alias("flops"))
-        .drop("_fill")
-    )
+    ids = np.asarray(costs.get_column("op_id").to_numpy(), dtype=np.int64)
+    want = np.fromiter(found, dtype=np.int64, count=len(found))
+    pos = np.minimum(np.searchsorted(ids, want), max(ids.size - 1, 0))
+    flops = costs.get_column("flops")
+    keep = (ids[pos] == want) & flops.is_null().to_numpy()[pos]
+    values = pl.Series(np.fromiter(found.values(), dtype=np.int64, count=len(found))[keep])
+    return costs.with_columns(flops.clone().scatter(pos[keep], values))
 
 
 def _flops_by_op(
@@ -69,42 +70,41 @@ def _flops_by_op(
 
 
 def fill_conv_from_sequence(
-    events: pl.DataFrame, args: pl.DataFrame, costs: pl.DataFrame
+    events: pl.DataFrame, args: OpArgs, costs: pl.DataFrame
 ) -> pl.DataFrame:
     """Fill unknown forward-conv FLOPs from the backward node sharing the op's Sequence number
     (same rank): that node's first input is grad_output, whose shape is the conv's output.
-    ``events``: the cpu_op rows; ``costs`` is ``throughput.op_costs``'s frame (``op_id, family,
-    flops, Input Dims``, ...)."""
+    ``events``: the cpu_op rows (``event_id, rank, name``); ``args``: their ``Input Dims`` and
+    ``Sequence number``; ``costs`` is ``throughput.op_costs``'s frame (``op_id, family, flops``,
+    ...). A node needs both keys; of the nodes of one (rank, sequence number), the first in
+    ``events`` is the link."""
     todo = costs.filter((pl.col("family") == "conv") & pl.col("flops").is_null()).get_column(
         "op_id"
     )
-    if todo.len() == 0:
+    if todo.len() == 0 or not args.has(ARG_SEQUENCE):
         return costs
-    seq = args.filter(pl.col("key") == ARG_SEQUENCE).select(
-        "event_id", pl.col("value").alias("seq")
-    )
-    if seq.height == 0:
+    nodes = events.filter(matching(events, CONV_BWD_NODE))
+    node_ids = np.asarray(nodes.get_column("event_id").to_numpy(), dtype=np.int64)
+    node_seq = args.value_codes(args.rows(ARG_SEQUENCE, node_ids))
+    grad_rows = args.rows(ARG_INPUT_DIMS, node_ids)
+    linked: dict[tuple[int, int], int] = {}  # (rank, sequence number) -> the node's dims row
+    for rank, seq, row in zip(
+        nodes.get_column("rank").to_list(), node_seq.tolist(), grad_rows.tolist(), strict=True
+    ):
+        if MISSING not in (seq, row):
+            linked.setdefault((rank, seq), row)
+    fwd = events.filter(pl.col("event_id").is_in(todo.implode()))
+    fwd_ids = np.asarray(fwd.get_column("event_id").to_numpy(), dtype=np.int64)
+    fwd_seq = args.value_codes(args.rows(ARG_SEQUENCE, fwd_ids)).tolist()
+    ranks = fwd.get_column("rank").to_list()
+    found = (linked.get(key, MISSING) for key in zip(ranks, fwd_seq, strict=True))
+    pairs = [(i, g) for i, g in zip(fwd_ids.tolist(), found, strict=True) if g != MISSING]
+    if not pairs:
         return costs
-    ev = events.select("event_id", "rank", "name")
-    nodes = (
-        ev.filter(matching(ev, CONV_BWD_NODE))
-        .join(seq, on="event_id")
-        .join(
-            args.filter(pl.col("key") == ARG_INPUT_DIMS).select(
-                "event_id", pl.col("value").alias("grad_dims")
-            ),
-            on="event_id",
-        )
-        .unique(["rank", "seq"], keep="first")
-        .select("rank", "seq", "grad_dims")
-    )
-    fwd = (
-        ev.filter(pl.col("event_id").is_in(todo.implode()))
-        .join(seq, on="event_id")
-        .join(nodes, on=["rank", "seq"])
-        .join(costs.select(pl.col("op_id").alias("event_id"), ARG_INPUT_DIMS), on="event_id")
-    )
-    rows = fwd.select("event_id", "grad_dims", ARG_INPUT_DIMS).iter_rows()
+    ids = np.asarray([op_id for op_id, _ in pairs], dtype=np.int64)
+    grad_dims = args.texts(np.asarray([g for _, g in pairs], dtype=np.int64))
+    dims = args.texts(args.rows(ARG_INPUT_DIMS, ids))
+    rows = zip(ids.tolist(), grad_dims, dims, strict=True)
     return _filled(costs, _flops_by_op(rows, _conv_from_grad))
 
 
@@ -119,10 +119,9 @@ WGRAD_OPS = ("aten::cudnn_convolution_backward_weight", "aten::miopen_convolutio
 WGRAD_PARENTS = ("aten::cudnn_convolution_backward", "aten::miopen_convolution_backward")
 
 
-def fill_wgrad_from_parent(
-    tree: pl.DataFrame, args: pl.DataFrame, costs: pl.DataFrame
-) -> pl.DataFrame:
-    """Weight-gradient FLOPs from the parent backward op's weight dims (see module doc)."""
+def fill_wgrad_from_parent(tree: pl.DataFrame, args: OpArgs, costs: pl.DataFrame) -> pl.DataFrame:
+    """Weight-gradient FLOPs from the parent backward op's weight dims (see module doc);
+    ``args``: the ops' ``Input Dims``."""
     todo = costs.filter(pl.col("op").is_in(WGRAD_OPS) & pl.col("flops").is_null()).get_column(
         "op_id"
     )
@@ -133,16 +132,16 @@ def fill_wgrad_from_parent(
         pl.col("event_id").is_in(child.get_column("parent_id").implode())
         & pl.col("name").is_in(list(WGRAD_PARENTS))
     ).select(pl.col("event_id").alias("parent_id"))
-    wanted = pl.concat([child.get_column("event_id"), parent.get_column("parent_id")])
-    dims = args.filter(
-        (pl.col("key") == ARG_INPUT_DIMS) & pl.col("event_id").is_in(wanted.implode())
-    ).select("event_id", "value")
-    links = (
-        child.join(parent, on="parent_id")
-        .join(dims.rename({"value": "child_dims"}), on="event_id")
-        .join(dims.rename({"event_id": "parent_id", "value": "parent_dims"}), on="parent_id")
+    links = child.join(parent, on="parent_id")
+    ids, parents = (
+        np.asarray(links.get_column(c).to_numpy(), dtype=np.int64)
+        for c in ("event_id", "parent_id")
     )
-    rows = links.select("event_id", "child_dims", "parent_dims").iter_rows()
+    child_rows, parent_rows = args.rows(ARG_INPUT_DIMS, ids), args.rows(ARG_INPUT_DIMS, parents)
+    both = (child_rows != MISSING) & (parent_rows != MISSING)
+    rows = zip(
+        ids[both].tolist(), args.texts(child_rows[both]), args.texts(parent_rows[both]), strict=True
+    )
     return _filled(costs, _flops_by_op(rows, _wgrad))
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from typing import Final
 
+import numpy as np
 import polars as pl
 
 from traceforensics.analysis.kernels.conv_links import (
@@ -30,6 +31,7 @@ from traceforensics.analysis.kernels.conv_links import (
     fill_wgrad_from_parent,
 )
 from traceforensics.analysis.kernels.flops import family_of, op_cost_from_args, parse_json_list
+from traceforensics.analysis.kernels.op_args import OpArgs, call_groups
 from traceforensics.analysis.kernels.peaks import DevicePeak
 from traceforensics.model.schema import (
     ARG_CONCRETE_INPUTS,
@@ -45,59 +47,54 @@ FLOP_ARG_KEYS: Final = (ARG_INPUT_DIMS, ARG_INPUT_TYPE, ARG_CONCRETE_INPUTS, ARG
 def op_costs(
     cpu: pl.DataFrame, args: pl.DataFrame, tree: pl.DataFrame | None = None
 ) -> pl.DataFrame:
-    """Per host op with a FLOPs model: ``op_id, op, family, shapes, dtype, flops, bytes``.
-    ``cpu``: the cpu_op rows (``event_id, rank, name``); ``args``: the args side table (rows
-    of other keys than ``FLOP_ARG_KEYS`` are ignored). ``flops`` is null when the op's shapes do
-    not determine it. Old-PyTorch convolutions get their missing shapes from linked ops
-    (``conv_links``; the parent link needs ``tree``)."""
+    """Per host op with a FLOPs model: ``op_id, op, family, shapes, dtype, flops, bytes``, by
+    ``op_id``. ``cpu``: the cpu_op rows (``event_id, rank, name``); ``args``: the args side table
+    (rows of other keys than ``FLOP_ARG_KEYS`` are ignored). An op with none of the shape keys
+    (``Input Dims``, ``Input type``, ``Concrete Inputs``) is left out; ``flops`` is null when
+    the op's shapes do not determine it. Old-PyTorch convolutions get their missing shapes from
+    linked ops (``conv_links``; the parent link needs ``tree``)."""
     names = cpu.get_column("name").unique().drop_nulls()
     modelled = names.filter(
         pl.Series(
             [family_of(n) is not None for n in names.cast(pl.String).to_list()], dtype=pl.Boolean
         )
     )
-    ops = cpu.filter(pl.col("name").is_in(modelled.implode())).select(
-        pl.col("event_id").alias("op_id"), pl.col("name").cast(pl.String).alias("op")
-    )
-    keys = [ARG_INPUT_DIMS, ARG_INPUT_TYPE, ARG_CONCRETE_INPUTS]
-    args = args.filter(pl.col("key").is_in(FLOP_ARG_KEYS))
-    wide = (
-        args.filter(
-            pl.col("key").is_in(keys) & pl.col("event_id").is_in(ops.get_column("op_id").implode())
-        )
-        .with_columns(pl.col("key").cast(pl.String))
-        .pivot(on="key", index="event_id", values="value", aggregate_function="first")
-    )
-    for k in keys:
-        if k not in wide.columns:
-            wide = wide.with_columns(pl.lit(None, dtype=pl.String).alias(k))
-    # training loops repeat the same calls: evaluate each distinct (op, dims, types, concrete
-    # inputs) once (parsing its JSON once) and spread the result over its instances
-    groups = (
-        ops.join(wide.rename({"event_id": "op_id"}), on="op_id", how="inner")
-        .group_by("op", *keys)
-        .agg(pl.col("op_id"))
-    )
+    ops = cpu.filter(pl.col("name").is_in(modelled.implode()))
+    lookup = OpArgs(args, FLOP_ARG_KEYS)
+    op_id = np.asarray(ops.get_column("event_id").to_numpy(), dtype=np.int64)
+    rows = [lookup.rows(k, op_id) for k in _SHAPE_KEYS]
+    has = np.logical_or.reduce([r >= 0 for r in rows]) if op_id.size else np.zeros(0, bool)
+    op_id, rows = op_id[has], [r[has] for r in rows]
+    op = ops.get_column("name").filter(pl.Series(has)).cast(pl.String)
+    # training loops repeat the same calls: each distinct (op, dims, types, concrete inputs)
+    # is evaluated once (its JSON parsed once) and the result spread over its instances
+    name_code = np.asarray(op.cast(pl.Categorical).to_physical().to_numpy(), dtype=np.int64)
+    first, inverse = call_groups([name_code, *(lookup.value_codes(r) for r in rows)])
+    texts = [lookup.texts(r[first]) for r in rows]
     recs: list[tuple[object, ...]] = []
-    for op, dims, types, conc in groups.select("op", *keys).iter_rows():
-        cost = op_cost_from_args(op, dims, types, conc)
+    for name, dims, types, conc in zip(op.gather(first).to_list(), *texts, strict=True):
+        cost = op_cost_from_args(name, dims, types, conc)
         recs.append((cost.family, _tensor_shapes(dims), cost.dtype, cost.flops, cost.bytes))
-    cost_cols = {
-        "family": pl.String,
-        "shapes": pl.String,
-        "dtype": pl.String,
-        "flops": pl.Int64,
-        "bytes": pl.Int64,
-    }
-    costs = (
-        pl.concat([groups, pl.DataFrame(recs, schema=cost_cols, orient="row")], how="horizontal")
-        .explode("op_id")
-        .sort("op_id")
+    per_call = pl.DataFrame(recs, schema=_COST_COLUMNS, orient="row")
+    costs = pl.DataFrame({"op_id": op_id, "op": op}).hstack(
+        per_call.select(pl.all().gather(inverse)).get_columns()
     )
-    costs = fill_conv_from_sequence(cpu, args, costs)
+    if op_id.size > 1 and bool((np.diff(op_id) < 0).any()):
+        costs = costs.sort("op_id")
+    costs = fill_conv_from_sequence(cpu, lookup, costs)
     if tree is not None:
-        costs = fill_wgrad_from_parent(tree, args, costs)
-    return costs.select("op_id", "op", *cost_cols)
+        costs = fill_wgrad_from_parent(tree, lookup, costs)
+    return costs
+
+
+_SHAPE_KEYS: Final = (ARG_INPUT_DIMS, ARG_INPUT_TYPE, ARG_CONCRETE_INPUTS)
+_COST_COLUMNS: Final = {
+    "family": pl.String,
+    "shapes": pl.String,
+    "dtype": pl.String,
+    "flops": pl.Int64,
+    "bytes": pl.Int64,
+}
 
 
 def _tensor_shapes(dims_json: str | None) -> str:
