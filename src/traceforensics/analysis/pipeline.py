@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import polars as pl
 
@@ -47,8 +47,6 @@ from traceforensics.analysis.findings.stragglers import straggler_findings
 from traceforensics.analysis.idle.gaps import IdleAnalysis, analyze_idle
 from traceforensics.analysis.kernels.forensics import analyze_kernels
 from traceforensics.analysis.kernels.results import KernelAnalysis
-from traceforensics.analysis.monitoring.align import aligned_monitor
-from traceforensics.analysis.monitoring.monitor import MonitorReport
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.ranks import RankAnalysis, analyze_ranks
 from traceforensics.analysis.ranks.collectives import PG_ARG
@@ -56,8 +54,11 @@ from traceforensics.analysis.ranks.throttle import with_monitor
 from traceforensics.analysis.transfers import device_transfers
 from traceforensics.analysis.utilization.timeline import DevicePattern, analyze_utilization
 from traceforensics.model.memory import release_free_memory
-from traceforensics.model.monitor import MonitorLog
 from traceforensics.model.session import TraceSession
+
+if TYPE_CHECKING:
+    from traceforensics.analysis.monitoring.monitor import MonitorReport
+    from traceforensics.model.monitor import MonitorLog
 
 #: The passes, in order: name -> pass. Each takes the context and returns its typed result.
 PASSES: Final[dict[str, Callable[[AnalysisContext], Any]]] = {
@@ -204,6 +205,9 @@ def analyze_context(
     monitor = None
     if monitor_log is not None:
         has_events = session.events.height > 0
+        # (imported here: a run without a monitoring log does not import its analysis)
+        from traceforensics.analysis.monitoring.align import aligned_monitor
+
         monitor, note = aligned_monitor(session.meta, ctx.trace_span, has_events, monitor_log)
         if note:
             warnings.append(note)

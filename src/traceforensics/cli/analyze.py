@@ -40,7 +40,6 @@ from traceforensics.ingest import load_path
 from traceforensics.ingest.detect import check_input
 from traceforensics.ingest.progress import report
 from traceforensics.model.errors import InputError, OptionError
-from traceforensics.model.monitor import MonitorLog
 from traceforensics.report.format import one_line
 from traceforensics.report.json_out import build_json, dumps
 from traceforensics.report.progress import progress_line
@@ -49,6 +48,7 @@ from traceforensics.report.terminal import SECTIONS, render_text
 if TYPE_CHECKING:
     from traceforensics.compare import Rule
     from traceforensics.compare.deltas import FigureDelta
+    from traceforensics.model.monitor import MonitorLog
 
 
 @click.command(

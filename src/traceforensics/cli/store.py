@@ -16,7 +16,6 @@ from typing import Any
 import click
 
 from traceforensics import history
-from traceforensics.history.labels import parse_labels
 from traceforensics.model.errors import InputError
 from traceforensics.report.format import one_line
 
@@ -55,6 +54,10 @@ def label_values(
 ) -> dict[str, str]:
     """``--label KEY=VALUE`` (repeatable), checked now (``$TF_LABELS`` is checked with
     ``--store``: it only matters when storing)."""
+    if not value:  # (every run calls this: without labels nothing is imported)
+        return {}
+    from traceforensics.history.labels import parse_labels
+
     try:
         return parse_labels(value)
     except InputError as exc:
@@ -63,6 +66,8 @@ def label_values(
 
 def env_labels() -> dict[str, str]:
     """The labels of ``$TF_LABELS`` (``KEY=VALUE`` words, shell quoting)."""
+    from traceforensics.history.labels import parse_labels
+
     try:
         return parse_labels(shlex.split(os.environ.get(ENV_LABELS, "")))
     except (InputError, ValueError) as exc:

@@ -11,9 +11,12 @@ GPU ran at full clocks. Only evidence changes: the straggler and its cause stay 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from traceforensics.analysis.monitoring.monitor import MonitorReport
 from traceforensics.analysis.ranks.results import SLOW_GPU, RankAnalysis
+
+if TYPE_CHECKING:
+    from traceforensics.analysis.monitoring.monitor import MonitorReport
 
 
 def with_monitor(ranks: RankAnalysis, monitor: MonitorReport | None) -> RankAnalysis:

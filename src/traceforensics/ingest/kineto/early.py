@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import signal
 import sys
 import threading
@@ -83,6 +84,7 @@ class _Pending:
     identity: bytes
     parent: int
     answer: int  # the memory file; -1 once read or let go
+    done: int  # a pipe's read end: the child writes one byte once its answer is whole
     pid: int
     answered: EarlyScan | None = None
 
@@ -94,6 +96,9 @@ class _Pending:
         # the answer goes through a memory file, not a pipe: the child writes it whole and
         # exits while this process imports, instead of waiting for it to read 64 KB at a time
         self.answer = os.memfd_create("tf-early", os.MFD_CLOEXEC)
+        # and says so on a pipe: its answer is read while it exits (the end of a process
+        # holding ~150 MB took ~3 ms more than its last write)
+        self.done, said = os.pipe2(os.O_CLOEXEC)
         # Ctrl-C between the fork and the child's handlers would run this process's code in
         # the child: it is held off there (the child ends by itself, within its scan and
         # column build: well under a second for ``EARLY_MAX_JSON``)
@@ -101,30 +106,43 @@ class _Pending:
         try:
             self.pid = os.fork()
         except OSError:
-            os.close(self.answer)
+            for fd in (self.answer, self.done, said):
+                os.close(fd)
             raise
         finally:
             if os.getpid() == self.parent:
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
         if self.pid == 0:  # the child: scan, answer, and leave without running any cleanup
-            _answer(path, self.answer)
+            os.close(self.done)
+            _answer(path, self.answer, said)
+        os.close(said)
 
     def result(self) -> EarlyScan | None:
-        """The child's answer, waiting at most ``WAIT_S`` for it to end (then it is killed);
-        None when it gave up, failed or was killed. Read once (then kept)."""
+        """The child's answer, waiting at most ``WAIT_S`` for it (then the child is killed);
+        None when it gave up, failed or was killed. Read once (then kept). The child is
+        reaped before this returns: once it said its answer is whole, after the answer is
+        read (it ends meanwhile); else as soon as it ended by itself."""
         if self.answer >= 0:
-            ended = self.wait(WAIT_S)
+            poll = select.poll()  # (not ``select.select``: no limit on the descriptor)
+            poll.register(self.done, select.POLLIN)
+            ready = poll.poll(WAIT_S * 1000)
+            whole = bool(ready) and os.read(self.done, 1) == b"1"
+            os.close(self.done)
+            ended = whole or self.wait(WAIT_S if ready else 0.0)  # (closed unsaid: it died)
             with os.fdopen(self.answer, "rb") as fh:
                 self.answer = -1
                 fh.seek(0)  # the child's writes moved the offset this descriptor shares
                 self.answered = _unpickled(fh.read()) if ended else None
+            if whole:
+                self.wait(WAIT_S)
         return self.answered
 
     def cancel(self) -> None:
         """Stop the child (its scan is not wanted) and let its answer go."""
         if self.answer >= 0:
             self.wait(0.0)
-            os.close(self.answer)
+            for fd in (self.answer, self.done):
+                os.close(fd)
             self.answer = -1
 
     def wait(self, seconds: float) -> bool:
@@ -151,11 +169,11 @@ def _unpickled(data: bytes) -> EarlyScan | None:
     return out if isinstance(out, EarlyScan) else None
 
 
-def _answer(path: Path, answer: int) -> NoReturn:
+def _answer(path: Path, answer: int, said: int) -> NoReturn:
     """In the child: ``scan_file(path)`` with its columns (``with_columns``) pickled into the
     memory file ``answer`` (without them if building or pickling them fails; None on any other
-    failure), then ``os._exit``: the parent's buffers, atexit handlers and finally blocks are
-    the parent's to run."""
+    failure), one byte on the pipe ``said`` once it is written, then ``os._exit``: the
+    parent's buffers, atexit handlers and finally blocks are the parent's to run."""
     try:
         # the child writes nothing: it does not hold the command's output pipe open either
         # (``tf analyze T --bogus | cat`` ends when the command does)
@@ -170,6 +188,7 @@ def _answer(path: Path, answer: int) -> NoReturn:
         data = data or pickle.dumps(None)
         with os.fdopen(answer, "wb") as fh:
             fh.write(data)
+        os.write(said, b"1")
     finally:
         os._exit(0)
 

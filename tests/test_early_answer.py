@@ -1,0 +1,71 @@
+"""The early-scan child's answer is read as soon as the child says it is whole, while the child
+is still ending (``early._Pending.result``); the child is reaped all the same."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import ROOT
+from traceforensics.ingest.kineto import early
+
+SAMPLE = ROOT / "examples" / "synthetic_training.pt.trace.json.gz"
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+
+@pytest.fixture(autouse=True)
+def _one_scan(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # (a test worker may hold threads earlier tests left; the child here runs only the scan)
+    monkeypatch.setattr(early, "_other_threads", lambda: False)
+    yield
+    pending = early._STATE.pop("file", None)
+    if pending is not None:
+        pending.cancel()
+
+
+def test_the_answer_is_read_while_the_child_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_exit = os._exit
+
+    def slow_exit(code: int) -> None:  # in the child: an end that takes a while
+        time.sleep(1.5)
+        real_exit(code)
+
+    read_at: list[float] = []
+    unpickled = early._unpickled
+
+    def reading(data: bytes) -> early.EarlyScan | None:
+        read_at.append(time.monotonic())
+        return unpickled(data)
+
+    monkeypatch.setattr(os, "_exit", slow_exit)
+    monkeypatch.setattr(early, "_unpickled", reading)
+    started = time.monotonic()
+    early.start(SAMPLE)
+    monkeypatch.setattr(os, "_exit", real_exit)  # (this process's own exit stays as it was)
+    child = early._STATE["file"].pid
+    answer = early.take(SAMPLE)
+    assert answer is not None and answer.built is not None
+    assert read_at and read_at[0] - started < 1.2  # read before the child's end began to end
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)  # reaped once ended: not even a zombie is left
+
+
+def test_a_child_that_ends_without_saying_gives_no_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # it wrote part of an answer, then died: what it wrote is not read as one
+    def half(_: object, answer: int, said: int) -> None:
+        os.write(answer, b"\x80\x05partial")
+        os._exit(0)
+
+    monkeypatch.setattr(early, "_answer", half)
+    early.start(SAMPLE)
+    child = early._STATE["file"].pid
+    assert early.take(SAMPLE) is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)
