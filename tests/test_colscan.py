@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from tests.conftest import kineto_trace_files, shared_trace
 from traceforensics.ingest.kineto import chunks, colscan, load_kineto
-from traceforensics.ingest.kineto.batches import ColumnBuilder, Columns, build_batch
+from traceforensics.ingest.kineto.batches import ColumnBuilder, build_batch
+from traceforensics.ingest.kineto.columns import Columns
 from traceforensics.ingest.kineto.parts import ExternalPart, KeptPart
 from traceforensics.ingest.kineto.scanner import KEPT_KEYS
 from traceforensics.ingest.kineto.typed import KEPT_FIELDS, RULE_FIELDS, UNSET, decode_events

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, fresh_python
 from traceforensics.ingest.kineto import early
 
 SAMPLE = ROOT / "examples" / "synthetic_training.pt.trace.json.gz"
@@ -69,3 +69,23 @@ def test_a_child_that_ends_without_saying_gives_no_answer(
     assert early.take(SAMPLE) is None
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)
+
+
+def test_a_file_read_whole_by_the_child_is_loaded_without_the_decoders() -> None:
+    # (the stream, the compiled scanner's reader and msgspec's: ~5 ms of imports a small trace
+    # does not need once the child built its columns); without the early scan they are used
+    code = (
+        "import os, sys\n"
+        "from pathlib import Path\n"
+        "from traceforensics.ingest.kineto import early, load_kineto\n"
+        "k = 'traceforensics.ingest.kineto.'\n"
+        "decoders = ('msgspec', k + 'batches', k + 'stream', k + 'colscan')\n"
+        f"path = Path({str(SAMPLE)!r})\n"
+        "early.start(path)\n"
+        "session = load_kineto([path])\n"
+        "print(session.events.height > 0, [m for m in decoders if m in sys.modules])\n"
+        "os.environ[early.OFF] = '0'\n"
+        "load_kineto([path])\n"
+        "print([m for m in decoders if m not in sys.modules])\n"
+    )
+    assert fresh_python(code).stdout.split("\n")[:2] == ["True []", "[]"]

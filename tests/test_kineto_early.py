@@ -26,6 +26,7 @@ from traceforensics.ingest.detect import json_size_estimate
 from traceforensics.ingest.kineto import (
     batches,
     chunks,
+    columns,
     early,
     events,
     load,
@@ -70,13 +71,20 @@ def _load_counting(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TraceSe
     """``path`` loaded (its early scan started already, or not); how many times the stream
     took an early scan instead of reading the file."""
     used: list[Path] = []
-    from_early = stream._from_early
+    from_early, whole_columns = stream._from_early, early.whole_columns
 
     def counting(p: Path, *rest: Any) -> dict[str, Any]:
         used.append(p)
         return from_early(p, *rest)
 
+    def whole(p: Path, scan: early.EarlyScan) -> Any:
+        out = whole_columns(p, scan)
+        if out is not None:  # (taken whole: the stream is not called)
+            used.append(p)
+        return out
+
     monkeypatch.setattr(stream, "_from_early", counting)
+    monkeypatch.setattr(early, "whole_columns", whole)
     return load_kineto([path]), len(used)
 
 
@@ -192,7 +200,7 @@ def test_columns_whose_row_rules_ran_take_no_more_rows() -> None:
     scan = early.with_columns(early.scan_file(SAMPLE))
     assert scan.built is not None and scan.built[0].rules is not None
     with pytest.raises(ValueError, match="row rules"):
-        scan.built[0].extend(batches.Columns())
+        scan.built[0].extend(columns.Columns())
 
 
 def _scanned_only(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,7 +32,7 @@ def _generic(path: Path, monkeypatch: pytest.MonkeyPatch) -> TraceSession:
         raise stream.NotStreamableError("forced by the test")
 
     with monkeypatch.context() as m:
-        m.setattr("traceforensics.ingest.kineto.load.stream_events", refuse)
+        m.setattr("traceforensics.ingest.kineto.stream.stream_events", refuse)
         return load_kineto([path])
 
 

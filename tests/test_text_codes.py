@@ -11,7 +11,8 @@ import pytest
 
 from tests.conftest import ROOT, shared_trace
 from traceforensics.ingest.kineto import early, events, typed
-from traceforensics.ingest.kineto.batches import ColumnBuilder, Columns
+from traceforensics.ingest.kineto.batches import ColumnBuilder
+from traceforensics.ingest.kineto.columns import Columns
 from traceforensics.ingest.kineto.parts import ROW_KINDS, KeptPart, TextCodes, joined_parts
 from traceforensics.ingest.kineto.rows import row_rules
 

@@ -21,16 +21,16 @@ Row rules are those of ``events``: ``X``/``i``/``I`` phases except the ``Trace``
 ``cat``, an event whose ``ts``/``dur`` is not a number of µs dropped (warned once).
 
 Nothing here imports polars (``events.extract`` makes the polars columns): the early-scan child
-builds a small file's columns while the command still imports it (``early``).
+builds a small file's columns while the command still imports it (``early``). ``Columns`` is
+in ``columns`` (re-exported here), so that a process that only receives built columns does not
+import the decoders.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
 from itertools import compress
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -38,8 +38,8 @@ import numpy.typing as npt
 from traceforensics.ingest.kineto import categories as cats
 from traceforensics.ingest.kineto import classify, gpu
 from traceforensics.ingest.kineto.colscan import Batch, Scanned
+from traceforensics.ingest.kineto.columns import Columns
 from traceforensics.ingest.kineto.flows import (
-    FlowPoints,
     add_flow_arrays,
     add_flow_points,
     thread_key,
@@ -56,9 +56,6 @@ from traceforensics.ingest.kineto.scanned_rows import add_scanned
 from traceforensics.ingest.kineto.timeconv import TimeValueError, us_to_ns, usable_us
 from traceforensics.ingest.kineto.typed import ARGS_TYPES, UNSET, args_dicts
 
-if TYPE_CHECKING:
-    from traceforensics.ingest.kineto.rows import RowRules
-
 _INT_OR_NONE = {int, type(None)}
 
 
@@ -69,83 +66,6 @@ def _shared(values: list[Any], memo: dict[Any, Any]) -> list[Any]:
         return list(map(memo.setdefault, values, values))
     except TypeError:
         return [memo.setdefault(v, v) if isinstance(v, str | int | float) else v for v in values]
-
-
-@dataclass
-class Columns:
-    """One file's row columns in file order (see the module docstring)."""
-
-    cat: list[Any] = field(default_factory=list)
-    kind: list[str] = field(default_factory=list)
-    name: list[str] = field(default_factory=list)
-    pid_raw: list[Any] = field(default_factory=list)
-    tid_raw: list[Any] = field(default_factory=list)
-    args: list[dict[str, Any]] = field(default_factory=list)
-    correlation: list[int | None] = field(default_factory=list)
-    start_parts: list[npt.NDArray[np.int64]] = field(default_factory=list)
-    dur_parts: list[npt.NDArray[np.int64]] = field(default_factory=list)
-    external_parts: list[ExternalPart] = field(default_factory=list)
-    arg_parts: list[KeptPart] = field(default_factory=list)
-    meta: list[dict[str, Any]] = field(default_factory=list)
-    #: launch-flow endpoints by thread (``flows.add_flow_point``)
-    flows: dict[Any, FlowPoints] = field(default_factory=dict)
-    unknown_cats: Counter[str] = field(default_factory=Counter)
-    float_timestamps: bool = False
-    negative_dur: int = 0
-    bad_times: int = 0
-    bad_example: Any = None
-    first_time_error: TimeValueError | None = None
-    events_seen: int = 0
-    #: the row rules already run on these columns (``rows.row_rules``, by the early-scan
-    #: child: its raw lists, which they consumed, are then empty), else None
-    rules: RowRules | None = None
-    #: ``kind``/``name``/``cat`` as codes too (``ColumnBuilder(coded=True)``: every row
-    #: scanned), else None; once the rules ran, the early-scan child sends these alone
-    #: (``early.with_columns``: the three lists are then empty)
-    coded: TextCodes | None = None
-
-    @property
-    def rows(self) -> int:
-        return self.coded.rows if self.coded is not None else len(self.kind)
-
-    def settle_durations(self, dur: npt.NDArray[np.int64], instant: npt.NDArray[np.bool_]) -> None:
-        """``dur`` (ns, of the rows being added) made what the table holds, in place:
-        instants last 0 ns, a negative duration is clamped to 0 (counted for the warning)."""
-        dur[instant] = 0
-        negative = int((dur < 0).sum())
-        if negative:
-            self.negative_dur += negative
-            np.maximum(dur, 0, out=dur)
-
-    def extend(self, later: Columns) -> None:
-        """Append the columns of the events that follow these in the file (a batch built
-        elsewhere, e.g. by a worker process); its kept-args positions are shifted. Neither
-        may have had its row rules run (they need the whole file)."""
-        if self.rules is not None or later.rules is not None:
-            raise ValueError("columns whose row rules ran take no more rows")
-        base = self.rows
-        self.coded = None  # (the codes of one builder: the lists hold every row)
-        for name in ("cat", "kind", "name", "pid_raw", "tid_raw", "args", "correlation"):
-            getattr(self, name).extend(getattr(later, name))
-        self.start_parts.extend(later.start_parts)
-        self.dur_parts.extend(later.dur_parts)
-        self.external_parts.extend(later.external_parts)
-        self.arg_parts.extend(part.shifted(base) for part in later.arg_parts)
-        self.meta.extend(later.meta)
-        for key, (ts, ids) in later.flows.items():
-            if key in self.flows:
-                self.flows[key][0].extend(ts)
-                self.flows[key][1].extend(ids)
-            else:
-                self.flows[key] = (ts, ids)
-        self.unknown_cats.update(later.unknown_cats)
-        self.float_timestamps = self.float_timestamps or later.float_timestamps
-        self.negative_dur += later.negative_dur
-        self.bad_times += later.bad_times
-        if self.first_time_error is None:
-            self.first_time_error = later.first_time_error
-            self.bad_example = later.bad_example
-        self.events_seen += later.events_seen
 
 
 class ColumnBuilder:

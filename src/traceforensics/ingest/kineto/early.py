@@ -37,13 +37,16 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, NoReturn
 
+from traceforensics._allocator import reuse_big_blocks
 from traceforensics.cache_keys import input_identity
 from traceforensics.ingest.detect import json_size_estimate
 from traceforensics.ingest.kineto import scanner
 from traceforensics.ingest.kineto.scanner import RawScan
+from traceforensics.ingest.progress import report
 
 if TYPE_CHECKING:
-    from traceforensics.ingest.kineto.batches import ColumnBuilder, Columns
+    from traceforensics.ingest.kineto.batches import ColumnBuilder
+    from traceforensics.ingest.kineto.columns import Columns
 
 #: Most JSON text scanned early (bytes; the child holds ~25 MB of scanned chunks while it
 #: builds their columns). Beyond it the load is long enough that the imports are a small part
@@ -181,6 +184,7 @@ def _answer(path: Path, answer: int, said: int) -> NoReturn:
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         try:
+            reuse_big_blocks()  # (its pieces of gunzipped text: the same few MB again and again)
             scan = scan_file(path)
             data = _pickled(None if scan is None else with_columns(scan)) or _pickled(scan)
         except BaseException:  # any doubt: the stream reads the file and says what is wrong
@@ -241,6 +245,22 @@ def build_columns(scan: EarlyScan, builder: ColumnBuilder) -> None:
         builder.add(colscan.scanned(batch))
     if scan.tail is not None and scan.tail[1] is not None:
         builder.add(colscan.scanned(scan.tail[1]))
+
+
+def whole_columns(path: Path, scan: EarlyScan) -> tuple[dict[str, Any], Columns] | None:
+    """``(the file's top-level keys, its columns)`` when the child read the whole file and
+    built its columns (``with_columns``: the common case), as the stream would have given them
+    (``stream._from_early``); None otherwise (the stream reads the rest, or says why not)."""
+    if scan.built is None or scan.tail is None or not scan.built[0].events_seen:
+        return None
+    columns = scan.built[0]
+    report_read(path, scan.read, columns.events_seen)
+    return scan.top | scan.tail[0], columns
+
+
+def report_read(path: Path, read: list[int], events: int) -> None:
+    """The progress line of a load: ``read`` is [bytes of the file read, its size]."""
+    report(f"reading {path.name}: {read[0] / 1e6:.0f} of {read[1] / 1e6:.0f} MB, {events:,} events")
 
 
 _STATE: dict[str, _Pending] = {}

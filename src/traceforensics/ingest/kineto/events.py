@@ -1,4 +1,4 @@
-"""One Kineto file's columns (``batches.Columns``) into a partial unified event table.
+"""One Kineto file's columns (``columns.Columns``) into a partial unified event table.
 
 The per-event work happened while the file was decoded (``batches``); the rules that need the
 whole file (GPU placement, the correlation fallback from launch flows, copy sizes, kernel dims,
@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from traceforensics.ingest.kineto.batches import Columns
+from traceforensics.ingest.kineto.columns import Columns
 from traceforensics.ingest.kineto.parts import ROW_KINDS, ExternalPart, KeptPart
 from traceforensics.ingest.kineto.payload import Dims, Payload
 from traceforensics.ingest.kineto.rows import row_rules

@@ -1,9 +1,14 @@
 """``load_kineto``: one Kineto trace, or the rank files of one job, into a session (see the
-package docstring for the rules)."""
+package docstring for the rules).
+
+The decoders (the stream, the compiled scanner's and msgspec's readers, the decode worker) are
+imported only when a file is decoded here: a file the early-scan child read and built whole
+(``early.whole_columns``) is turned into its table without them."""
 
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,15 +17,12 @@ from typing import Any
 import polars as pl
 
 from traceforensics.ingest.detect import json_size_estimate
-from traceforensics.ingest.kineto import early, parallel
+from traceforensics.ingest.kineto import early
 from traceforensics.ingest.kineto import meta as kmeta
-from traceforensics.ingest.kineto.batches import ColumnBuilder, Columns
-from traceforensics.ingest.kineto.chunks import NotStreamableError
+from traceforensics.ingest.kineto.columns import Columns
 from traceforensics.ingest.kineto.events import Extracted, extract
 from traceforensics.ingest.kineto.reader import RawTrace, check_fits, read_trace
-from traceforensics.ingest.kineto.stream import stream_events
 from traceforensics.ingest.kineto.timeconv import TimeValueError
-from traceforensics.ingest.kineto.typed import from_dicts
 from traceforensics.ingest.progress import report
 from traceforensics.model.errors import CorruptTraceError, InputError, UnsupportedFormatError
 from traceforensics.model.memory import release_free_memory
@@ -38,15 +40,31 @@ _GENERIC_BATCH = 200_000
 
 
 def read_columns(path: Path) -> tuple[RawTrace, Columns]:
-    """One file's top-level keys (``RawTrace`` with no events) and its row columns: streamed
-    when the file allows it, else read whole by the generic reader."""
+    """One file's top-level keys (``RawTrace`` with no events) and its row columns: those the
+    early-scan child built when it read the whole file, else streamed when the file allows it,
+    else read whole by the generic reader."""
     check_fits(path, STREAM_MEMORY_PER_JSON_BYTE)
-    builder = ColumnBuilder()
-    # polars' first Series from a numpy array imports numpy.ma (~25 ms): here, while the early
+    # polars' first Series from a numpy array imports numpy.ma (~5 ms): here, while the early
     # scan's child may still be building the columns, rather than after it
     import numpy.ma  # noqa: F401
 
     scanned = early.take(path)  # read while the command imported polars (``early``)
+    whole = None if scanned is None else early.whole_columns(path, scanned)
+    if whole is not None:  # (no decoder is even imported: ~5 ms of a 1x ResNet-50 run)
+        return RawTrace(path=path, top=whole[0], events=[]), whole[1]
+    return _decoded(path, scanned)
+
+
+def _decoded(path: Path, scanned: early.EarlyScan | None) -> tuple[RawTrace, Columns]:
+    """``read_columns`` by the decoders: the stream (of the early scan's chunks when it read
+    them), else the generic reader."""
+    from traceforensics.ingest.kineto import parallel
+    from traceforensics.ingest.kineto.batches import ColumnBuilder
+    from traceforensics.ingest.kineto.chunks import NotStreamableError
+    from traceforensics.ingest.kineto.stream import stream_events
+    from traceforensics.ingest.kineto.typed import from_dicts
+
+    builder = ColumnBuilder()
     try:
         try:
             pool = None if scanned is not None else parallel.pool_for(json_size_estimate(path))
@@ -62,6 +80,13 @@ def read_columns(path: Path) -> tuple[RawTrace, Columns]:
         raw.events = []
         return raw, builder.c
     return RawTrace(path=path, top=top, events=[]), builder.c
+
+
+def _release_decode_worker() -> None:
+    """Let the decode worker go, if one was started (``parallel``: imported by then)."""
+    parallel = sys.modules.get("traceforensics.ingest.kineto.parallel")
+    if parallel is not None:
+        parallel.release()
 
 
 def load_kineto(paths: Sequence[Path], *, skip_non_traces: bool = False) -> TraceSession:
@@ -83,7 +108,7 @@ def load_kineto(paths: Sequence[Path], *, skip_non_traces: bool = False) -> Trac
     finally:
         if gc_was_enabled:
             gc.enable()
-        parallel.release()
+        _release_decode_worker()
         release_free_memory()  # the decoded events and batch columns are gone now
 
 

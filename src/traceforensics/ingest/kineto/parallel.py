@@ -29,8 +29,9 @@ import os
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from traceforensics.ingest.kineto.batches import Columns, build_batch
+from traceforensics.ingest.kineto.batches import build_batch
 from traceforensics.ingest.kineto.colscan import decode
+from traceforensics.ingest.kineto.columns import Columns
 from traceforensics.ingest.workers import decode_workers, set_workers
 
 if TYPE_CHECKING:  # imported when a worker starts: ``multiprocessing`` is not needed before

@@ -1,4 +1,4 @@
-"""The row rules of one file's columns (``batches.Columns``), without polars.
+"""The row rules of one file's columns (``columns.Columns``), without polars.
 
 The rules that need the whole file, run on Python lists and numpy arrays: host ids from raw
 pid/tid, GPU placement (device labels come from metadata events that may follow the rows), the
@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from traceforensics.ingest.kineto import categories as cats
 from traceforensics.ingest.kineto import gpu
-from traceforensics.ingest.kineto.batches import Columns
+from traceforensics.ingest.kineto.columns import Columns
 from traceforensics.ingest.kineto.flows import cpu_pid, fill_correlation_from_flows, gpu_labels
 from traceforensics.ingest.kineto.payload import Payload, gpu_payload, place_gpu_rows
 

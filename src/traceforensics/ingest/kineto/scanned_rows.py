@@ -1,4 +1,4 @@
-"""A chunk the compiled scanner read (``colscan.Scanned``) added to ``batches.Columns``.
+"""A chunk the compiled scanner read (``colscan.Scanned``) added to ``columns.Columns``.
 
 The scanner hands over codes into the chunk's distinct values and flat number arrays, so each
 rule of ``classify`` runs once per distinct value and the rows are picked and converted with

@@ -263,11 +263,7 @@ def _from_early(path: Path, scanned: EarlyScan, builder: ColumnBuilder) -> dict[
 
 
 def _report_read(path: Path, read: list[int], builder: ColumnBuilder) -> None:
-    """The progress line of a load: ``read`` is [bytes of the file read, its size]."""
-    report(
-        f"reading {path.name}: {read[0] / 1e6:.0f} of {read[1] / 1e6:.0f} MB, "
-        f"{builder.c.events_seen:,} events"
-    )
+    early.report_read(path, read, builder.c.events_seen)
 
 
 def _ended(builder: ColumnBuilder, top: dict[str, Any]) -> dict[str, Any]:
