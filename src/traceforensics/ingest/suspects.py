@@ -20,13 +20,17 @@ GRAPH_LAUNCH_RE = r"^(?:cuda|hip|cu)GraphLaunch"
 
 def graph_launch_notes(events: pl.DataFrame) -> list[str]:
     """One warning when some graph launches have no GPU record, naming how many."""
-    calls = events.filter(
-        (pl.col("kind") == "cuda_api")
-        & pl.col("name").cast(pl.String).str.contains(GRAPH_LAUNCH_RE)
-        & pl.col("correlation").is_not_null()
-    ).select("rank", "correlation", pl.col("name").cast(pl.String))
-    if calls.height == 0:
+    api = events.select("kind", "rank", "correlation", "name").filter(
+        (pl.col("kind") == "cuda_api") & pl.col("correlation").is_not_null()
+    )
+    # the pattern on each distinct name once (a trace repeats a few names over every call)
+    names = api.get_column("name").unique().drop_nulls()
+    launches = names.filter(names.cast(pl.String).str.contains(GRAPH_LAUNCH_RE))
+    if launches.len() == 0:
         return []
+    calls = api.filter(pl.col("name").is_in(launches.implode())).select(
+        "rank", "correlation", pl.col("name").cast(pl.String)
+    )
     work = (
         events.filter(pl.col("kind").cast(pl.String).is_in(BUSY_KINDS))
         .select("rank", "correlation")

@@ -14,12 +14,17 @@ first value would. Values are compared by code (``codes``): equal texts share on
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 from traceforensics.model.units import I64
+
+#: Row positions and value codes (int32: at 130x the side table has ~7M rows of these keys).
+I32 = npt.NDArray[np.int32]
 
 #: No row of the key (``OpArgs.rows``), no value (``OpArgs.codes``).
 MISSING = -1
@@ -32,7 +37,7 @@ class OpArgs:
         ids = args.get_column("event_id").to_numpy()
         self._values = args.get_column("value")
         #: per row, the code of its value (equal texts, equal codes; no value: MISSING)
-        self.codes: I64 = _codes(self._values.cast(pl.Categorical))
+        self.codes: I32 = _codes(self._values.cast(pl.Categorical))
         wanted = list(dict.fromkeys(keys))
         # the keys as codes, each compared once with numpy
         key = _codes(
@@ -43,9 +48,9 @@ class OpArgs:
                 ]
             )
         )
-        self._by_key: dict[str, tuple[I64, I64]] = {}
+        self._by_key: dict[str, tuple[I64, I32]] = {}
         for i, k in enumerate(wanted):
-            rows = np.flatnonzero(key[: ids.size] == key[ids.size + i])
+            rows = np.flatnonzero(key[: ids.size] == key[ids.size + i]).astype(np.int32)
             at = np.asarray(ids[rows], dtype=np.int64)
             if at.size > 1 and bool((np.diff(at) < 0).any()):  # (the table's order: by id)
                 order = np.argsort(at, kind="stable")  # (equal ids: the table's first first)
@@ -56,21 +61,21 @@ class OpArgs:
         """Whether any event has a row of ``key``."""
         return self._by_key[key][0].size > 0
 
-    def rows(self, key: str, ids: I64) -> I64:
+    def rows(self, key: str, ids: I64) -> I32:
         """Per event id of ``ids``, its row of ``key`` in ``args`` (``MISSING`` if none)."""
         sorted_ids, rows = self._by_key[key]
         if not sorted_ids.size:
-            return np.full(len(ids), MISSING, dtype=np.int64)
+            return np.full(len(ids), MISSING, dtype=np.int32)
         pos = np.minimum(np.searchsorted(sorted_ids, ids), sorted_ids.size - 1)
-        out: I64 = np.where(sorted_ids[pos] == ids, rows[pos], MISSING)
+        out: I32 = np.where(sorted_ids[pos] == ids, rows[pos], MISSING).astype(np.int32)
         return out
 
-    def value_codes(self, rows: I64) -> I64:
+    def value_codes(self, rows: I32) -> I32:
         """The value code of each row of ``rows`` (``MISSING`` where the row is)."""
-        out: I64 = np.where(rows >= 0, self.codes[np.maximum(rows, 0)], MISSING)
+        out: I32 = np.where(rows >= 0, self.codes[np.maximum(rows, 0)], MISSING).astype(np.int32)
         return out
 
-    def texts(self, rows: I64) -> list[str | None]:
+    def texts(self, rows: I32) -> list[str | None]:
         """The value text of each row of ``rows`` (None where it is ``MISSING``)."""
         found = rows >= 0
         out: list[str | None] = [None] * len(rows)
@@ -80,16 +85,16 @@ class OpArgs:
         return out
 
 
-def _codes(values: pl.Series) -> I64:
+def _codes(values: pl.Series) -> I32:
     """The codes of a categorical column (equal texts, equal codes; null: ``MISSING``)."""
     physical = values.to_physical()
-    out = np.asarray(physical.to_numpy(), dtype=np.int64)
+    out = np.asarray(physical.fill_null(0).to_numpy(), dtype=np.int32)
     if physical.null_count():
         out[physical.is_null().to_numpy()] = MISSING
     return out
 
 
-def call_groups(columns: list[I64]) -> tuple[I64, I64]:
+def call_groups(columns: Sequence[npt.NDArray[np.signedinteger[Any]]]) -> tuple[I64, I64]:
     """Rows with equal values in every one of ``columns`` (int64 codes, one per row) as one
     group: ``(first, group)``, the first row of each group and each row's group index (groups
     numbered in the order of their first rows' codes). Two columns at a time are combined into
