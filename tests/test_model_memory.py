@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from tests.conftest import fresh_python
 from traceforensics.model.memory import nulls_as_constants
 
 
@@ -21,3 +22,17 @@ def test_nulls_as_constants_keeps_every_value_and_dtype() -> None:
     assert out.equals(frame) and out.schema == frame.schema
     assert out.filter(pl.col("a") > 1).equals(frame.filter(pl.col("a") > 1))
     assert nulls_as_constants(frame.clear()).equals(frame.clear())
+
+
+def test_startup_done_freezes_the_imports_and_collects_the_young_less_often() -> None:
+    # in a fresh interpreter (the setting is the console script's, for the whole process)
+    code = (
+        "import gc\n"
+        "from traceforensics.model import memory\n"
+        "gc.disable()\n"
+        "old = gc.get_threshold()\n"
+        "memory.startup_done()\n"
+        "print(gc.isenabled(), gc.get_freeze_count() > 0,\n"
+        "      gc.get_threshold() == (memory.YOUNG_THRESHOLD, *old[1:]), old[0] < 1000)\n"
+    )
+    assert fresh_python(code).stdout.split() == ["True"] * 4
