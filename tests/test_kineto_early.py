@@ -188,7 +188,9 @@ def test_launch_flows_are_grouped_in_the_child_only_when_a_row_needs_them(
     scan = early.with_columns(early.scan_file(path))
     assert scan.built is not None and scan.built[0].rules is not None
     assert settled == [1] and scan.built[0].rules.flow_filled == 3
-    monkeypatch.undo()
+    # (the count alone is undone: the fixture's ``_other_threads`` stays, or a thread an
+    # earlier test left would stop the scan from starting)
+    monkeypatch.setattr(batches.ColumnBuilder, "settle_flows", settle)
     got, used = _load_early(path, monkeypatch)
     assert used == 1
     _same(got, load_kineto([path]))
@@ -261,10 +263,12 @@ def test_the_child_builds_the_columns_without_polars() -> None:
 @needs_fork
 def test_an_answer_that_is_not_a_scan_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
     answers = [b"\x80\x05garbage", pickle.dumps("not a scan")]
+    dumps = pickle.dumps
     for answer in answers:  # a cut pickle, then a whole one of something else
         monkeypatch.setattr(early.pickle, "dumps", lambda *_, answer=answer, **__: answer)
         early.start(SAMPLE)  # (the child pickles with the patched dumps)
-        monkeypatch.undo()
+        monkeypatch.setattr(early.pickle, "dumps", dumps)
+        assert "file" in early._STATE  # a child was started
         assert early.take(SAMPLE) is None
 
 
