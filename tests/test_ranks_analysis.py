@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import synth_ranks
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 from traceforensics.analysis.pipeline import analyze
 from traceforensics.analysis.ranks import analyze_ranks
 from traceforensics.ingest import load_path
@@ -164,3 +164,24 @@ def test_monitoring_log_says_whether_the_slow_gpu_throttled(tmp_path: Path) -> N
     # no log, or a log without the GPU: evidence unchanged
     plain = analyze_ranks(load_path(tmp_path / "job0"))
     assert with_monitor(plain, None) is plain
+
+
+def test_no_collective_kernels_take_the_general_split() -> None:
+    # the shortcut for a trace without collectives gives what the general path gives: the
+    # same rows (none), columns and dtypes, no match, the one-rank note
+    import polars as pl
+
+    from traceforensics.analysis.context import prepare
+    from traceforensics.analysis.ranks import collectives as coll
+
+    ctx = prepare(load_path(ROOT / "examples" / "synthetic_training.pt.trace.json.gz"))
+    kern = coll.collective_kernels(ctx.work, ctx.session.args, ctx.device_table)
+    assert kern.height == 0 and kern.schema["pg"] == pl.String
+    fast = coll.match_collectives(kern)
+    # the general path, on the same frame with one row (of nulls) in it
+    one = pl.concat([kern, kern.clear(1)]).with_columns(pl.lit("g").alias("group"))
+    general = coll.match_collectives(one)
+    assert fast.rows.schema == general.rows.schema
+    assert fast.rows.height == 0 and fast.matched == 0 and fast.offsets_ns == {}
+    assert fast.method == general.method == "estimate"
+    assert fast.notes == [coll.ONE_RANK_NOTE] == general.notes

@@ -78,6 +78,8 @@ def collective_kernels(
         args.filter(pl.col("key") == PG_ARG)
         .select("event_id", pl.col("value").cast(pl.String).str.strip_chars('"').alias("pg"))
         .unique("event_id", keep="first")
+        if kern.height
+        else _NO_GROUPS  # (no collective kernel: the args are not even looked at)
     )
     op = pl.col("name").cast(pl.String).str.extract(OP_RE, 1).fill_null("other")
     return (
@@ -89,8 +91,19 @@ def collective_kernels(
     )
 
 
+#: The process groups of no kernel (``collective_kernels`` of a trace without collectives).
+_NO_GROUPS = pl.DataFrame(schema={"event_id": pl.Int64, "pg": pl.String})
+
+
 def match_collectives(kern: pl.DataFrame) -> Collectives:
     """The split of every collective kernel (module docstring)."""
+    if kern.height == 0:  # (nothing to match: each step below would still cost a query)
+        rows = kern.with_columns(
+            pl.lit(None, dtype=pl.UInt32).alias("upto"), pl.lit(False).alias("matched")
+        )
+        out = Collectives(rows=_split(rows, {}), method="estimate")
+        out.notes.append(ONE_RANK_NOTE)
+        return out
     devs = kern.get_column("dev").unique().sort().to_list()
     counts = kern.group_by("group", "dev").agg(pl.len().alias("n"), pl.col("op").first())
     groups = counts.group_by("group").agg(
@@ -123,11 +136,14 @@ def match_collectives(kern: pl.DataFrame) -> Collectives:
             "the loaded ranks do not share): waits are estimated per rank"
         )
     if len(devs) < 2:
-        out.notes.append(
-            "one rank only: each collective's wait is estimated from the shortest instance of "
-            "the same kernel (the one that waited least)"
-        )
+        out.notes.append(ONE_RANK_NOTE)
     return out
+
+
+ONE_RANK_NOTE = (
+    "one rank only: each collective's wait is estimated from the shortest instance of the same "
+    "kernel (the one that waited least)"
+)
 
 
 def _clock_offsets(matched: pl.DataFrame) -> pl.DataFrame:
