@@ -99,8 +99,8 @@ class _Pending:
         # the answer goes through a memory file, not a pipe: the child writes it whole and
         # exits while this process imports, instead of waiting for it to read 64 KB at a time
         self.answer = os.memfd_create("tf-early", os.MFD_CLOEXEC)
-        # and says so on a pipe: its answer is read while it exits (the end of a process
-        # holding ~150 MB took ~3 ms more than its last write)
+        # and says so on a pipe: its answer is read while it exits (its end, unmapping
+        # ~150 MB, comes a few ms after its last write)
         self.done, said = os.pipe2(os.O_CLOEXEC)
         # Ctrl-C between the fork and the child's handlers would run this process's code in
         # the child: it is held off there (the child ends by itself, within its scan and

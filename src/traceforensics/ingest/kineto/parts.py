@@ -150,8 +150,8 @@ def _recoded(
     """``codes`` (into ``table``) as codes into the distinct values ``ids`` (value -> code,
     extended with the values first met here, in the order of their first row: the order a
     column built from the rows' values meets them)."""
-    first = np.empty(len(table), dtype=np.int64)
-    first[codes[::-1]] = np.arange(codes.size - 1, -1, -1)  # (the last write wins: the first row)
+    first = np.full(len(table), codes.size, dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(codes.size))  # each code's first row
     present = np.flatnonzero(np.bincount(codes, minlength=len(table)))
     present = present[np.argsort(first[present], kind="stable")]
     remap = np.zeros(len(table), dtype=np.int32)
