@@ -37,10 +37,10 @@ class OpArgs:
         ids = args.get_column("event_id").to_numpy()
         self._values = args.get_column("value")
         #: per row, the code of its value (equal texts, equal codes; no value: MISSING)
-        self.codes: I32 = _codes(self._values.cast(pl.Categorical))
+        self.codes: I32 = category_codes(self._values)
         wanted = list(dict.fromkeys(keys))
         # the keys as codes, each compared once with numpy
-        key = _codes(
+        key = category_codes(
             pl.concat(
                 [
                     args.get_column("key").cast(pl.Categorical),
@@ -85,9 +85,10 @@ class OpArgs:
         return out
 
 
-def _codes(values: pl.Series) -> I32:
-    """The codes of a categorical column (equal texts, equal codes; null: ``MISSING``)."""
-    physical = values.to_physical()
+def category_codes(values: pl.Series) -> I32:
+    """The codes of a text column, categorical or not (equal texts, equal codes; null:
+    ``MISSING``)."""
+    physical = values.cast(pl.Categorical).to_physical()
     out = np.asarray(physical.fill_null(0).to_numpy(), dtype=np.int32)
     if physical.null_count():
         out[physical.is_null().to_numpy()] = MISSING

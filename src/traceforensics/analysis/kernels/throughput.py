@@ -31,7 +31,7 @@ from traceforensics.analysis.kernels.conv_links import (
     fill_wgrad_from_parent,
 )
 from traceforensics.analysis.kernels.flops import family_of, op_cost_from_args, parse_json_list
-from traceforensics.analysis.kernels.op_args import OpArgs, call_groups
+from traceforensics.analysis.kernels.op_args import OpArgs, call_groups, category_codes
 from traceforensics.analysis.kernels.peaks import DevicePeak
 from traceforensics.model.schema import (
     ARG_CONCRETE_INPUTS,
@@ -68,8 +68,7 @@ def op_costs(
     op = ops.get_column("name").filter(pl.Series(has)).cast(pl.String)
     # training loops repeat the same calls: each distinct (op, dims, types, concrete inputs)
     # is evaluated once (its JSON parsed once) and the result spread over its instances
-    name_code = np.asarray(op.cast(pl.Categorical).to_physical().to_numpy(), dtype=np.int64)
-    first, inverse = call_groups([name_code, *(lookup.value_codes(r) for r in rows)])
+    first, inverse = call_groups([category_codes(op), *(lookup.value_codes(r) for r in rows)])
     texts = [lookup.texts(r[first]) for r in rows]
     recs: list[tuple[object, ...]] = []
     for name, dims, types, conc in zip(op.gather(first).to_list(), *texts, strict=True):

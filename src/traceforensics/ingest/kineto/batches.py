@@ -22,8 +22,8 @@ Row rules are those of ``events``: ``X``/``i``/``I`` phases except the ``Trace``
 
 Nothing here imports polars (``events.extract`` makes the polars columns): the early-scan child
 builds a small file's columns while the command still imports it (``early``). ``Columns`` is
-in ``columns`` (re-exported here), so that a process that only receives built columns does not
-import the decoders.
+in ``columns`` (the builder's only import of it), so that a process that only receives built
+columns does not import the decoders.
 """
 
 from __future__ import annotations
