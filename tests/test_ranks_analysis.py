@@ -177,6 +177,14 @@ def test_no_collective_kernels_take_the_general_split() -> None:
     ctx = prepare(load_path(ROOT / "examples" / "synthetic_training.pt.trace.json.gz"))
     kern = coll.collective_kernels(ctx.work, ctx.session.args, ctx.device_table)
     assert kern.height == 0 and kern.schema["pg"] == pl.String
+    # no query ran for it: its columns are those the query gives when it runs (one kernel
+    # marked as a collective)
+    first = ctx.work.get_column("kind").cast(pl.String).to_list().index("kernel")
+    marked = ctx.work.with_columns(
+        pl.Series("is_comm", [i == first for i in range(ctx.work.height)])
+    )
+    ran = coll.collective_kernels(marked, ctx.session.args, ctx.device_table)
+    assert ran.height == 1 and ran.schema == kern.schema
     fast = coll.match_collectives(kern)
     # the general path, on the same frame with one row (of nulls) in it
     one = pl.concat([kern, kern.clear(1)]).with_columns(pl.lit("g").alias("group"))

@@ -80,6 +80,28 @@ def test_validate_rejects_duplicate_ids_and_null_keys() -> None:
         TraceSession.from_frames(_frame(name=["a", None, "c"]), _meta())
 
 
+def test_validate_checks_frames_it_passed_once_and_replaced_frames_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the loaders validate and ``load_path`` again: the same frames are checked once; a
+    # table set afterwards (even one with a bad row) is checked anew
+    s = TraceSession.from_frames(_frame(), _meta())
+    selects: list[int] = []
+    real = pl.DataFrame.select
+
+    def counted(self: pl.DataFrame, *a: object, **k: object) -> pl.DataFrame:
+        selects.append(self.height)
+        return real(self, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pl.DataFrame, "select", counted)
+    s.validate()
+    assert selects == []
+    s.events = s.events.with_columns(pl.Series("dur_ns", [1, -1, 3]))
+    with pytest.raises(SchemaError, match="dur_ns < 0"):
+        s.validate()
+    assert selects == [3]
+
+
 def test_save_load_round_trip_is_exact(tmp_path: Path) -> None:
     args = pl.DataFrame({"event_id": [0], "key": ["Input Dims"], "value": ["[[2, 3]]"]})
     s = TraceSession.from_frames(_frame(), _meta(), args)

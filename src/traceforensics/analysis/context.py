@@ -416,7 +416,10 @@ def _op_table(
     def col(name: str, fill: int = 0) -> I64:
         # a view of the column when it is int64 without nulls (4-8 of these at 8 bytes per
         # GPU op: ~300 MB at 10M kernels if copied); read-only, the passes never write them
-        return np.asarray(work.get_column(name).fill_null(fill).to_numpy(), dtype=np.int64)
+        column = work.get_column(name)
+        if column.null_count():  # (a fill copies the column even when it holds no null)
+            column = column.fill_null(fill)
+        return np.asarray(column.to_numpy(), dtype=np.int64)
 
     thr, start, end = col("l_thr", -1), col("launch_start_ns"), col("launch_end_ns")
     return OpTable(

@@ -87,6 +87,8 @@ def launch_links(
 
 def _ints(col: pl.Series) -> tuple[I64, Mask]:
     """``(values as int64 with 0 for null, is-known mask)``."""
+    if not col.null_count():  # (the mask and the fill cost a pass each, for nothing)
+        return col.cast(pl.Int64).to_numpy(), np.ones(col.len(), dtype=bool)
     ok: Mask = col.is_not_null().to_numpy()
     values: I64 = col.fill_null(0).cast(pl.Int64).to_numpy()
     return values, ok

@@ -188,21 +188,27 @@ def detect_program(session: TraceSession) -> Program:
 def program_from(names: pl.DataFrame, meta: TraceMeta) -> Program:
     """``detect_program`` from the name counts (``name_counts``, summed over the ranks of a job
     analysed apart) and the trace's metadata."""
-    exprs = [_match_counts(s.kinds, s.pattern).alias(f"s{i}") for i, s in enumerate(SIGNS)]
     api = pl.col("kind") == "cuda_api"
-    exprs += [
+    exprs = [
         pl.col("len").filter(api & pl.col("name").str.contains(_AMD_API)).sum().alias("amd"),
         pl.col("len").filter(api & pl.col("name").str.contains(_NVIDIA_API)).sum().alias("nv"),
         pl.col("len").filter(pl.col("kind") == "kernel").sum().alias("kernels"),
     ]
-    found = names.select(exprs).row(0, named=True)
-    vendor, why_vendor = _vendor(meta, int(found["amd"] or 0), int(found["nv"] or 0))
+    # the first sign with rows names the framework: the first one (``aten::``, nearly every
+    # PyTorch trace) is tried with the vendor's counts, the others only when it finds none
+    # (each regex costs ~0.1-0.3 ms to compile and run, ~4 ms for all of them)
+    found = names.select(*exprs, _match_counts(SIGNS[0].kinds, SIGNS[0].pattern).alias("s0"))
+    counts = found.row(0, named=True)
+    if not counts["s0"]["rows"]:
+        rest = [_match_counts(s.kinds, s.pattern).alias(f"s{i}") for i, s in enumerate(SIGNS)]
+        counts |= names.select(rest[1:]).row(0, named=True)
+    vendor, why_vendor = _vendor(meta, int(counts["amd"] or 0), int(counts["nv"] or 0))
     for i, sign in enumerate(SIGNS):
-        hit = found[f"s{i}"]
+        hit = counts[f"s{i}"]
         if hit["rows"]:
             return Program(sign.framework, vendor, _count(hit["rows"], hit["distinct"], sign.label))
     framework = "hip" if vendor == "amd" else "cuda"
-    kernels = int(found["kernels"] or 0)
+    kernels = int(counts["kernels"] or 0)
     return Program(
         framework, vendor, f"no framework names in {kernels:,} kernel rows; {why_vendor}"
     )

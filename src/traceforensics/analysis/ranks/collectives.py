@@ -69,26 +69,32 @@ def collective_kernels(
     """Collective kernels of ``work`` (``AnalysisContext.work``) with ``dev`` (their device's
     index: ``devices``, ``AnalysisContext.device_table``), ``op`` and ``group``, and ``k``:
     their order within (participant, group, op), by start."""
+    collective = (pl.col("kind") == "kernel") & pl.col("is_comm")
+    none = not work.select(collective.any()).item()
     kern = (
-        work.filter((pl.col("kind") == "kernel") & pl.col("is_comm"))
+        work.lazy()
+        .filter(collective)
         .select("rank", "device", "event_id", "name", "start_ns", "end_ns", OP_DUR_NS)
-        .join(devices, on=["rank", "device"], how="left")
+        .join(devices.lazy(), on=["rank", "device"], how="left")
     )
     pg = (
-        args.filter(pl.col("key") == PG_ARG)
+        _NO_GROUPS  # (no collective kernel: the args are not even looked at)
+        if none
+        else args.filter(pl.col("key") == PG_ARG)
         .select("event_id", pl.col("value").cast(pl.String).str.strip_chars('"').alias("pg"))
         .unique("event_id", keep="first")
-        if kern.height
-        else _NO_GROUPS  # (no collective kernel: the args are not even looked at)
     )
     op = pl.col("name").cast(pl.String).str.extract(OP_RE, 1).fill_null("other")
-    return (
-        kern.join(pg, on="event_id", how="left")
+    query = (
+        kern.join(pg.lazy(), on="event_id", how="left")
         .with_columns(op.alias("op"), pl.col("pg").fill_null(""))
         .with_columns(pl.format("{}|{}", "pg", "op").alias("group"))
         .sort("dev", "start_ns", "event_id")
         .with_columns(pl.int_range(pl.len()).over("dev", "group").alias("k"))
     )
+    if none:  # (the query's columns, none of its steps run)
+        return pl.DataFrame(schema=query.collect_schema())
+    return query.collect(engine="in-memory")
 
 
 #: The process groups of no kernel (``collective_kernels`` of a trace without collectives).
