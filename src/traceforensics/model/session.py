@@ -190,7 +190,7 @@ class TraceSession:
     @events.setter
     def events(self, frame: pl.DataFrame) -> None:
         self._tables()
-        self._events = frame
+        self._events, self._valid = frame, None
 
     @property
     def args(self) -> pl.DataFrame:
@@ -199,7 +199,7 @@ class TraceSession:
     @args.setter
     def args(self, frame: pl.DataFrame) -> None:
         self._tables()
-        self._args = frame
+        self._args, self._valid = frame, None
 
     def __reduce__(self) -> tuple[type[TraceSession], tuple[Any, ...]]:
         # (a deferred session's reader is a closure: the tables travel, read)

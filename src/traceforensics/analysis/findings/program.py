@@ -201,7 +201,7 @@ def program_from(names: pl.DataFrame, meta: TraceMeta) -> Program:
     counts = found.row(0, named=True)
     if not counts["s0"]["rows"]:
         rest = [_match_counts(s.kinds, s.pattern).alias(f"s{i}") for i, s in enumerate(SIGNS)]
-        counts |= names.select(rest[1:]).row(0, named=True)
+        counts |= names.select(rest[1:]).row(0, named=True)  # (s1, s2, ...)
     vendor, why_vendor = _vendor(meta, int(counts["amd"] or 0), int(counts["nv"] or 0))
     for i, sign in enumerate(SIGNS):
         hit = counts[f"s{i}"]
