@@ -56,8 +56,10 @@ def _threads(ctx: Any, passes: tuple[Pass, Pass]) -> None:
         t.join()
 
 
-def _best(how: Callable[[Any, tuple[Pass, Pass]], None], ctx: Any, passes: tuple[Pass, Pass],
-          rounds: int) -> float:  # fmt: skip
+Order = Callable[[Any, tuple[Pass, Pass]], None]
+
+
+def _best(how: Order, ctx: Any, passes: tuple[Pass, Pass], rounds: int) -> float:
     best = float("inf")
     for _ in range(rounds):
         t0 = time.perf_counter()
@@ -76,8 +78,8 @@ def measure(trace: Path, rounds: int) -> list[dict[str, Any]]:
     for a, b in PAIRS:
         pair = (PASSES[a], PASSES[b])
         seq, par = _best(_sequential, ctx, pair, rounds), _best(_threads, ctx, pair, rounds)
-        rows.append({"passes": f"{a}+{b}", "sequential_s": seq, "threads_s": par,
-                     "ratio": par / seq})  # fmt: skip
+        row = {"passes": f"{a}+{b}", "sequential_s": seq, "threads_s": par, "ratio": par / seq}
+        rows.append(row)
     return rows
 
 

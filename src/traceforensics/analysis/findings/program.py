@@ -185,6 +185,11 @@ def detect_program(session: TraceSession) -> Program:
     return program_from(name_counts(session), session.meta)
 
 
+def _sign_counts(i: int) -> pl.Expr:
+    """``_match_counts`` of ``SIGNS[i]``, as column ``s{i}``."""
+    return _match_counts(SIGNS[i].kinds, SIGNS[i].pattern).alias(f"s{i}")
+
+
 def program_from(names: pl.DataFrame, meta: TraceMeta) -> Program:
     """``detect_program`` from the name counts (``name_counts``, summed over the ranks of a job
     analysed apart) and the trace's metadata."""
@@ -197,11 +202,9 @@ def program_from(names: pl.DataFrame, meta: TraceMeta) -> Program:
     # the first sign with rows names the framework: the first one (``aten::``, nearly every
     # PyTorch trace) is tried with the vendor's counts, the others only when it finds none
     # (each regex costs ~0.1-0.3 ms to compile and run, ~4 ms for all of them)
-    found = names.select(*exprs, _match_counts(SIGNS[0].kinds, SIGNS[0].pattern).alias("s0"))
-    counts = found.row(0, named=True)
+    counts = names.select(*exprs, _sign_counts(0)).row(0, named=True)
     if not counts["s0"]["rows"]:
-        rest = [_match_counts(s.kinds, s.pattern).alias(f"s{i}") for i, s in enumerate(SIGNS)]
-        counts |= names.select(rest[1:]).row(0, named=True)  # (s1, s2, ...)
+        counts |= names.select(_sign_counts(i) for i in range(1, len(SIGNS))).row(0, named=True)
     vendor, why_vendor = _vendor(meta, int(counts["amd"] or 0), int(counts["nv"] or 0))
     for i, sign in enumerate(SIGNS):
         hit = counts[f"s{i}"]
