@@ -3,7 +3,9 @@ is still ending (``early._Pending.result``); the child is reaped all the same.""
 
 from __future__ import annotations
 
+import mmap
 import os
+import pickle
 import sys
 import time
 from collections.abc import Iterator
@@ -38,7 +40,7 @@ def test_the_answer_is_read_while_the_child_ends(monkeypatch: pytest.MonkeyPatch
     read_at: list[float] = []
     unpickled = early._unpickled
 
-    def reading(data: bytes) -> early.EarlyScan | None:
+    def reading(data: bytes | mmap.mmap) -> early.EarlyScan | None:
         read_at.append(time.monotonic())
         return unpickled(data)
 
@@ -89,3 +91,35 @@ def test_a_file_read_whole_by_the_child_is_loaded_without_the_decoders() -> None
         "print([m for m in decoders if m not in sys.modules])\n"
     )
     assert fresh_python(code).stdout.split("\n")[:2] == ["True []", "[]"]
+
+
+@pytest.mark.parametrize("written", ["empty", "whole", "cut"])
+def test_the_answer_is_unpickled_from_a_mapping_of_the_memory_file(written: str) -> None:
+    # what the child wrote is mapped, not read into a copy: the same answer, or none when the
+    # file is empty or holds a cut pickle (a child killed while writing)
+    scan = early.EarlyScan({"k": 1}, [], bytearray(b"[x"), [3, 4])
+    data = pickle.dumps(scan, protocol=pickle.HIGHEST_PROTOCOL)
+    fd = os.memfd_create("tf-test")
+    try:
+        if written != "empty":
+            os.write(fd, data if written == "whole" else data[: len(data) // 2])
+        got = early._mapped_answer(fd)
+    finally:
+        os.close(fd)
+    assert got == (scan if written == "whole" else None)
+
+
+def test_an_answer_that_cannot_be_pickled_leaves_the_file_for_the_next_try() -> None:
+    # the columns hold something unpicklable: that try fails part-way, and the scan alone,
+    # sent next, is all the file holds (not appended to what the failed try wrote)
+    scan = early.EarlyScan({"k": 1}, [], bytearray(b"[x"), [3, 4])
+    bad = scan._replace(top={"k": 1, "f": lambda: None})
+    fd = os.memfd_create("tf-test")
+    try:
+        with os.fdopen(os.dup(fd), "wb") as fh:
+            assert not early._sent(fh, bad)
+            assert early._sent(fh, scan)
+        assert os.fstat(fd).st_size == len(pickle.dumps(scan, protocol=pickle.HIGHEST_PROTOCOL))
+        assert early._mapped_answer(fd) == scan
+    finally:
+        os.close(fd)

@@ -11,7 +11,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -263,11 +263,15 @@ def test_the_child_builds_the_columns_without_polars() -> None:
 @needs_fork
 def test_an_answer_that_is_not_a_scan_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
     answers = [b"\x80\x05garbage", pickle.dumps("not a scan")]
-    dumps = pickle.dumps
+    dump = pickle.dump
+
+    def writes(answer: bytes) -> Callable[..., object]:
+        return lambda _value, fh, *_, **__: fh.write(answer)
+
     for answer in answers:  # a cut pickle, then a whole one of something else
-        monkeypatch.setattr(early.pickle, "dumps", lambda *_, answer=answer, **__: answer)
-        early.start(SAMPLE)  # (the child pickles with the patched dumps)
-        monkeypatch.setattr(early.pickle, "dumps", dumps)
+        monkeypatch.setattr(early.pickle, "dump", writes(answer))
+        early.start(SAMPLE)  # (the child pickles with the patched dump)
+        monkeypatch.setattr(early.pickle, "dump", dump)
         assert "file" in early._STATE  # a child was started
         assert early.take(SAMPLE) is None
 

@@ -25,7 +25,7 @@ import polars as pl
 from traceforensics.ingest.kineto.columns import Columns
 from traceforensics.ingest.kineto.parts import ROW_KINDS, ExternalPart, KeptPart
 from traceforensics.ingest.kineto.payload import Dims, Payload
-from traceforensics.ingest.kineto.rows import row_rules
+from traceforensics.ingest.kineto.rows import IntRows, PackedInts, row_rules
 from traceforensics.ingest.kineto.scanner import KEPT_KEYS
 from traceforensics.model.errors import CorruptTraceError
 from traceforensics.model.schema import (
@@ -127,19 +127,19 @@ def _event_frame(
     *,
     rank: int,
     id_offset: int,
-    rows: dict[str, list[Any]],
+    rows: dict[str, IntRows],
     external_id: pl.Series,
     pay: Payload,
 ) -> pl.DataFrame:
     """The partial event table in schema column order; ``rows`` holds the ``device``,
-    ``stream``, ``pid``, ``tid`` and ``correlation`` lists. ``event_id = id_offset + row
-    position``. Each list (of ``rows`` and ``c``) is let go once its column is built: a
-    Python list is 8 bytes a row before its values, most columns 4 or 8 in all; ``pay``'s
-    columns are sparse parts (``payload.Payload``)."""
+    ``stream``, ``pid``, ``tid`` and ``correlation`` rows (lists, or packed: ``int_series``).
+    ``event_id = id_offset + row position``. Each list (of ``rows`` and ``c``) is let go once
+    its column is built: a Python list is 8 bytes a row before its values, most columns 4 or 8
+    in all; ``pay``'s columns are sparse parts (``payload.Payload``)."""
     n = c.rows
     kind, name, category = _text_series(c)
-    placed = {col: pl.Series(rows.pop(col), dtype=dt) for col, dt in _PLACEMENT.items()}
-    correlation = pl.Series(rows.pop("correlation"), dtype=pl.Int64)
+    placed = {col: int_series(rows.pop(col), dt) for col, dt in _PLACEMENT.items()}
+    correlation = int_series(rows.pop("correlation"), pl.Int64)
     copies = {
         col: _sparse(n, pay.mem_rows, getattr(pay, attr), dt)
         for col, (attr, dt) in _COPY_COLUMNS.items()
@@ -208,6 +208,18 @@ _COPY_COLUMNS: dict[str, tuple[str, Any]] = {
 }
 
 
+def int_series(values: IntRows, dtype: Any) -> pl.Series:
+    """The integer column ``dtype`` of a row list, or of its packed array (``rows.PackedInts``:
+    null where the list held None)."""
+    if not isinstance(values, PackedInts):
+        return pl.Series(values, dtype=dtype)
+    width = np.int64 if values.width == 8 else np.int32
+    out = pl.Series(np.frombuffer(values.data, dtype=width), dtype=dtype)
+    if values.nulls:
+        out = out.set(pl.Series(np.frombuffer(values.nulls, dtype=np.bool_)), None)
+    return out
+
+
 def _sparse(n: int, rows: list[int], values: list[Any], dtype: Any) -> pl.Series:
     """A column of ``n`` rows: ``values`` at positions ``rows``, null elsewhere."""
     null = pl.Series(dtype=dtype).extend_constant(None, n)
@@ -256,7 +268,7 @@ def extract(src: Path, c: Columns, rank: int, id_offset: int, base_ns: int | Non
     ids_used = c.rows
     args = _args_frame(c.arg_parts, id_offset)  # (empties the list)
     external = _external_series(c.external_parts)  # (empties the list)
-    rows = {
+    rows: dict[str, IntRows] = {
         "device": rules.device,
         "stream": rules.stream,
         "pid": rules.pid,
