@@ -33,7 +33,6 @@ from traceforensics.ingest.kineto import (
     load_kineto,
     rows,
     stream,
-    typed,
 )
 from traceforensics.model.session import TraceSession
 
@@ -232,7 +231,7 @@ def test_an_answer_without_columns_is_built_by_the_stream(
             built = early.with_columns
             child.setattr(early, "with_columns", lambda s: built(s)._replace(built=(lambda: 0, {})))
         else:
-            child.setattr(typed, "split_tail", lambda _: None)
+            child.setattr(chunks, "scanned_tail", lambda _: None)
         early.start(path)
     answer = early._STATE["file"].result()
     assert answer is not None
@@ -347,7 +346,7 @@ def test_a_chunk_the_scanner_does_not_read_gives_the_scan_up(
 def test_a_tail_the_child_does_not_read_is_read_by_the_stream(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(typed, "split_tail", lambda _: None)  # (in the child alone)
+    monkeypatch.setattr(chunks, "scanned_tail", lambda _: None)  # (early's: typed keeps its own)
     scanned = early.scan_file(SAMPLE)
     assert scanned is not None and scanned.tail is None and scanned.rest.startswith(b"[")
     got, used = _load_early(SAMPLE, monkeypatch)

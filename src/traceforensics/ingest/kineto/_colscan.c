@@ -1172,7 +1172,31 @@ finish:
     return result;
 }
 
+/* array_end(text) -> int | None: the offset just past the JSON array at the start of text
+ * (white space before it skipped), read by skip_value's rules (objects allowed); None when it
+ * is not one. For the text after a file's last chunk (the last events, then the keys after
+ * the event list): the events are scanned, the keys parsed apart, and no general decoder is
+ * needed for them. */
+static PyObject *array_end(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer text;
+    if (!PyArg_ParseTuple(args, "y*", &text)) return NULL;
+    Scanner sc = {text.buf, (const char *)text.buf + text.len, {NULL, 0, 0}, NULL, 0};
+    skip_ws(&sc);
+    int rc = REFUSE;
+    if (sc.p < sc.end && *sc.p == '[') rc = skip_value(&sc, 1, 1);
+    Py_ssize_t end = sc.p - (const char *)text.buf;
+    intern_free(&sc.strings);
+    PyMem_Free(sc.buf);
+    PyBuffer_Release(&text);
+    if (rc != 0) Py_RETURN_NONE;
+    return PyLong_FromSsize_t(end);
+}
+
 static PyMethodDef methods[] = {
+    {"array_end", array_end, METH_VARARGS,
+     "array_end(text) -> int | None\n\n"
+     "The offset just past the JSON array at the start of text, or None."},
     {"scan", scan, METH_VARARGS,
      "scan(text, coded_keys, number_keys, args_key, arg_number_keys, arg_value_keys, "
      "kept_keys) -> tuple | None\n\n"

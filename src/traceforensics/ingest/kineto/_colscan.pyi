@@ -2,6 +2,7 @@
 
 from typing import Any
 
+def array_end(text: bytes | bytearray | memoryview) -> int | None: ...
 def scan(
     text: bytes | memoryview,
     coded_keys: tuple[str, ...],

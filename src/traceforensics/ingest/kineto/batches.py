@@ -54,7 +54,6 @@ from traceforensics.ingest.kineto.parts import (
 )
 from traceforensics.ingest.kineto.scanned_rows import add_scanned
 from traceforensics.ingest.kineto.timeconv import TimeValueError, us_to_ns, usable_us
-from traceforensics.ingest.kineto.typed import ARGS_TYPES, UNSET, args_dicts
 
 _INT_OR_NONE = {int, type(None)}
 
@@ -129,10 +128,14 @@ class ColumnBuilder:
         """Keep metadata events (device labels): a small share of a trace."""
         for n, p, a in zip(name, pid, args, strict=True):
             kept: dict[str, Any] = {}
-            if type(a) in ARGS_TYPES:
-                kept = {k: v for k, v in (("labels", a.labels), ("name", a.name)) if v is not UNSET}
-            elif type(a) is dict:  # scanned: the keys present (``scanned_rows``)
+            if type(a) is dict:  # scanned: the keys present (``scanned_rows``)
                 kept = {k: a[k] for k in ("labels", "name") if k in a}
+            elif a is not None:  # (typed: the decoder's module is imported by then)
+                from traceforensics.ingest.kineto.typed import ARGS_TYPES, UNSET
+
+                if type(a) in ARGS_TYPES:
+                    pairs = (("labels", a.labels), ("name", a.name))
+                    kept = {k: v for k, v in pairs if v is not UNSET}
             self.c.meta.append({"name": n, "pid": p, "args": kept})
 
     def add_flows(self, pid: list[Any], tid: list[Any], ts: list[Any], ids: list[Any]) -> None:
@@ -233,6 +236,8 @@ class ColumnBuilder:
         dur: npt.NDArray[np.int64],
     ) -> None:
         """Append the rows of typed structs (``args``: their args structs)."""
+        from traceforensics.ingest.kineto.typed import ARGS_TYPES, args_dicts
+
         c, memo = self.c, self.memo
         c.coded = None  # (codes come from scanned chunks only: the lists hold every row)
         base, n = c.rows, len(ph)
@@ -299,6 +304,8 @@ def build_batch(events: Batch) -> Columns:
 def _external_ids(args: list[Any]) -> ExternalPart:
     """``args["External id"]`` (else the lower-case spelling) of each row's args struct as an
     int64 part (not an int or an all-digits string within int64: no id, ``gpu.parse_int``)."""
+    from traceforensics.ingest.kineto.typed import ARGS_TYPES, UNSET
+
     ids = [a.external_id if type(a) in ARGS_TYPES else None for a in args]
     if UNSET in ids:
         ids = [args[i].external_id_lower if v is UNSET else v for i, v in enumerate(ids)]

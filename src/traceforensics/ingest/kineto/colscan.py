@@ -38,7 +38,6 @@ from traceforensics.ingest.kineto.scanner import (
     enabled,
     scan_raw,
 )
-from traceforensics.ingest.kineto.typed import UNSET, decode_chunk
 
 #: What a number slot holds (``Scanned.tags``; the C source's TAG_*).
 MISSING, NULL, INT, FLOAT, OTHER = 0, 1, 2, 3, 4
@@ -88,7 +87,11 @@ def slot_value(tag: int, raw: int, values: list[Any]) -> Any:
         return struct.unpack("<d", struct.pack("<q", raw))[0]
     if tag == OTHER:
         return values[raw]
-    return UNSET if tag == MISSING else None
+    if tag == MISSING:
+        from traceforensics.ingest.kineto.typed import UNSET
+
+        return UNSET
+    return None
 
 
 #: What one chunk decodes into: scanned columns, or typed ``Event`` structs.
@@ -129,7 +132,11 @@ def decode(text: bytes) -> Batch | None:
     """The events of one JSON array text: scanned, else typed-decoded (``typed.decode_chunk``),
     else None when the text is not a list of events (a wrong cut in the stream)."""
     out = scan(text)
-    return out if out is not None else decode_chunk(text)
+    if out is not None:
+        return out
+    from traceforensics.ingest.kineto.typed import decode_chunk
+
+    return decode_chunk(text)
 
 
 #: The scanner's keys and switch, read here too (``scanner`` defines them).

@@ -22,7 +22,9 @@ beyond ``EARLY_MAX_JSON``, an error) gives up, and the stream reads the file as 
 gives the same table with or without the early scan. Importing this module imports no numpy,
 polars or msgspec: ``start`` imports numpy just before it forks (imported in the child instead,
 it took 0.05-0.15 s there while this process imported polars on the other core: whole runs
-took 0.055-0.11 s longer, docs/benchmarks.md), and the child imports msgspec during its scan.
+took 0.055-0.11 s longer, docs/benchmarks.md); the child reads the file's end without
+msgspec too (``chunks.scanned_tail``: ~5 ms of its imports), and leaves a file whose end the
+scanner does not read to the stream.
 """
 
 from __future__ import annotations
@@ -363,10 +365,9 @@ def scan_file(path: Path) -> EarlyScan | None:
             return None
         if len(pending) >= chunks.CHUNK_BYTES and not _cut(pending, batches):
             return None
-    # the rest too, as ``stream._tail`` reads it (msgspec: imported in the child alone)
-    from traceforensics.ingest.kineto.typed import split_tail
-
-    split = split_tail(bytearray(pending))
+    # the rest too, as ``stream._tail`` reads it when the scanner reads it (else the stream
+    # reads it: msgspec is not imported here)
+    split = chunks.scanned_tail(pending)
     last = None if split is None else scanner.scan_raw(split[1])
     if split is None or last is None:  # the stream reads it (the typed decoder, or says why)
         return EarlyScan(top, batches, pending, read)

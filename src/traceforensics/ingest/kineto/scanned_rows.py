@@ -40,7 +40,6 @@ from traceforensics.ingest.kineto.colscan import (
 )
 from traceforensics.ingest.kineto.parts import KEPT_CODE, ROW_KINDS, ExternalPart, KeptPart
 from traceforensics.ingest.kineto.timeconv import MID_LIMIT_US, floats_us_to_ns
-from traceforensics.ingest.kineto.typed import UNSET
 
 if TYPE_CHECKING:
     from traceforensics.ingest.kineto.batches import ColumnBuilder
@@ -127,8 +126,8 @@ def _slot_values(s: Scanned, slot: int, events: npt.NDArray[np.int64]) -> list[A
         return list(raw.tolist())
     if (tags == FLOAT).all():
         return list(raw.view(np.float64).tolist())
-    out = [slot_value(t, r, s.values) for t, r in zip(tags.tolist(), raw.tolist(), strict=True)]
-    return [None if v is UNSET else v for v in out]
+    pairs = zip(tags.tolist(), raw.tolist(), strict=True)
+    return [None if t == MISSING else slot_value(t, r, s.values) for t, r in pairs]
 
 
 def _arg_dicts(

@@ -85,3 +85,13 @@ def scan_raw(text: bytes | memoryview) -> RawScan | None:
         text, CODED_KEYS, NUMBER_KEYS, "args", ARG_NUMBER_KEYS, ARG_VALUE_KEYS, KEPT_KEYS
     )
     return out
+
+
+def array_end(text: bytes | bytearray | memoryview) -> int | None:
+    """The offset just past the JSON array at the start of ``text`` (white space before it
+    skipped), by the compiled scanner's rules; None when the scanner is off or it is not such
+    an array (the typed decoder then judges the text)."""
+    if _colscan is None or not enabled():
+        return None
+    end: int | None = _colscan.array_end(text)
+    return end

@@ -23,6 +23,7 @@ import msgspec
 import orjson
 from msgspec import UNSET, field
 
+from traceforensics.ingest.kineto.chunks import scanned_tail
 from traceforensics.ingest.kineto.scanner import KEPT_FIELDS, RULE_FIELDS
 
 
@@ -74,7 +75,12 @@ def decode_top(data: bytes | bytearray | memoryview) -> dict[str, msgspec.Raw]:
 def split_tail(pending: bytearray) -> tuple[dict[str, Any], bytes] | None:
     """The rest of a file after its last chunk (``[`` + the last events, ``]``, the keys after
     the event list, ``}``) as ``(those keys, decoded; the last events' JSON array text)``, or
-    None when it is not plain JSON. ``pending`` is changed (its ``[`` opens the object)."""
+    None when it is not plain JSON: by the scanner where it reads the events
+    (``chunks.scanned_tail``), else by msgspec; ``pending`` is then changed (its ``[`` opens
+    the object)."""
+    scanned = scanned_tail(pending)
+    if scanned is not None:
+        return scanned
     pending[0:1] = b'{"traceEvents":['
     try:
         tail = decode_top(pending)
