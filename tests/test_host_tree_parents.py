@@ -1,7 +1,8 @@
-"""The columnar parent assignment of the host op tree against a plain stack sweep.
+"""The parent assignment of the host op tree, compiled and columnar, against a plain sweep.
 
-``launches._parents`` computes each range's parent with numpy (nearest earlier range still
-open) and falls back to the sweep on threads whose ranges overlap without nesting. The
+``optree._parents`` runs the compiled stack sweep (``_optree.c``) where it is built;
+``optree._columnar_parents`` computes each range's parent with numpy (nearest earlier range
+still open) and falls back to the sweep on threads whose ranges overlap without nesting. The
 reference here is an independent plain-Python walk written from the rule: for every row, keep
 a stack of earlier can-parent ranges of the same thread, drop the top while it has ended, the
 top is the parent.
@@ -16,7 +17,7 @@ import pytest
 from tests.conftest import tree_parents
 from traceforensics.analysis import optree
 from traceforensics.analysis.context import prepare
-from traceforensics.analysis.optree import _parents
+from traceforensics.analysis.optree import _columnar_parents, _parents
 from traceforensics.model.session import TraceMeta, TraceSession
 
 
@@ -45,9 +46,9 @@ def _check(rng: np.random.Generator, n: int, max_len: int) -> None:
     order = np.lexsort((-end, start, group))
     group, start, end, can = group[order], start[order], end[order], can[order]
     ids = rng.permutation(10 * n + 1)[:n].astype(np.int64)
-    got = _parents(group, start, end, can, ids).tolist()
     want = _reference(group.tolist(), start.tolist(), end.tolist(), can.tolist(), ids.tolist())
-    assert got == want
+    assert _parents(group, start, end, can, ids).tolist() == want
+    assert _columnar_parents(group, start, end, can, ids).tolist() == want
 
 
 def test_parents_match_stack_sweep_nested_and_overlapping() -> None:
@@ -110,4 +111,20 @@ def test_parents_deep_nesting_every_level_stride(monkeypatch: pytest.MonkeyPatch
     assert sum(p >= 0 for p in want) > len(want) // 2  # really nested
     for stride in (1, 2, 3, 4, 7):
         monkeypatch.setattr(optree, "LEVEL_STRIDE", stride)
-        assert _parents(group, start, end, can, ids).tolist() == want
+        assert _columnar_parents(group, start, end, can, ids).tolist() == want
+    assert _parents(group, start, end, can, ids).tolist() == want
+
+
+@pytest.mark.skipif(not optree.SWEEP, reason="the compiled sweep was not built")
+def test_the_compiled_sweep_takes_deep_stacks_and_checks_its_arrays() -> None:
+    # one thread of 5000 ranges each inside the last (its stack grows past its first size)
+    n = 5000
+    start = np.arange(n, dtype=np.int64)
+    end = 2 * n - start
+    group, ids = np.zeros(n, dtype=np.int64), np.arange(n, dtype=np.int64) + 100
+    got = _parents(group, start, end, np.ones(n, dtype=bool), ids)
+    assert got.tolist() == [-1, *range(100, 100 + n - 1)]
+    with pytest.raises(ValueError, match="one length"):
+        optree._optree.parents(group, start[:-1], end, np.ones(n, bool), ids, np.empty(n, np.int64))
+    with pytest.raises(TypeError, match="8 bytes"):
+        optree._optree.parents(group.astype(np.int32), start, end, np.ones(n, bool), ids, got)

@@ -63,7 +63,8 @@ def launch_links(
     at_call = _positions(calls.get_column("event_id"), api, has_api)
     parents = tree.filter(pl.col("kind") == "cuda_api")
     at_parent = _positions(parents.get_column("event_id"), api, has_api)
-    op_id = _gathered(parents.get_column("parent_id"), at_parent)
+    of_parent = _gathered(parents.select("parent_id", pl.col("thr").alias("l_thr")), at_parent)
+    op_id = of_parent.get_column("parent_id")
     # no launch call: the lowest cpu_op of the op's External id on its rank (old PyTorch traces)
     fallback = (
         work.select("rank", "external_id")
@@ -72,17 +73,19 @@ def launch_links(
         .join(ext, on=["rank", "external_id"], how="inner")
     )
     op_id = op_id.scatter(fallback.get_column("_row"), fallback.get_column("ext_op"))
-    links = [
-        _gathered(calls.get_column("event_id"), at_call).alias("api_id"),
-        _gathered(calls.get_column("pid").fill_null(-1), at_call).alias("l_pid"),
-        _gathered(calls.get_column("start_ns"), at_call).alias("launch_start_ns"),
-        _gathered(calls.get_column("end_ns"), at_call).alias("launch_end_ns"),
-        # categorical: codes, not 10M copies of a few names
-        _gathered(calls.get_column("name"), at_call).alias("l_name"),
-        _gathered(parents.get_column("thr"), at_parent).alias("l_thr"),
-        op_id.alias("op_id"),
-    ]
-    return work.hstack(links)
+    of_call = _gathered(
+        calls.select(
+            pl.col("event_id").alias("api_id"),
+            pl.col("pid").fill_null(-1).alias("l_pid"),
+            pl.col("start_ns").alias("launch_start_ns"),
+            pl.col("end_ns").alias("launch_end_ns"),
+            pl.col("name").alias("l_name"),  # categorical: codes, not 10M copies of a few names
+        ),
+        at_call,
+    )
+    return work.hstack(
+        [*of_call.get_columns(), of_parent.get_column("l_thr"), op_id.alias("op_id")]
+    )
 
 
 def _ints(col: pl.Series) -> tuple[I64, Mask]:
@@ -177,9 +180,13 @@ def _positions(ids: pl.Series, q: I64, known: Mask) -> I64:
     return out
 
 
-def _gathered(col: pl.Series, pos: I64) -> pl.Series:
-    """``col[pos]`` with null where ``pos < 0`` (dtype kept)."""
-    if col.len() == 0:
-        return pl.Series(col.name, dtype=col.dtype).extend_constant(None, pos.size)
-    got = col.gather(pl.Series(np.maximum(pos, 0), dtype=pl.Int64))
-    return pl.select(pl.when(pl.Series(pos >= 0)).then(got)).to_series().alias(col.name)
+def _gathered(frame: pl.DataFrame, pos: I64) -> pl.DataFrame:
+    """``frame``'s rows at ``pos``, every column null where ``pos < 0`` (dtypes kept): one
+    gather of all the columns by a nullable index (a null index gathers null)."""
+    if frame.height == 0:
+        return frame.clear(pos.size)
+    index = pl.Series(pos, dtype=pl.Int64)
+    absent = pos < 0
+    if absent.any():
+        index = index.set(pl.Series(absent), None)
+    return frame.select(pl.all().gather(index))

@@ -88,12 +88,18 @@ def _args_frame(parts: list[KeptPart], id_offset: int) -> pl.DataFrame:
             pl.DataFrame(
                 {
                     "event_id": pl.Series(part.event + np.int64(id_offset), dtype=pl.Int64),
-                    "key": _KEPT_KEY_SERIES.gather(part.key),
-                    "value": texts.gather(part.value),
+                    "key": _KEPT_KEY_SERIES.gather(_index(part.key)),
+                    "value": texts.gather(_index(part.value)),
                 }
             )
         )
     return pl.concat(frames, how="vertical")
+
+
+def _index(codes: npt.NDArray[np.integer[Any]]) -> pl.Series:
+    """Non-negative codes as a gather index of polars' own type (UInt32): a numpy array of
+    another int type is converted inside every gather (~0.3 ms per 100k codes here)."""
+    return pl.Series(codes.astype(np.uint32))
 
 
 _KEPT_KEY_SERIES = pl.Series(KEPT_KEYS, dtype=pl.Categorical)
@@ -175,9 +181,9 @@ def _text_series(c: Columns) -> tuple[pl.Series, pl.Series, pl.Series]:
     if coded is not None:
         coded.settle()
         return (
-            pl.Series(ROW_KINDS, dtype=KIND_DTYPE).gather(coded.kind[0]),
-            pl.Series(coded.names, dtype=pl.Categorical).gather(coded.name[0]),
-            _category_series(coded.cats).gather(coded.cat[0]),
+            pl.Series(ROW_KINDS, dtype=KIND_DTYPE).gather(_index(coded.kind[0])),
+            pl.Series(coded.names, dtype=pl.Categorical).gather(_index(coded.name[0])),
+            _category_series(coded.cats).gather(_index(coded.cat[0])),
         )
 
     def take(attr: str) -> list[Any]:
