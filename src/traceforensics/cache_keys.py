@@ -10,7 +10,6 @@ serves an old entry, and the version number alone does not move between releases
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -59,6 +58,8 @@ _BUILT = (".pyc", ".so", ".pyd")
 
 
 def _files_hash(package: Path, files: Iterable[Path]) -> str:
+    import hashlib  # (where a hash is made: ``tf analyze`` starts without OpenSSL's library)
+
     h = hashlib.sha256()
     for src in sorted(files):
         h.update(src.relative_to(package).as_posix().encode() + b"\0" + src.read_bytes())
@@ -82,6 +83,8 @@ def input_identity(path: Path) -> bytes:
 
 def input_key(path: Path) -> str:
     """Hash of the input's identity (``input_identity``) + the tool version."""
+    import hashlib
+
     head = f"{CACHE_FORMAT}|{_tool_version()}|".encode()
     return hashlib.sha256(head + input_identity(path)).hexdigest()[:32]
 

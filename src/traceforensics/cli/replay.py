@@ -18,21 +18,20 @@ Any other command line, a directory, a changed input, file of the package, libra
 misses and runs as always, and so does an input that cannot be read (the command then says
 why). One entry is one file (lengths and a hash in its first line, written by one rename:
 ``sealed``): a damaged or partial entry is never served. ``--no-cache`` never reads or writes
-one. Only the standard library, ``cache_keys`` and ``sealed`` are imported here.
+one. Only the standard library, ``cache_keys`` and ``sealed`` are imported here, and the
+hashes and ``sealed`` only for a command line that is replayed (another one, ``tf analyze
+TRACE --no-cache`` say, starts without OpenSSL's library or ``json``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import os
 import sys
-from importlib.util import find_spec
 from pathlib import Path
 
 from traceforensics.cache_keys import PACKAGE, cache_root, input_identity, package_fingerprint
-from traceforensics.cli.sealed import read_entry, write_entry
 
 #: Bumped when what an entry holds changes.
 REPLAY_FORMAT = "2"
@@ -55,6 +54,8 @@ def entry_for(argv: list[str]) -> Path | None:
     path = servable(argv)
     if path is None:
         return None
+    import hashlib  # (here: a command line that is not replayed starts without them)
+
     try:
         if not os.path.isfile(path):
             return None
@@ -73,6 +74,9 @@ def entry_for(argv: list[str]) -> Path | None:
 def _package() -> str:
     """Hash of every file of the package and of what runs it: what renders the output counts
     too, not only the readers and the analysis."""
+    import hashlib
+    from importlib.util import find_spec
+
     h = hashlib.sha256(sys.version.encode())
     for name in _LIBRARIES:
         spec = find_spec(name)
@@ -111,6 +115,8 @@ def serve(argv: list[str]) -> bool:
 
 def _read(entry: Path) -> tuple[bytes, str]:
     """``(stdout bytes, stderr text)`` of an entry, checked against its head line."""
+    from traceforensics.cli.sealed import read_entry
+
     head, body = read_entry(entry)
     if head.get("format") != REPLAY_FORMAT:
         raise ValueError(f"{entry}: an entry of format {head.get('format')!r}")
@@ -124,6 +130,8 @@ def remember(entry: Path | None, out: bytes, err: str) -> None:
     computes again)."""
     if entry is None:
         return
+    from traceforensics.cli.sealed import write_entry
+
     body = out + err.encode("utf-8", errors="surrogateescape")
     with contextlib.suppress(OSError):
         write_entry(entry, body, format=REPLAY_FORMAT, out=len(out))
