@@ -3,17 +3,17 @@ is still ending (``early._Pending.result``); the child is reaped all the same.""
 
 from __future__ import annotations
 
-import mmap
 import os
 import pickle
 import sys
 import time
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 
 from tests.conftest import ROOT, fresh_python
-from traceforensics.ingest.kineto import early
+from traceforensics.ingest.kineto import answer_file, early
 
 SAMPLE = ROOT / "examples" / "synthetic_training.pt.trace.json.gz"
 
@@ -38,14 +38,14 @@ def test_the_answer_is_read_while_the_child_ends(monkeypatch: pytest.MonkeyPatch
         real_exit(code)
 
     read_at: list[float] = []
-    unpickled = early._unpickled
+    read = early.read_answer
 
-    def reading(data: bytes | mmap.mmap) -> early.EarlyScan | None:
+    def reading(fd: int) -> object | None:
         read_at.append(time.monotonic())
-        return unpickled(data)
+        return read(fd)
 
     monkeypatch.setattr(os, "_exit", slow_exit)
-    monkeypatch.setattr(early, "_unpickled", reading)
+    monkeypatch.setattr(early, "read_answer", reading)
     started = time.monotonic()
     early.start(SAMPLE)
     monkeypatch.setattr(os, "_exit", real_exit)  # (this process's own exit stays as it was)
@@ -93,33 +93,52 @@ def test_a_file_read_whole_by_the_child_is_loaded_without_the_decoders() -> None
     assert fresh_python(code).stdout.split("\n")[:2] == ["True []", "[]"]
 
 
-@pytest.mark.parametrize("written", ["empty", "whole", "cut"])
-def test_the_answer_is_unpickled_from_a_mapping_of_the_memory_file(written: str) -> None:
-    # what the child wrote is mapped, not read into a copy: the same answer, or none when the
-    # file is empty or holds a cut pickle (a child killed while writing)
-    scan = early.EarlyScan({"k": 1}, [], bytearray(b"[x"), [3, 4])
-    data = pickle.dumps(scan, protocol=pickle.HIGHEST_PROTOCOL)
+@pytest.mark.parametrize("written", ["empty", "whole", "cut", "not the format"])
+def test_the_answer_is_read_from_a_mapping_of_the_memory_file(written: str) -> None:
+    # what the child wrote is mapped, not read into a copy: the same answer, its arrays views
+    # of the mapping (writable: a private one); none when the file is empty, cut (a child
+    # killed while writing) or something else
+    columns = np.arange(1000, dtype=np.int64)
+    scan = early.EarlyScan({"k": 1}, [], bytearray(b"[x"), [3, 4], built=({"a": columns}, {}))
     fd = os.memfd_create("tf-test")
     try:
-        if written != "empty":
-            os.write(fd, data if written == "whole" else data[: len(data) // 2])
+        with os.fdopen(os.dup(fd), "wb") as fh:
+            assert answer_file.write_answer(fh, scan)
+        data = os.pread(fd, os.fstat(fd).st_size, 0)
+        if written != "whole":
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, b"" if written == "empty" else data[: len(data) // 2], 0)
+            if written == "not the format":
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, pickle.dumps(scan), 0)
         got = early._mapped_answer(fd)
     finally:
         os.close(fd)
-    assert got == (scan if written == "whole" else None)
+    if written != "whole":
+        assert got is None
+        return
+    assert got is not None and got._replace(built=None) == scan._replace(built=None)
+    assert got.built is not None
+    array = got.built[0]["a"]
+    assert np.array_equal(array, columns) and array.flags.writeable
+    assert not array.flags.owndata and array.ctypes.data % answer_file.ALIGN == 0
 
 
 def test_an_answer_that_cannot_be_pickled_leaves_the_file_for_the_next_try() -> None:
     # the columns hold something unpicklable: that try fails part-way, and the scan alone,
     # sent next, is all the file holds (not appended to what the failed try wrote)
     scan = early.EarlyScan({"k": 1}, [], bytearray(b"[x"), [3, 4])
-    bad = scan._replace(top={"k": 1, "f": lambda: None})
+    bad = scan._replace(top={"k": 1, "a": np.arange(5000), "f": lambda: None})
+    alone = os.memfd_create("tf-test")
     fd = os.memfd_create("tf-test")
     try:
+        with os.fdopen(os.dup(alone), "wb") as fh:
+            assert early._sent(fh, scan)
         with os.fdopen(os.dup(fd), "wb") as fh:
             assert not early._sent(fh, bad)
             assert early._sent(fh, scan)
-        assert os.fstat(fd).st_size == len(pickle.dumps(scan, protocol=pickle.HIGHEST_PROTOCOL))
+        assert os.fstat(fd).st_size == os.fstat(alone).st_size
         assert early._mapped_answer(fd) == scan
     finally:
         os.close(fd)
+        os.close(alone)

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pytest
 
@@ -264,16 +263,19 @@ def test_the_child_builds_the_columns_without_polars_or_msgspec() -> None:
 
 @needs_fork
 def test_an_answer_that_is_not_a_scan_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    answers = [b"\x80\x05garbage", pickle.dumps("not a scan")]
-    dump = pickle.dump
+    write = early.write_answer
 
-    def writes(answer: bytes) -> Callable[..., object]:
-        return lambda _value, fh, *_, **__: fh.write(answer)
+    def garbage(fh: BinaryIO, _value: object) -> bool:
+        fh.write(b"\x80\x05garbage" * 3)
+        return True
 
-    for answer in answers:  # a cut pickle, then a whole one of something else
-        monkeypatch.setattr(early.pickle, "dump", writes(answer))
-        early.start(SAMPLE)  # (the child pickles with the patched dump)
-        monkeypatch.setattr(early.pickle, "dump", dump)
+    def other(fh: BinaryIO, _value: object) -> bool:
+        return write(fh, "not a scan")
+
+    for writes in (garbage, other):  # not an answer at all, then a whole one of something else
+        monkeypatch.setattr(early, "write_answer", writes)
+        early.start(SAMPLE)  # (the child writes with the patched writer)
+        monkeypatch.setattr(early, "write_answer", write)
         assert "file" in early._STATE  # a child was started
         assert early.take(SAMPLE) is None
 

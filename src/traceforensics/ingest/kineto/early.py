@@ -30,7 +30,6 @@ scanner does not read to the stream.
 from __future__ import annotations
 
 import os
-import pickle
 import select
 import signal
 import sys
@@ -43,12 +42,11 @@ from traceforensics._allocator import reuse_big_blocks
 from traceforensics.cache_keys import input_identity
 from traceforensics.ingest.detect import json_size_estimate
 from traceforensics.ingest.kineto import scanner
+from traceforensics.ingest.kineto.answer_file import read_answer, write_answer
 from traceforensics.ingest.kineto.scanner import RawScan
 from traceforensics.ingest.progress import report
 
 if TYPE_CHECKING:
-    import mmap
-
     from traceforensics.ingest.kineto.batches import ColumnBuilder
     from traceforensics.ingest.kineto.columns import Columns
 
@@ -170,27 +168,9 @@ class _Pending:
 
 
 def _mapped_answer(answer: int) -> EarlyScan | None:
-    """The answer in the memory file ``answer``, unpickled from a mapping of its pages rather
-    than from a read copy of them (~1.1k page faults and a 5 MB copy less for the 1x ResNet-50
-    trace: docs/benchmarks.md); None when it is empty or cannot be mapped."""
-    import mmap  # (here: not before the fork, where every import delays both processes)
-
-    try:
-        size = os.fstat(answer).st_size
-        view = mmap.mmap(answer, size, prot=mmap.PROT_READ) if size else None
-    except (OSError, ValueError):
-        return None
-    if view is None:
-        return None
-    with view:
-        return _unpickled(view)
-
-
-def _unpickled(data: bytes | mmap.mmap) -> EarlyScan | None:
-    try:
-        out = pickle.loads(data) if len(data) else None
-    except Exception:  # a child killed mid-answer: the stream reads the file
-        return None
+    """The answer in the memory file ``answer`` (``answer_file``: its arrays views of a private
+    mapping of the file, not copies); None when it is empty, cut or not a scan."""
+    out = read_answer(answer)
     return out if isinstance(out, EarlyScan) else None
 
 
@@ -220,18 +200,11 @@ def _answer(path: Path, answer: int, said: int) -> NoReturn:
 
 
 def _sent(fh: BinaryIO, value: EarlyScan | None) -> bool:
-    """Whether ``value`` was pickled whole into the memory file ``fh``: frame by frame, with no
-    copy of the whole answer in this process (~1.2k page faults less for the 1x ResNet-50
-    trace). On failure (an unpicklable value in the columns: the scan alone is sent) the file
-    is emptied, for the next try."""
-    try:
-        fh.seek(0)
-        fh.truncate()
-        pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        fh.flush()
-    except Exception:
-        return False
-    return True
+    """Whether ``value`` was written whole into the memory file ``fh`` (``answer_file``: the
+    pickle stream, then its arrays from where they lie: no copy of the answer in this
+    process). On failure (an unpicklable value in the columns: the scan alone is sent next)
+    the next try empties the file again."""
+    return write_answer(fh, value)
 
 
 def with_columns(scan: EarlyScan) -> EarlyScan:

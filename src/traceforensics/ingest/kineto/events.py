@@ -219,11 +219,8 @@ def int_series(values: IntRows, dtype: Any) -> pl.Series:
     null where the list held None)."""
     if not isinstance(values, PackedInts):
         return pl.Series(values, dtype=dtype)
-    width = np.int64 if values.width == 8 else np.int32
-    out = pl.Series(np.frombuffer(values.data, dtype=width), dtype=dtype)
-    if values.nulls:
-        out = out.set(pl.Series(np.frombuffer(values.nulls, dtype=np.bool_)), None)
-    return out
+    out = pl.Series(values.values, dtype=dtype)
+    return out if values.nulls is None else out.set(pl.Series(values.nulls), None)
 
 
 def _sparse(n: int, rows: list[int], values: list[Any], dtype: Any) -> pl.Series:
