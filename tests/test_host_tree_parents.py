@@ -128,3 +128,19 @@ def test_the_compiled_sweep_takes_deep_stacks_and_checks_its_arrays() -> None:
         optree._optree.parents(group, start[:-1], end, np.ones(n, bool), ids, np.empty(n, np.int64))
     with pytest.raises(TypeError, match="8 bytes"):
         optree._optree.parents(group.astype(np.int32), start, end, np.ones(n, bool), ids, got)
+    sweep, can = optree._optree.parents, np.ones(n, dtype=bool)
+    # items of the right size but another type would be read as other numbers: refused
+    with pytest.raises(TypeError, match=r"start: .*int64"):
+        sweep(group, start.astype(np.float64), end, can, ids, got)
+    with pytest.raises(TypeError, match=r"can_parent: .*bools"):
+        sweep(group, start, end, can.view(np.uint8), ids, got)
+    with pytest.raises(TypeError, match="one-dimensional"):
+        sweep(group.reshape(50, 100), start, end, can, ids, got)
+    # an answer written over what it reads would corrupt the sweep as it goes
+    for i, name in enumerate(("group", "start", "end", "ids")):
+        arrays = [group, start, end, ids]
+        shared = arrays[i].copy()
+        arrays[i] = shared
+        with pytest.raises(ValueError, match=f"out shares memory with {name}"):
+            sweep(*arrays[:3], can, arrays[3], shared)
+    assert _parents(group, start, end, can, ids).tolist() == got.tolist()  # (still usable)

@@ -4,6 +4,7 @@ file, unchanged, read cleanly; anything else leaves the stream to read the file.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -112,6 +113,32 @@ def test_the_resnet_trace_is_taken_from_its_early_scan(monkeypatch: pytest.Monke
     assert scanned.tail is not None and not scanned.rest  # the last events read there too
     _, used = _load_early(path, monkeypatch)
     assert used == 1
+
+
+def _answer_mappings() -> int:
+    """How many mappings of an early scan's memory file this process holds (Linux)."""
+    with open("/proc/self/maps") as maps:
+        return sum("memfd:tf-early" in line for line in maps)
+
+
+@needs_fork
+def test_the_loaded_table_does_not_hold_the_answers_mapping(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the answer's arrays are views of its mapping (answer_file); a column made of one would
+    # keep the whole mapping (~6.4 MB here) alive as long as the table: the columns copy
+    path = shared_trace("kineto/resnet50_v100_workers0.pt.trace.json.gz")
+    early.start(path)
+    answer = early.take(path)
+    assert answer is not None and _answer_mappings() == 1  # (what the check below can see)
+    del answer
+    gc.collect()
+    assert _answer_mappings() == 0
+    session, used = _load_early(path, monkeypatch)
+    assert used == 1
+    gc.collect()
+    assert _answer_mappings() == 0
+    assert session.events.height > 0  # (the table is alive while the mapping is gone)
 
 
 @needs_fork

@@ -4,7 +4,8 @@
  *     parents(group, start, end, can_parent, ids, out) -> None
  *
  * Rows sorted by (group, start, -end): ``group``, ``start``, ``end``, ``ids`` int64 arrays,
- * ``can_parent`` a bool array, ``out`` a writable int64 array, all of one length. Per group a
+ * ``can_parent`` a bool array, ``out`` a writable int64 array sharing no memory with them,
+ * all one-dimensional, contiguous and of one length (anything else: TypeError/ValueError). Per group a
  * stack holds the can-parent ranges still open; row k's parent is the top of the stack once
  * the ranges ending at or before k's start are popped (-1: none), then k is pushed when it can
  * parent::
@@ -27,15 +28,34 @@ typedef struct {
     int64_t id;
 } Open;
 
-static int view(PyObject *obj, Py_buffer *buf, Py_ssize_t item, int writable, const char *what) {
-    if (PyObject_GetBuffer(obj, buf, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0)
-        return -1;
-    if (buf->itemsize != item) {
-        PyErr_Format(PyExc_TypeError, "%s: items of %zd bytes expected", what, item);
+/* The struct-module code of a buffer's items, without a native or little-endian prefix. */
+static const char *item_code(const Py_buffer *buf) {
+    const char *f = buf->format == NULL ? "B" : buf->format;
+    if (*f == '@' || *f == '=' || *f == '<') f++;
+    return f;
+}
+
+/* One C-contiguous, one-dimensional view of ``obj``: int64 items (``bools`` false: numpy's
+ * "l" or "q") or bools ("?"); a wrong type would be read as other numbers, not refused. */
+static int view(PyObject *obj, Py_buffer *buf, int bools, int writable, const char *what) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, buf, flags) < 0) return -1;
+    const char *code = item_code(buf);
+    int ok = bools ? (buf->itemsize == 1 && strcmp(code, "?") == 0)
+                   : (buf->itemsize == 8 && (strcmp(code, "l") == 0 || strcmp(code, "q") == 0));
+    if (buf->ndim != 1 || !ok) {
+        PyErr_Format(PyExc_TypeError, "%s: a one-dimensional array of %s expected", what,
+                     bools ? "bools" : "int64 (8 bytes)");
         PyBuffer_Release(buf);
         return -1;
     }
     return 0;
+}
+
+/* Whether two views share any byte (``out`` written over an input would corrupt the sweep). */
+static int overlap(const Py_buffer *a, const Py_buffer *b) {
+    const char *a0 = a->buf, *b0 = b->buf;
+    return a->len > 0 && b->len > 0 && a0 < b0 + b->len && b0 < a0 + a->len;
 }
 
 static PyObject *parents(PyObject *self, PyObject *args) {
@@ -50,11 +70,16 @@ static PyObject *parents(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     Open *stack = NULL;
     for (; got < 6; got++)
-        if (view(objs[got], &b[got], got == 3 ? 1 : 8, got == 5, names[got]) < 0) goto done;
+        if (view(objs[got], &b[got], got == 3, got == 5, names[got]) < 0) goto done;
     Py_ssize_t n = b[0].len / 8;
     for (int i = 1; i < 6; i++)
         if (b[i].len / b[i].itemsize != n) {
             PyErr_SetString(PyExc_ValueError, "arrays of one length expected");
+            goto done;
+        }
+    for (int i = 0; i < 5; i++)
+        if (overlap(&b[i], &b[5])) {
+            PyErr_Format(PyExc_ValueError, "out shares memory with %s", names[i]);
             goto done;
         }
     const int64_t *group = b[0].buf, *start = b[1].buf, *end = b[2].buf, *ids = b[4].buf;

@@ -31,8 +31,9 @@ static PyObject *pack(PyObject *self, PyObject *args) {
     }
     Py_ssize_t n = PyList_GET_SIZE(values);
     PyObject *data = PyBytes_FromStringAndSize(NULL, n * width);
+    if (data == NULL) return NULL; /* (no second allocation with an error already set) */
     PyObject *nulls = PyBytes_FromStringAndSize(NULL, n);
-    if (data == NULL || nulls == NULL) goto fail;
+    if (nulls == NULL) goto fail;
     char *out = PyBytes_AS_STRING(data);
     char *null = PyBytes_AS_STRING(nulls);
     int any_null = 0;
