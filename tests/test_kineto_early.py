@@ -127,15 +127,19 @@ def test_the_loaded_table_does_not_hold_the_answers_mapping(
 ) -> None:
     # the answer's arrays are views of its mapping (answer_file); a column made of one would
     # keep the whole mapping (~6.4 MB here) alive as long as the table: the columns copy
-    path = shared_trace("kineto/resnet50_v100_workers0.pt.trace.json.gz")
-    early.start(path)
-    answer = early.take(path)
-    assert answer is not None and _answer_mappings() == 1  # (what the check below can see)
-    del answer
-    gc.collect()
-    assert _answer_mappings() == 0
-    session, used = _load_early(path, monkeypatch)
-    assert used == 1
+    seen: list[int] = []
+    read = early.read_answer
+
+    def reading(fd: int) -> object | None:
+        out = read(fd)
+        seen.append(_answer_mappings())  # (what the check below can see: one, while read)
+        return out
+
+    monkeypatch.setattr(early, "read_answer", reading)
+    session, used = _load_early(
+        shared_trace("kineto/resnet50_v100_workers0.pt.trace.json.gz"), monkeypatch
+    )
+    assert used == 1 and seen == [1]
     gc.collect()
     assert _answer_mappings() == 0
     assert session.events.height > 0  # (the table is alive while the mapping is gone)
