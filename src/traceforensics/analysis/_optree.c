@@ -5,10 +5,10 @@
  *
  * Rows sorted by (group, start, -end): ``group``, ``start``, ``end``, ``ids`` int64 arrays,
  * ``can_parent`` a bool array, ``out`` a writable int64 array sharing no memory with them,
- * all one-dimensional, contiguous and of one length (anything else: TypeError/ValueError). Per group a
- * stack holds the can-parent ranges still open; row k's parent is the top of the stack once
- * the ranges ending at or before k's start are popped (-1: none), then k is pushed when it can
- * parent::
+ * all one-dimensional, contiguous and of one length (anything else: TypeError/ValueError).
+ * Per group a stack holds the can-parent ranges still open; row k's parent is the top of the
+ * stack once the ranges ending at or before k's start are popped (-1: none), then k is pushed
+ * when it can parent::
  *
  *     thread:  [aten::linear..........................]      stack: linear
  *                 [aten::addmm..................]            stack: linear, addmm
@@ -36,7 +36,8 @@ static const char *item_code(const Py_buffer *buf) {
 }
 
 /* One C-contiguous, one-dimensional view of ``obj``: int64 items (``bools`` false: numpy's
- * "l" or "q") or bools ("?"); a wrong type would be read as other numbers, not refused. */
+ * "l" or "q") or bools ("?"). The format is checked, not only the item size: a float64 or
+ * uint8 array would otherwise be read as other numbers. */
 static int view(PyObject *obj, Py_buffer *buf, int bools, int writable, const char *what) {
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(obj, buf, flags) < 0) return -1;
