@@ -26,7 +26,10 @@ if "--with-thread" in sys.argv:
     sys.argv.remove("--with-thread")
 
     def late():
-        time.sleep(0.5)
+        # alive until the main thread stopped (the shutdown began): a fixed sleep could end
+        # before a slow machine's command did, and the command would then see no thread
+        while threading.main_thread().is_alive():
+            time.sleep(0.01)
         sys.stderr.write("thread finished\\n")
 
     threading.Thread(target=late).start()
