@@ -241,3 +241,48 @@ def test_child_that_launched_work_is_dispatch_too(fmt: str, tmp_path: Path) -> N
     session, off = _load(tr, fmt, tmp_path)
     gap = _gap_at(session, off + 200 * US)
     assert gap.causes == {"launch_overhead": 190 * US}
+
+
+# ------------------------------------------- issue 43: a wait call with no record call traced
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_wait_without_any_record_call_charges_the_wait(fmt: str, tmp_path: Path) -> None:
+    """PyTorch records events through the caching allocator and NCCL without a traced
+    ``cudaEventRecord``: a trace has wait calls and no record call at all (a lookup into the
+    empty record list crashed). What the wait held ``x`` for is unknown, so the wait covers the
+    whole queued part::
+
+        host      [L k1]      [StreamWaitEvent][L x s7]
+                  10          40               50..55
+        stream 7  ==k1 100..200==|........ queued 2852 ........|== x 3052 ==
+    """
+    tr = synth.SynthTrace()
+    tr.launch("k1", 10 * US, 5 * US, 100 * US, 100 * US, stream=7)
+    tr.api("cudaStreamWaitEvent", 40 * US, 3 * US)
+    tr.launch("x", 50 * US, 5 * US, 3_052 * US, 100 * US, stream=7)
+    session, off = _load(tr, fmt, tmp_path)
+    gap = _gap_at(session, off + 200 * US)
+    assert gap.causes == {"cross_stream_wait": 2_852 * US}
+    (wait,) = [e for e in gap.evidence if e.name == "cudaStreamWaitEvent"]
+    assert wait.start_ns == off + 40 * US
+    assert not [e for e in gap.evidence if e.name == "cudaEventRecord"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_wait_calls_with_no_linked_launch_at_all(fmt: str, tmp_path: Path) -> None:
+    """Wait and record calls are traced but no GPU op has a launch call (the launch index is
+    empty): nothing links an op to a thread, so no wait is charged and the gap is untraced::
+
+        host      [EventRecord][StreamWaitEvent]
+        stream 7  ==k1 100..200==|........ 1800 ........|== x 2000 ==   (no launch calls)
+    """
+    tr = synth.SynthTrace()
+    tr.api("cudaEventRecord", 30 * US, 2 * US)
+    tr.api("cudaStreamWaitEvent", 40 * US, 3 * US)
+    for name, start in (("k1", 100 * US), ("x", 2_000 * US)):
+        tr._add(synth.SynthEvent("kernel", name, start, 100 * US, device=0, stream=7))
+    session, _off = _load(tr, fmt, tmp_path)
+    res = analyze(session, AnalysisOptions.of(window="device", top_gaps=100))
+    (dev,) = res.devices
+    assert (dev.window_ns, dev.busy_ns) == (2_000 * US, 200 * US)
+    assert sum(dev.idle_by_cause.values()) == dev.idle_ns == 1_800 * US
+    assert {c: ns for c, ns in dev.idle_by_cause.items() if ns} == {"untraced": 1_800 * US}

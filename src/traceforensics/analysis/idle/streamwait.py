@@ -115,6 +115,16 @@ class GapWaits:
         )
 
 
+def _take(values: I64, index: I64, fill: int) -> I64:
+    """``values[index]`` where ``index >= 0``, else ``fill``. Total: ``values`` may be empty
+    (then every index is -1), where ``values[np.maximum(index, 0)]`` inside an ``np.where``
+    would index it anyway (both branches are evaluated) and fail."""
+    out = np.full(index.size, fill, dtype=np.int64)
+    hit = index >= 0
+    out[hit] = values[index[hit]]
+    return out
+
+
 def _latest(keys: I64, thr: I64, q: I64, shift: int, *, strict: bool) -> I64:
     """Index into ``keys`` of the latest key of thread ``thr`` at or before ``q`` (before it
     with ``strict``); -1 when none."""
@@ -165,22 +175,22 @@ def gap_waits(ctx: AnalysisContext, op: I64, launches: LaunchIndex) -> GapWaits:
     on_thr = np.maximum(thr, 0) << shift
     q = on_thr | (o.launch_start[safe] - t0)
     prev = _latest(lkeys, thr, q, shift, strict=True)
-    prev_t = np.where(prev >= 0, lkeys[np.maximum(prev, 0)] & mask, -1)
+    prev_t = np.where(prev >= 0, _take(lkeys, prev, 0) & mask, -1)
     w = _latest(calls.wait_keys, thr, q, shift, strict=False)
-    w_t = np.where(w >= 0, calls.wait_keys[np.maximum(w, 0)] & mask, -1)
+    w_t = np.where(w >= 0, _take(calls.wait_keys, w, 0) & mask, -1)
     w_ok = (w >= 0) & (w_t > prev_t)
     r = np.where(w_ok, _latest(calls.record_keys, thr, on_thr | w_t, shift, strict=False), -1)
-    r_t = np.where(r >= 0, calls.record_keys[np.maximum(r, 0)] & mask, 0)
+    r_t = np.where(r >= 0, _take(calls.record_keys, r, 0) & mask, 0)
     y = np.where(r >= 0, _latest(lkeys, thr, on_thr | r_t, shift, strict=True), -1)
-    yrow = np.where(y >= 0, lrows[np.maximum(y, 0)], -1)
-    ysafe = np.maximum(yrow, 0)
+    yrow = _take(lrows, y, -1)
+    ysafe = np.maximum(yrow, 0)  # rows of ctx.work: never empty when a gap ends in an op
     dev = _op_device(ctx)
     same = (yrow >= 0) & (dev[ysafe] == dev[safe]) & (o.stream[ysafe] == o.stream[safe])
     # x started before Y ended: x did not wait for Y, so the streams were read wrong
     contradicted = (yrow >= 0) & (o.start[safe] < o.end[ysafe])
     out.counted = w_ok & ~same & ~contradicted
-    out.wait_row = np.where(w_ok, calls.wait_rows[np.maximum(w, 0)], -1)
-    out.record_row = np.where(r >= 0, calls.record_rows[np.maximum(r, 0)], -1)
+    out.wait_row = _take(calls.wait_rows, np.where(w_ok, w, -1), -1)
+    out.record_row = _take(calls.record_rows, r, -1)
     out.waited_op = yrow
     out.has_wait = out.has_wait | out.counted
     out.wait_end = np.where(out.counted & (yrow >= 0), o.end[ysafe], _NONE)
