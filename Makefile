@@ -44,10 +44,13 @@ typecheck: dev
 pytest: dev
 	$(BIN)/pytest -q -n 2
 
-## fuzz-long: the long fuzz profile (docs/reliability.md); FUZZ_CASES per mutation family
+## fuzz-long: the long fuzz profiles (docs/reliability.md); FUZZ_CASES per mutation family,
+## SHAPE_EXAMPLES drawn trace shapes in all (tools/shapes_long.py)
 FUZZ_CASES ?= 900
+SHAPE_EXAMPLES ?= 20000
 fuzz-long: dev
 	$(BIN)/python tools/fuzz_long.py --cases $(FUZZ_CASES) --json fuzz-long.json
+	$(BIN)/python tools/shapes_long.py --examples $(SHAPE_EXAMPLES) --json shapes-long.json
 
 ## bench: speed and memory benchmarks (ratios against peers/baselines, one run)
 bench: dev

@@ -23,6 +23,10 @@ if str(TOOLS) not in sys.path:
 # the session and analysis caches of every test run (and of the CLI children they start) go to
 # a private folder: never the user's cache, never a result left by an earlier run
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="tf-test-cache-")
+# a pass that raises fails the test run (and the CLI children it starts) instead of degrading to
+# an ``analysis_failed`` warning: the suite treats a crashed pass as a bug (issue 43). Read when
+# ``analysis.pipeline`` is imported, so it is set before any test imports traceforensics.
+os.environ.setdefault("TF_RAISE_FAILED", "1")
 SHARED = ROOT.parent / "shared"
 TRACES = SHARED / "traces"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

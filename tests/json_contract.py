@@ -71,3 +71,7 @@ FINDING_FIELDS = frozenset(
 )
 TRANSFER_FIELDS = frozenset({"direction", "count", "bytes", "time_ns", "gbps", "pageable_count"})
 PROGRAM_FIELDS = frozenset({"framework", "vendor", "evidence"})
+DIAGNOSTIC_FIELDS = frozenset({"code", "message"})
+HOST_FIELDS = frozenset({"step_source", "step_count", "step_ns", "phase_ns", "steps"})
+HOST_STEP_FIELDS = frozenset({"rank", "name", "number", "start_ns", "dur_ns", "phase_ns"})
+HOST_PHASES = ("data_loading", "forward", "backward", "optimizer", "other")

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -10,6 +14,8 @@ import pytest
 
 from traceforensics.ingest.cache import cache_root, cached_load, input_key, source_fingerprint
 from traceforensics.model import TraceMeta, TraceSession
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples/synthetic_training.pt.trace.json.gz"
 
 
 def _session(tag: str) -> TraceSession:
@@ -131,3 +137,59 @@ def test_a_changed_reader_misses_the_cache(tmp_path: Path) -> None:
     scanner = copy / "ingest" / "kineto" / "_colscan.c"  # the compiled reader's source counts
     scanner.write_text(scanner.read_text() + "\n/* changed */\n")
     assert source_fingerprint(copy) != before
+
+
+def _full_disk_run(tmp_path: Path, limit_bytes: int) -> subprocess.CompletedProcess[str]:
+    """``tf analyze --json`` of the bundled trace in a child whose files may not grow past
+    ``limit_bytes`` (``RLIMIT_FSIZE``, SIGXFSZ ignored: writes fail with EFBIG, as on a full
+    or quota-limited cache file system)."""
+    script = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit_bytes}, {limit_bytes}))\n"
+        "from traceforensics.cli.main import main\n"
+        "sys.argv = ['tf', 'analyze', sys.argv[1], '--json']\n"
+        "main()\n"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    return subprocess.run(
+        [sys.executable, "-c", script, str(EXAMPLE)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("limit_bytes", [4096, 16384])
+def test_a_full_cache_disk_is_skipped_with_one_warning(tmp_path: Path, limit_bytes: int) -> None:
+    """Issue 43: a cache that cannot be written (EFBIG/ENOSPC inside the parquet writer, which
+    polars reports as its own error) cost the run (exit 3) and left ``.tmp-*`` folders."""
+    proc = _full_disk_run(tmp_path, limit_bytes)
+    assert proc.returncode == 0, proc.stderr
+    warned = [line for line in proc.stderr.splitlines() if "could not be written" in line]
+    assert len(warned) == 1, proc.stderr
+    assert "internal error" not in proc.stderr
+    assert json.loads(proc.stdout)["warnings"]  # the JSON carries it too
+    left = [p.name for p in (tmp_path / "xdg").rglob("*") if p.name.startswith(".tmp-")]
+    assert left == []
+
+
+def test_an_enospc_while_saving_leaves_nothing_behind(
+    tmp_path: Path, xdg: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(self: pl.DataFrame, target: object, *args: object, **kwargs: object) -> None:
+        Path(str(target)).write_bytes(b"PAR1")  # a part was written before the disk filled
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", full)
+    src = tmp_path / "t.json"
+    src.write_text("{}")
+    session = cached_load(src, lambda p: _session("a"))
+    assert [w for w in session.meta.warnings if "No space left on device" in w]
+    assert list(xdg.rglob("*.parquet")) == []
+    assert [p for p in xdg.rglob(".tmp-*")] == []
+    # a second failing run warns once, not twice
+    again = cached_load(src, lambda p: session)
+    assert sum("could not be written" in w for w in again.meta.warnings) == 1

@@ -18,12 +18,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fuzz_cases
+import fuzz_runs
 from tests.conftest import run_cli
 
 EXAMPLES = int(os.environ.get("TF_FUZZ_EXAMPLES", "25"))
 
 
-@pytest.mark.parametrize("family", list(fuzz_cases.FAMILIES))
+@pytest.mark.parametrize("family", fuzz_runs.ALL_FAMILIES)
 def test_mutated_inputs(family: str, capsys: pytest.CaptureFixture[str]) -> None:
     seen: dict[str, int] = {}
 
@@ -38,14 +39,16 @@ def test_mutated_inputs(family: str, capsys: pytest.CaptureFixture[str]) -> None
     def case(seed: int) -> None:
         with tempfile.TemporaryDirectory(prefix="tf-fuzz-") as tmp:
             folder = Path(tmp)
-            path, command = fuzz_cases.make_case(family, seed, folder)
-            before = fuzz_cases.snapshot(folder)
-            argv = [command, str(path)] + (["--no-cache", "--json"] if command == "analyze" else [])
-            code, _out, err = run_cli(argv, capsys)
+            run = fuzz_runs.build_case(family, seed, folder)
+            before = fuzz_runs.watch(run)
+            with fuzz_runs.applied(run):
+                code, _out, err = run_cli(run.argv, capsys)
             outcome = fuzz_cases.verdict(code, err)
             seen[outcome] = seen.get(outcome, 0) + 1
             assert outcome in ("ok", "refused"), f"{family} seed {seed}: {outcome}: {err}"
-            assert fuzz_cases.snapshot(folder) == before, f"{family} seed {seed}: input changed"
+            after = fuzz_runs.check_after(run, before)
+            fuzz_runs.unlock(folder)
+            assert after is None, f"{family} seed {seed}: {after}"
 
     case()
     assert sum(seen.values()) >= min(EXAMPLES, 10), seen

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-from traceforensics.ingest.kineto.reader import MEMORY_PER_JSON_BYTE, available_memory
+from traceforensics.ingest.kineto.reader import MEMORY_PER_JSON_BYTE
+from traceforensics.model.memory import available_memory
 
 GOOD = {"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.0,
         "dur": 2.0, "args": {"device": 0, "stream": 7}}]}  # fmt: skip

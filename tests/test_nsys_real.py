@@ -32,6 +32,18 @@ SIMPLE_COUNTS = {
     "cuda_graph": ["CUPTI_ACTIVITY_KIND_GRAPH_TRACE"],
 }
 
+#: The tables CUDA tracing writes (``nsys profile -t cuda``), by their SQL names.
+CUDA_TABLES = frozenset(
+    {
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        "CUPTI_ACTIVITY_KIND_MEMCPY",
+        "CUPTI_ACTIVITY_KIND_MEMSET",
+        "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+        "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+        "CUPTI_ACTIVITY_KIND_RUNTIME",
+    }
+)
+
 
 def _raw(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
@@ -127,6 +139,15 @@ def test_real_export_counts_and_busy(rel: str) -> None:
         window = int((gpu["start_ns"] + gpu["dur_ns"]).max()) - int(gpu["start_ns"].min())  # type: ignore[arg-type]
         ours[dev] = (window, total(s, e))
     assert ours == busy
+    codes = [d["code"] for d in session.meta.diagnostics]
+    with _raw(path) as conn:
+        cuda_tables = _tables(conn) & CUDA_TABLES
+    if not cuda_tables:
+        # CUDA tracing was off: no device, and the loader says so (never "CPU-only")
+        assert busy == {} and ctx.devices == [] and "cuda_tables_missing" in codes
+        assert any("-t cuda" in w for w in session.meta.warnings)
+        return
+    assert "cuda_tables_missing" not in codes
     for window, b in nonempty(busy.values()):
         assert 0 <= b <= window  # idle = window - busy is never negative
 

@@ -187,18 +187,94 @@ def _make_odd(target: Path, kind: str, rng: random.Random) -> None:
         target.mkdir()
 
 
+#: Values a top-level metadata field of a Kineto trace can hold in a damaged or hand-made file.
+META_VALUES: list[Any] = [
+    *ODD_VALUES, 5, 1e308, "x", {"id": 0}, [5], [[]], [{"id": "x", "name": 7}],
+    [{"name": None, "computeMajor": "a", "totalGlobalMem": -1}], [{"id": 2**63 - 1}],
+]  # fmt: skip
+
+
+def kineto_meta(path: Path, rng: random.Random) -> None:
+    """Top-level keys of odd types (issue 43: a numeric ``deviceProperties`` was exit 3):
+    ``deviceProperties``, ``distributedInfo``, ``schemaVersion``, ``baseTimeNanoseconds``,
+    ``displayTimeUnit``, ``traceName``, ROCm keys; sometimes events duplicated or one kernel
+    made to last years (impossible input: flagged, figures within their window)."""
+    doc = json.loads(gzip.decompress(EXAMPLE.read_bytes()))
+    keys = ["deviceProperties", "distributedInfo", "schemaVersion", "baseTimeNanoseconds",
+            "displayTimeUnit", "traceName", "roctracer_version", "cupti_version"]  # fmt: skip
+    for _ in range(rng.randint(1, 4)):
+        doc[rng.choice(keys)] = rng.choice(META_VALUES)
+    events = doc["traceEvents"]
+    if rng.random() < 0.2:
+        doc["traceEvents"] = events + [dict(e) for e in rng.sample(events, len(events) // 2)]
+    if rng.random() < 0.2:
+        kernels = [e for e in events if e.get("cat") == "kernel"]
+        rng.choice(kernels)["dur"] = rng.choice([292 * 365 * 86_400 * 1e6, 1e15, 9e12, 2**53])
+    path.write_text(json.dumps(doc, allow_nan=True))
+
+
+def nsys_strings(path: Path, rng: random.Random) -> None:
+    """``StringIds`` damaged (issue 43: invalid UTF-8 or a text id was exit 3): the table
+    rebuilt without its INTEGER PRIMARY KEY (so ids can be text, reals, blobs, NULL), values
+    as blobs, invalid UTF-8, numbers, NULL or huge; ids duplicated or deleted (dangling)."""
+    shutil.copyfile(NSYS, path)
+    with sqlite3.connect(path) as conn:
+        if rng.random() < 0.7:
+            conn.executescript(
+                "CREATE TABLE S2(id, value); INSERT INTO S2 SELECT id, value FROM StringIds;"
+                "DROP TABLE StringIds; ALTER TABLE S2 RENAME TO StringIds;"
+            )
+        ids = [r[0] for r in conn.execute("SELECT id FROM StringIds")]
+        odd_ids: list[Any] = ["abc", "12", 2.5, b"\xff", None, 2**63 - 1, -1, "\u202e"]
+        odd_values: list[Any] = [b"\xff\xfe", b"A\xffB", 7, 2.5, None, "\udcff", "x" * 70_000,
+                                 "a\x00b", "\u202e", ""]  # fmt: skip
+        for _ in range(rng.randint(1, 12)):
+            row = rng.choice(ids)
+            op = rng.choice(("id", "value", "text-bytes", "dup", "delete"))
+            with contextlib.suppress(sqlite3.DatabaseError, ValueError, OverflowError):
+                if op == "id":
+                    conn.execute(
+                        "UPDATE StringIds SET id = ? WHERE id = ?", (rng.choice(odd_ids), row)
+                    )
+                elif op == "value":
+                    value = rng.choice(odd_values)
+                    if isinstance(value, str):
+                        value = value.encode("utf-8", "surrogatepass")
+                        conn.execute(
+                            "UPDATE StringIds SET value = CAST(? AS TEXT) WHERE id = ?",
+                            (value, row),
+                        )
+                    else:
+                        conn.execute("UPDATE StringIds SET value = ? WHERE id = ?", (value, row))
+                elif op == "text-bytes":  # TEXT cells holding bytes that are not UTF-8
+                    conn.execute(
+                        "UPDATE StringIds SET value = CAST(X'41ff42c3' AS TEXT) WHERE id = ?",
+                        (row,),
+                    )
+                elif op == "dup":
+                    conn.execute("INSERT INTO StringIds SELECT id, value || 'b' FROM StringIds "
+                                 "WHERE id = ?", (row,))  # fmt: skip
+                else:
+                    conn.execute("DELETE FROM StringIds WHERE id = ?", (row,))
+        if rng.random() < 0.05:
+            conn.execute("DROP TABLE StringIds")
+
+
 FAMILIES: dict[str, tuple[str, Callable[[Path, random.Random], Path | None], str]] = {
     "kineto-bytes": ("trace.json", kineto_bytes, "analyze"),
     "kineto-fields": ("trace.json", kineto_fields, "analyze"),
+    "kineto-meta": ("trace.json", kineto_meta, "analyze"),
     "nsys-fields": ("export.sqlite", nsys_fields, "analyze"),
     "nsys-bytes": ("export.sqlite", nsys_bytes, "analyze"),
+    "nsys-strings": ("export.sqlite", nsys_strings, "analyze"),
     "log-lines": ("smi.txt", log_lines, "monitor"),
     "paths": ("unused", odd_paths, "analyze"),
 }
 
 
 def make_case(family: str, seed: int, folder: Path) -> tuple[Path, str]:
-    """Write case ``seed`` of ``family`` into ``folder``: ``(input path, tf command)``."""
+    """Write case ``seed`` of an input ``family`` into ``folder``: ``(input path, tf
+    command)``."""
     name, mutate, command = FAMILIES[family]
     path = folder / name
     moved = mutate(path, random.Random(f"{family}:{seed}"))

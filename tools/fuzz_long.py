@@ -6,7 +6,7 @@ Each case is one ``tools/fuzz_cases.py`` input run through ``tf`` in-process (th
 point, so exit codes and stderr are what a user sees) under a per-case time limit
 (``signal.alarm``). A family's process reports its outcome tally, the slowest case and its
 peak RSS (``ru_maxrss``); any case that is not ``ok``/``refused`` is listed with its seed so
-``fuzz_cases.make_case(family, seed, folder)`` rebuilds it. Exit status 1 when any case failed
+``fuzz_runs.build_case(family, seed, folder)`` rebuilds it. Exit status 1 when any case failed
 or a family's peak RSS passed ``--max-rss-mb`` (an OOM in the making). ``make fuzz-long``.
 Figures of the last run: docs/reliability.md.
 """
@@ -29,6 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fuzz_cases
+import fuzz_runs
 
 
 class CaseTimeoutError(Exception):
@@ -45,16 +46,19 @@ def run_case(family: str, seed: int, timeout_s: int) -> tuple[str, str, float]:
 
     with tempfile.TemporaryDirectory(prefix="tf-fuzz-") as tmp:
         folder = Path(tmp)
-        path, command = fuzz_cases.make_case(family, seed, folder)
-        before = fuzz_cases.snapshot(folder)
-        argv = [command, str(path)] + (["--no-cache", "--json"] if command == "analyze" else [])
+        case = fuzz_runs.build_case(family, seed, folder)
+        before = fuzz_runs.watch(case)
         err, out = io.StringIO(), io.TextIOWrapper(io.BytesIO())  # --json writes bytes
         code, t0 = 0, time.perf_counter()
         signal.signal(signal.SIGALRM, _alarm)
         signal.alarm(timeout_s)
         try:
-            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-                main(argv)
+            with (
+                fuzz_runs.applied(case),
+                contextlib.redirect_stderr(err),
+                contextlib.redirect_stdout(out),
+            ):
+                main(case.argv)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
         except CaseTimeoutError:
@@ -63,8 +67,8 @@ def run_case(family: str, seed: int, timeout_s: int) -> tuple[str, str, float]:
             signal.alarm(0)
         seconds = time.perf_counter() - t0
         outcome = fuzz_cases.verdict(code, err.getvalue())
-        if fuzz_cases.snapshot(folder) != before:
-            outcome = "input-modified"
+        outcome = fuzz_runs.check_after(case, before) or outcome
+        fuzz_runs.unlock(folder)
         return outcome, err.getvalue().strip()[:300], seconds
 
 
@@ -98,9 +102,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=int, default=60, help="seconds per case")
     parser.add_argument("--max-rss-mb", type=float, default=2048, help="fail above this peak")
     parser.add_argument("--json", type=Path, help="write the full report here")
-    parser.add_argument("--family", action="append", choices=list(fuzz_cases.FAMILIES))
+    parser.add_argument("--family", action="append", choices=fuzz_runs.ALL_FAMILIES)
     args = parser.parse_args()
-    families = args.family or list(fuzz_cases.FAMILIES)
+    families = args.family or fuzz_runs.ALL_FAMILIES
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         reports = list(
             pool.map(run_family, families, [args.cases] * len(families),

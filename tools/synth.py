@@ -83,6 +83,9 @@ class SynthEvent:
     bytes: int | None = None
     grid: tuple[int, int, int] | None = None
     block: tuple[int, int, int] | None = None
+    #: the host process of a host event when not the trace's own (several processes in one
+    #: file); None = ``SynthTrace.pid``
+    pid: int | None = None
 
     @property
     def end_ns(self) -> int:
@@ -134,6 +137,10 @@ class SynthTrace:
         #: default of PyTorch's profiler) or ``"graph"`` (nsys ``--cuda-graph-trace=graph``: one
         #: graph-level row per launch; Kineto has no such record, so its nodes are left out).
         self.graph_trace = "node"
+        #: Kineto ``ac2g`` flow pairs: ``"all"`` (every launch), ``"none"`` (older traces keep
+        #: only the args' correlation) or ``"dangling"`` (every other launch's flow end is left
+        #: out, and one flow end points at a correlation no call has).
+        self.flows = "all"
 
     # ----------------------------------------------------------------- building
     def _add(self, ev: SynthEvent) -> int:
@@ -315,12 +322,30 @@ class SynthTrace:
         ev.correlation = correlation
         return self._add(ev)
 
+    def gpu_annotation(
+        self, name: str, start_ns: int, dur_ns: int, *, stream: int = 7, device: int = 0
+    ) -> int:
+        """A user range's span on a GPU stream (Kineto ``gpu_user_annotation``, e.g. a
+        ``ProfilerStep#N``'s GPU side). Not GPU work; nsys has no such record (not written)."""
+        return self._add(
+            SynthEvent("gpu_annotation", name, start_ns, dur_ns, device=device, stream=stream)
+        )
+
     # ---------------------------------------------------------------- queries
     def of_kind(self, *kinds: str) -> list[SynthEvent]:
         """Events of the given kinds, sorted by start (then longest first)."""
         return sorted(
             (e for e in self.events if e.kind in kinds), key=lambda e: (e.start_ns, -e.dur_ns)
         )
+
+    def host_pid(self, ev: SynthEvent) -> int:
+        """The process of a host event (its own ``pid``, else the trace's)."""
+        return self.pid if ev.pid is None else ev.pid
+
+    def host_pids(self) -> list[int]:
+        """Every host process of the trace, the trace's own first."""
+        others = {e.pid for e in self.events if e.pid is not None and e.device is None}
+        return [self.pid, *sorted(others - {self.pid})]
 
     def devices(self) -> list[int]:
         return sorted({e.device for e in self.events if e.device is not None} or {0})

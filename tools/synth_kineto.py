@@ -22,6 +22,7 @@ _GPU_CAT = {
     "memcpy": "gpu_memcpy",
     "memset": "gpu_memset",
     "gpu_sync": "cuda_sync",
+    "gpu_annotation": "gpu_user_annotation",
 }
 
 
@@ -73,7 +74,7 @@ def _host_event(tr: SynthTrace, ev: SynthEvent, idx: int, ext: int | None) -> st
         args = {"Record function id": 0, "Ev Idx": idx, **ev.args}
         if ext is not None:
             args = {"External id": ext, **args}
-    fields.update(pid=tr.pid, tid=ev.tid, args=args)
+    fields.update(pid=tr.host_pid(ev), tid=ev.tid, args=args)
     return _event(fields, ev.start_ns, ev.dur_ns)
 
 
@@ -84,8 +85,10 @@ def _api_event(tr: SynthTrace, ev: SynthEvent, ext: int | None) -> list[str]:
         args["External id"] = ext
     if ev.name in _CBID_NAMES:
         args["cbid"] = _CBID_NAMES[ev.name]
-    args["correlation"] = ev.correlation
-    fields = {"ph": "X", "cat": cat, "name": ev.name, "pid": tr.pid, "tid": ev.tid, "args": args}
+    if ev.correlation is not None:  # a trace without ids has no key (not a null)
+        args["correlation"] = ev.correlation
+    pid = tr.host_pid(ev)
+    fields = {"ph": "X", "cat": cat, "name": ev.name, "pid": pid, "tid": ev.tid, "args": args}
     return [_event(fields, ev.start_ns, ev.dur_ns)]
 
 
@@ -126,10 +129,14 @@ def _gpu_event(ev: SynthEvent, ext: int | None, sm_count: int) -> str:
                 "memory bandwidth (GB/s)": gbps,
             }
         )
+    elif ev.kind == "gpu_annotation":  # a range's span on a stream (kineto's GPU-side copy)
+        args.update({"device": ev.device, "stream": ev.stream})
     else:  # gpu_sync
         kind = ev.name
         args.update({"cuda_sync_kind": kind, "stream": ev.stream, "device": ev.device})
         args.update({"context": 1, "correlation": ev.correlation or 0})
+    if ev.correlation is None and ev.kind != "gpu_sync":  # no id: no key (not a null)
+        args.pop("correlation", None)
     args.update(ev.args)
     fields = {
         "ph": "X",
@@ -142,27 +149,37 @@ def _gpu_event(ev: SynthEvent, ext: int | None, sm_count: int) -> str:
     return _event(fields, ev.start_ns, ev.dur_ns)
 
 
-def _flows(tr: SynthTrace, api: SynthEvent, gpu: SynthEvent) -> list[str]:
-    start = {"ph": "s", "id": api.correlation, "pid": tr.pid, "tid": api.tid}
+def _flows(tr: SynthTrace, api: SynthEvent, gpu: SynthEvent, nth: int) -> list[str]:
+    """The ``ac2g`` pair of the ``nth`` launch, as ``tr.flows`` says (none, or dangling: the
+    end of every other launch's pair left out)."""
+    if tr.flows == "none":
+        return []
+    start = {"ph": "s", "id": api.correlation, "pid": tr.host_pid(api), "tid": api.tid}
     start.update(cat="ac2g", name="ac2g")
     end = {"ph": "f", "id": gpu.correlation, "pid": gpu.device, "tid": gpu.stream}
     end.update(cat="ac2g", name="ac2g", bp="e")
+    if tr.flows == "dangling" and nth % 2:
+        return [_event(start, api.start_ns, None)]
     return [_event(start, api.start_ns, None), _event(end, gpu.start_ns, None)]
+
+
+def _orphan_flow_end(tr: SynthTrace, end_ns: int) -> list[str]:
+    """A flow end whose correlation no call has (``flows == "dangling"``)."""
+    if tr.flows != "dangling":
+        return []
+    end = {"ph": "f", "id": 987_654_321, "pid": tr.devices()[0], "tid": 7}
+    end.update(cat="ac2g", name="ac2g", bp="e")
+    return [_event(end, end_ns, None)]
 
 
 def _metadata(tr: SynthTrace) -> list[str]:
     out = [
         _event(
-            {
-                "name": "process_name",
-                "ph": "M",
-                "pid": tr.pid,
-                "tid": 0,
-                "args": {"name": "python"},
-            },
+            {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": "python"}},
             0,
             None,
         )
+        for pid in tr.host_pids()
     ]
     for d in tr.devices():
         out.append(
@@ -208,13 +225,14 @@ def _metadata(tr: SynthTrace) -> list[str]:
                 None,
             )
         )
-    for tid in sorted({e.tid for e in tr.events if e.tid is not None and e.device is None}):
+    threads = {(tr.host_pid(e), e.tid) for e in tr.events if e.tid is not None and e.device is None}
+    for pid, tid in sorted(threads):
         out.append(
             _event(
                 {
                     "name": "thread_name",
                     "ph": "M",
-                    "pid": tr.pid,
+                    "pid": pid,
                     "tid": tid,
                     "args": {"name": f"thread {tid} (python)"},
                 },
@@ -242,6 +260,7 @@ def kineto_text(tr: SynthTrace) -> str:
         if e.kind == "cuda_api" and e.correlation is not None:
             by_corr_api.setdefault(e.correlation, e)
     lines = _metadata(tr)
+    launched = 0
     end = max((e.end_ns for e in tr.events), default=0)
     span = {
         "ph": "X",
@@ -262,7 +281,9 @@ def kineto_text(tr: SynthTrace) -> str:
             lines.append(_gpu_event(ev, exts[i], tr.sm_count))
             api = by_corr_api.get(ev.correlation) if ev.correlation is not None else None
             if api is not None and ev.kind != "gpu_sync":
-                lines.extend(_flows(tr, api, ev))
+                lines.extend(_flows(tr, api, ev, launched))
+                launched += 1
+    lines.extend(_orphan_flow_end(tr, end))
     lines.append(
         _event({"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": ""}, end, None)
     )

@@ -11,7 +11,10 @@ Rules (all times integer ns):
 - mfu     = the kernel pass's MFU over the device's GPU-active span (first to last GPU work),
   whichever window kind the record uses;
 - transfers, copy_ns, exposed_copy_ns = copies by direction and their exposed part
-  (``transfers``).
+  (``transfers``);
+- top_kernels = the ``--top`` kernel names with most summed time; ``share_of_kernel_time`` =
+  that time / the device's summed kernel time (the shares add up to at most 1),
+  ``share_of_busy`` = that time / busy (more than 1 in sum when streams overlap).
 
       stream 7:   |==k1==|    |==k3==|
       stream 9:       |==k2==|           |=m=|
@@ -39,13 +42,20 @@ from traceforensics.model.session import UNKNOWN_DEVICE
 
 @dataclass
 class KernelTotal:
-    """One kernel name's totals on a device."""
+    """One kernel name's totals on a device.
+
+    ``share_of_kernel_time`` = ``total_ns`` / the summed durations of all the device's kernels
+    (graph-level records included): the shares of a device's kernels add up to at most 1,
+    whatever the streams' overlap. ``share_of_busy`` = ``total_ns`` / the device's busy union
+    (``busy``): kernels running at once on several streams each count their full time against
+    one union, so these shares can add up to more than 1 (kept for JSON readers)."""
 
     name: str
     count: int
     total_ns: int
     mean_ns: int
     share_of_busy: float
+    share_of_kernel_time: float
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -54,6 +64,7 @@ class KernelTotal:
             "total_ns": self.total_ns,
             "mean_ns": self.mean_ns,
             "share_of_busy": round(self.share_of_busy, 6),
+            "share_of_kernel_time": round(self.share_of_kernel_time, 6),
         }
 
 
@@ -110,7 +121,7 @@ def device_records(
     (``transfers``: ``device_transfers(ctx)``, computed here when not given)."""
     names = {(d.rank, d.device): d.name for d in ctx.session.meta.devices}
     counts = _counts(ctx)
-    top = _top_kernels(ctx, ctx.options.kernels.top)
+    top, kernel_ns = _top_kernels(ctx, ctx.options.kernels.top)
     mfu = {(m.rank, m.device): m.mfu for m in (kernels.mfu_by_device if kernels else [])}
     pats = {(p.rank, p.device): p for p in patterns or []}
     moved = device_transfers(ctx) if transfers is None else transfers
@@ -135,7 +146,14 @@ def device_records(
             graph_count=c.get("cuda_graph", 0),
             stream_count=c.get("streams", 0),
             top_kernels=[
-                KernelTotal(n, k, t, t // k, t / busy if busy else 0.0)
+                KernelTotal(
+                    n,
+                    k,
+                    t,
+                    t // k,
+                    t / busy if busy else 0.0,
+                    t / kernel_ns[key] if kernel_ns.get(key) else 0.0,
+                )
                 for n, k, t in top.get(key, [])
             ],
             mfu=mfu.get(key),
@@ -167,20 +185,29 @@ def _counts(ctx: AnalysisContext) -> dict[tuple[int, int], dict[str, int]]:
     return {(int(r["rank"]), int(r["device"])): r for r in rows.iter_rows(named=True)}
 
 
-def _top_kernels(ctx: AnalysisContext, n: int) -> dict[tuple[int, int], list[tuple[str, int, int]]]:
-    """``(name, count, total_ns)`` of the ``n`` kernels with most total time per device; a
-    graph-level record (``CUDA Graph <id>``) counts as one kernel of the graph's name."""
+Device = tuple[int, int]
+
+
+def _top_kernels(
+    ctx: AnalysisContext, n: int
+) -> tuple[dict[Device, list[tuple[str, int, int]]], dict[Device, int]]:
+    """``(name, count, total_ns)`` of the ``n`` kernels with most total time per device, and
+    each device's summed kernel time (ns) over the same rows; a graph-level record
+    (``CUDA Graph <id>``) counts as one kernel of the graph's name."""
     if n <= 0:
-        return {}
-    top = (
+        return {}, {}
+    per_name = (
         ctx.work.filter(pl.col("kind").is_in(["kernel", "cuda_graph"]))
         .group_by("rank", "device", "name")
         .agg(pl.len().alias("count"), OP_DUR_NS.sum().alias("total_ns"))
-        .sort(["total_ns", "count", "name"], descending=[True, True, False])
+    )
+    totals = per_name.group_by("rank", "device").agg(pl.col("total_ns").sum())
+    top = (
+        per_name.sort(["total_ns", "count", "name"], descending=[True, True, False])
         .group_by("rank", "device", maintain_order=True)
         .head(n)
     )
-    out: dict[tuple[int, int], list[tuple[str, int, int]]] = {}
+    out: dict[Device, list[tuple[str, int, int]]] = {}
     for r, d, name, count, total in top.iter_rows():
         out.setdefault((int(r), int(d)), []).append((str(name), int(count), int(total)))
-    return out
+    return out, {(int(r), int(d)): int(t) for r, d, t in totals.iter_rows()}

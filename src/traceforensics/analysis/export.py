@@ -87,6 +87,8 @@ def analysis_json(analysis: Analysis) -> dict[str, Any]:
     if analysis.ranks is not None:
         out["ranks"] = analysis.ranks.to_json()
     out["warnings"] = list(analysis.warnings)
+    out["diagnostics"] = [d.to_json() for d in analysis.diagnostics]
+    out["host"] = analysis.host.to_json() if analysis.host is not None else None
     if analysis.monitor is not None:
         out["monitor"] = analysis.monitor.to_json()
     return out

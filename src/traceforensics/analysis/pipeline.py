@@ -22,12 +22,19 @@ program detected in the trace; a monitoring log, when given, is aligned to the t
 wall-clock window. A pass called
 alone on a session (``analyze_idle(session, options)``) prepares the same context and gives the
 same result as the same part of ``analyze``.
+
+Every warning is also a coded diagnostic (``analysis.diagnostics``: what the trace is, what it
+cannot show); a rank without GPU activity says why (launches without GPU records, or a CPU-only
+capture), and a trace without any gets the host time of its steps by phase
+(``analysis.host_steps``). A part that raises degrades to an ``analysis_failed`` warning naming
+it, and the rest of the analysis stands.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -40,19 +47,33 @@ from traceforensics.analysis.context import (
     side_by_side,
 )
 from traceforensics.analysis.devices import DeviceRecord, device_records
+from traceforensics.analysis.diagnostics import (
+    ANALYSIS_FAILED,
+    GPU_ACTIVITY_MISSING,
+    MONITOR_UNALIGNED,
+    WARNING,
+    Diagnostic,
+    coded,
+    failure_text,
+    gpu_presence,
+    launch_counts,
+    meta_codes,
+)
 from traceforensics.analysis.findings.build import build_findings
 from traceforensics.analysis.findings.program import Program
 from traceforensics.analysis.findings.results import Finding
 from traceforensics.analysis.findings.stragglers import straggler_findings
+from traceforensics.analysis.host_steps import HostBreakdown, host_breakdown
 from traceforensics.analysis.idle.gaps import IdleAnalysis, analyze_idle
 from traceforensics.analysis.kernels.forensics import analyze_kernels
-from traceforensics.analysis.kernels.results import KernelAnalysis
+from traceforensics.analysis.kernels.results import KernelAnalysis, UnknownFlops
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.ranks import RankAnalysis, analyze_ranks
 from traceforensics.analysis.ranks.collectives import PG_ARG
 from traceforensics.analysis.ranks.throttle import with_monitor
 from traceforensics.analysis.transfers import device_transfers
 from traceforensics.analysis.utilization.timeline import DevicePattern, analyze_utilization
+from traceforensics.model.errors import InputError
 from traceforensics.model.memory import release_free_memory
 from traceforensics.model.session import TraceSession
 
@@ -113,6 +134,11 @@ class Analysis:
     #: apart, ``traceforensics.fanout``, send back summaries, never their events) or may not
     #: have read them (an analysis from the analysis cache: ``cli.result_cache``)
     event_total: int | None = None
+    #: every warning with its code, then the facts that are not problems (``cpu_only``):
+    #: ``analysis.diagnostics``
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    #: the host time of each step by phase, for a trace without GPU activity (None with GPUs)
+    host: HostBreakdown | None = None
 
     def findings_of(self, rank: int, device: int) -> list[Finding]:
         """The findings of one device, largest ``recoverable_ns`` first."""
@@ -186,8 +212,10 @@ def analyze_context(
     """``analyze`` of a prepared context. ``job=False``: the context holds one rank of a job
     analysed apart (``traceforensics.fanout``): the multi-rank view and the straggler findings
     are left to the merge of every rank (``ranks`` None, findings as ``build_findings`` ranks
-    them)."""
+    them). A part that raises (not an ``InputError``) leaves its result empty and an
+    ``analysis_failed`` warning naming it (``RAISE_FAILED`` raises instead)."""
     session = ctx.session  # the part of the trace the options select (``restrict``)
+    failed: list[str] = []
     # the passes only read the context: run them side by side (polars and numpy release the
     # GIL), each result exactly what the pass gives alone
     # on a big table the passes' working sets would peak together (``side_by_side``)
@@ -199,9 +227,11 @@ def analyze_context(
             for name, run in PASSES.items()
         }
         moved = pool.submit(device_transfers, ctx)  # the device records' copies, meanwhile
-        results = {name: f.result() for name, f in futures.items()}
+        results = {name: _result(name, f, _empty(name, ctx), failed) for name, f in futures.items()}
+        transfers = _result("transfers", moved, [], failed)
     idle, kernels, patterns = results["idle"], results["kernels"], results["utilization"]
     warnings = list(session.meta.warnings)
+    born: dict[str, str] = {}
     monitor = None
     if monitor_log is not None:
         has_events = session.events.height > 0
@@ -211,12 +241,34 @@ def analyze_context(
         monitor, note = aligned_monitor(session.meta, ctx.trace_span, has_events, monitor_log)
         if note:
             warnings.append(note)
-    records = device_records(ctx, idle, kernels, patterns, moved.result())
+            born[note] = MONITOR_UNALIGNED
+    records = device_records(ctx, idle, kernels, patterns, transfers)
     program = ctx.program
-    ranks = with_monitor(analyze_ranks(ctx, done=(records, idle)), monitor) if job else None
-    findings = build_findings(ctx, records, idle, kernels, program)
+    ranks = None
+    if job:
+        ranks = _guard("ranks", lambda: analyze_ranks(ctx, done=(records, idle)), None, failed)
+        ranks = with_monitor(ranks, monitor) if ranks is not None else None
+    none: list[Finding] = []
+    findings = _guard(
+        "findings", lambda: build_findings(ctx, records, idle, kernels, program), none, failed
+    )
     if ranks is not None:
         findings = straggler_findings(findings, ranks, records, program)
+    # every rank the trace holds: a rank without GPU activity says what it is
+    ranks_seen = {i.rank for i in session.meta.inputs}
+    ranks_seen |= set(session.events.get_column("rank").unique().drop_nulls().to_list())
+    presence = gpu_presence(
+        launch_counts(session.events), ranks_seen, {d.rank for d in records}, session.meta
+    )
+    host = None
+    if not records:
+        host = _guard("host", lambda: host_breakdown(session, ctx.options), None, failed)
+    for text in failed:
+        warnings.append(text)
+        born[text] = ANALYSIS_FAILED
+    for fact in presence:
+        if fact.code in WARNING_CODES:
+            warnings.append(fact.message)
     return Analysis(
         session=session,
         options=ctx.options,
@@ -229,4 +281,42 @@ def analyze_context(
         monitor=monitor,
         warnings=warnings,
         ranks=ranks,
+        diagnostics=coded(warnings, {**meta_codes(session.meta), **born}, presence),
+        host=host,
     )
+
+
+#: The codes of ``gpu_presence`` that are warnings too (``cpu_only`` is a fact, not a problem).
+WARNING_CODES: Final = frozenset({GPU_ACTIVITY_MISSING, ANALYSIS_FAILED, WARNING})
+#: Set (``TF_RAISE_FAILED=1``; the test suite sets it): a part that raises fails the run
+#: instead of leaving an ``analysis_failed`` warning, so a test sees the bug.
+RAISE_FAILED: Final = os.environ.get("TF_RAISE_FAILED", "") not in ("", "0")
+
+
+def _guard(name: str, run: Callable[[], _T], empty: _T, failed: list[str]) -> _T:
+    """``run()``, or ``empty`` with the failure's warning added to ``failed``."""
+    try:
+        return run()
+    except (InputError, MemoryError):
+        raise  # the input is wrong, or does not fit: one line and exit 2, as everywhere
+    except Exception as exc:
+        if RAISE_FAILED:
+            raise
+        failed.append(failure_text(name, exc))
+        return empty
+
+
+def _result(name: str, future: Future[_T], empty: _T, failed: list[str]) -> _T:
+    return _guard(name, future.result, empty, failed)
+
+
+def _empty(name: str, ctx: AnalysisContext) -> Any:
+    """The result of pass ``name`` that says nothing (a pass that failed)."""
+    if name == "idle":
+        return IdleAnalysis(devices=[], gaps=[])
+    if name == "kernels":
+        return KernelAnalysis(
+            [], [], [], [], [], UnknownFlops(0, 0, None), ctx.options.kernels.short_kernel_us,
+            0, 0, 0,
+        )  # fmt: skip
+    return []

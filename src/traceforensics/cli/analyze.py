@@ -39,7 +39,7 @@ from traceforensics.cli.store import STORE_HELP, label_values, store_run, store_
 from traceforensics.ingest import load_path
 from traceforensics.ingest.detect import check_input
 from traceforensics.ingest.progress import report
-from traceforensics.model.errors import InputError, OptionError
+from traceforensics.model.errors import NAME_BYTES, InputError, OptionError
 from traceforensics.report.format import one_line
 from traceforensics.report.json_out import build_json, dumps
 from traceforensics.report.progress import progress_line
@@ -296,7 +296,7 @@ def analyze_command(
         report_path.write_text(
             render_html(result, command=command_line()),
             encoding="utf-8",
-            errors="backslashreplace",
+            errors=NAME_BYTES,
         )
     # the JSON document is built once, and only when --json, --store or --fail-on needs it
     document = functools.cache(lambda: build_json(result))
@@ -464,7 +464,7 @@ def _write(
         markdown_path.write_text(
             render_markdown(result, command=command_line(), figures=links),
             encoding="utf-8",
-            errors="backslashreplace",
+            errors=NAME_BYTES,
         )
     if document is not None:
         out = dumps(document())

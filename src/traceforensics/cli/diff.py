@@ -22,7 +22,7 @@ from traceforensics.cli.fail_on import FAIL_ON_EXIT_HELP, check_gate, fail_on_op
 from traceforensics.cli.options import EXIT_CODES_HELP, check_output
 from traceforensics.compare import Diff, Rule, diff_documents
 from traceforensics.compare.figures import SCHEMA_ANALYSIS
-from traceforensics.model.errors import InputError
+from traceforensics.model.errors import NAME_BYTES, InputError
 from traceforensics.report.format import one_line
 from traceforensics.report.json_out import dumps
 from traceforensics.report.progress import progress_line
@@ -174,7 +174,7 @@ def _write(diff: Diff, as_json: bool, report_path: Path | None) -> None:
         else:
             from traceforensics.report.diff_html import render_diff_html as render
         text = render(diff, command=command_line())
-        report_path.write_text(text, encoding="utf-8", errors="backslashreplace")
+        report_path.write_text(text, encoding="utf-8", errors=NAME_BYTES)
     if as_json:
         for w in diff.warnings:  # a script reads the JSON; the person running it sees these
             click.echo(f"tf: warning: {one_line(w)}", err=True)

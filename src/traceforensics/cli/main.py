@@ -18,7 +18,13 @@ import polars as pl
 
 from traceforensics._version import __version__
 from traceforensics.cli.lazy_group import LazyGroup
-from traceforensics.model.errors import InputError, OptionError, TraceForensicsError
+from traceforensics.model.errors import (
+    NAME_BYTES,
+    InputError,
+    OptionError,
+    TraceForensicsError,
+    not_enough_memory,
+)
 from traceforensics.model.memory import freeze_for_exit, startup_done
 from traceforensics.report.format import one_line
 
@@ -88,7 +94,7 @@ def _escape_unencodable() -> None:
     """A file name that is not UTF-8 (lone surrogates) prints escaped instead of failing."""
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
-            stream.reconfigure(errors="backslashreplace")
+            stream.reconfigure(errors=NAME_BYTES)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -162,6 +168,10 @@ def _run(argv: list[str] | None) -> None:
     except TraceForensicsError as exc:
         click.echo(f"tf: error: {one_line(str(exc))}", err=True)
         sys.exit(EXIT_INTERNAL)
+    except MemoryError:  # any reader or pass: the input does not fit, it is not malformed
+        oom = not_enough_memory("the input", "the process ran out of memory: MemoryError")
+        click.echo(f"tf: error: {one_line(str(oom))}", err=True)
+        sys.exit(EXIT_INPUT)
     except (Exception, pl.exceptions.PanicException) as exc:  # (a polars panic is not an
         # ``Exception``: it would print a traceback)
         if os.environ.get("TF_DEBUG"):

@@ -101,7 +101,9 @@ def serve(argv: list[str]) -> bool:
         if err:
             # as ``cli.main`` writes them: a character the terminal cannot show is escaped
             if isinstance(sys.stderr, io.TextIOWrapper):
-                sys.stderr.reconfigure(errors="backslashreplace")
+                from traceforensics.model.errors import NAME_BYTES  # (stdlib only)
+
+                sys.stderr.reconfigure(errors=NAME_BYTES)
             sys.stderr.write(err)
             sys.stderr.flush()
         sys.stdout.buffer.write(out)

@@ -29,7 +29,13 @@ from typing import cast
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.cli.sealed import read_entry, write_entry
-from traceforensics.ingest.cache import cache_root, input_key, source_fingerprint
+from traceforensics.ingest.cache import (
+    CACHE_SKIPPED,
+    cache_root,
+    cache_skipped,
+    input_key,
+    source_fingerprint,
+)
 from traceforensics.model.session import TraceSession
 
 #: Bumped when what an entry holds changes (2: the head line with the pickle's SHA-256).
@@ -111,5 +117,8 @@ def _save(entry: Path, result: Analysis, keep_session: bool = False) -> None:
     try:
         body = pickle.dumps(bare, protocol=pickle.HIGHEST_PROTOCOL)
         write_entry(entry, body, format=CACHE_FORMAT)
-    except (OSError, pickle.PicklingError, TypeError, AttributeError):
+    except OSError as exc:  # a full or read-only cache folder: one warning, as for the session
+        if not any(w.startswith(CACHE_SKIPPED) for w in result.warnings):
+            result.warnings.append(cache_skipped(entry.parent, exc))
+    except (pickle.PicklingError, TypeError, AttributeError):
         pass

@@ -151,9 +151,31 @@ def diff_documents(
         unmatched=unmatched,
         findings=finding_changes(b_doc.get("findings") or [], a_findings, steps, noise),
         kernels=kernel_changes(b_doc["devices"], a_doc["devices"], steps),
-        verdict=build_verdict(job, a_findings),
+        verdict=build_verdict(job, a_findings, partial_sides(b_doc, a_doc)),
         warnings=_warnings(b_doc, a_doc, unmatched, job),
     )
+
+
+#: Words of the warnings that say an input was read only in part: a trace cut off mid-write
+#: (``ingest.kineto.reader``), rank files left out of a directory (``ingest.ranksets``,
+#: ``fanout.plan``). tests/test_campaign43.py checks them against the real warnings.
+PARTIAL_MARKS = ("the trace is cut off", "left out")
+
+
+def side_warnings(doc: Mapping[str, Any]) -> list[str]:
+    """The warnings a side's analysis carried (its document's ``warnings``, strings only)."""
+    found = doc.get("warnings")
+    return [w for w in found if isinstance(w, str)] if isinstance(found, list) else []
+
+
+def partial_sides(b: Mapping[str, Any], a: Mapping[str, Any]) -> list[str]:
+    """``"before"``/``"after"``: the sides whose input was read only in part (``PARTIAL_MARKS``
+    in their warnings); the verdict names them."""
+    return [
+        side
+        for side, doc in (("before", b), ("after", a))
+        if any(mark in w for w in side_warnings(doc) for mark in PARTIAL_MARKS)
+    ]
 
 
 def _category(figure: str) -> str:
@@ -164,7 +186,8 @@ def _category(figure: str) -> str:
 def _warnings(
     b: Mapping[str, Any], a: Mapping[str, Any], unmatched: list[dict[str, Any]], job: DeviceDiff
 ) -> list[str]:
-    """What makes the two sides less comparable than they look."""
+    """What makes the two sides less comparable than they look; then each side's own warnings
+    (a cut trace, lost events, a rank file left out), marked with its side."""
     out = [
         f"rank {u['rank']} GPU {u['device']} is only in {u['side'].upper()}: its figures "
         "count in the job's, not in a device comparison"
@@ -187,6 +210,8 @@ def _warnings(
             "a side has no steps: figures are window totals (not per step) and no change can be "
             "told from step-to-step noise"
         )
+    for side, doc in (("BEFORE", b), ("AFTER", a)):
+        out.extend(f"{side}: {w}" for w in side_warnings(doc))
     return out
 
 

@@ -18,7 +18,7 @@ with AFTER's largest loss: its first finding (largest time to give back).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from traceforensics.compare.deltas import DeviceDiff, FigureDelta
@@ -38,12 +38,14 @@ _OUTCOME_WORDS = {
 
 @dataclass(frozen=True)
 class Verdict:
-    """``outcome`` (module doc), the targeted cause, AFTER's first finding and the sentence."""
+    """``outcome`` (module doc), the targeted cause, AFTER's first finding, the sentence and
+    the sides read only in part (``partial_sides``)."""
 
     outcome: str
     targeted: str | None
     text: str
     largest_loss: Mapping[str, Any] | None
+    partial_sides: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +53,7 @@ class Verdict:
             "outcome": self.outcome,
             "targeted_cause": self.targeted,
             "largest_loss_after": None if self.largest_loss is None else dict(self.largest_loss),
+            "partial_sides": self.partial_sides,
         }
 
 
@@ -74,8 +77,11 @@ def targeted_cause(job: DeviceDiff) -> str | None:
     return best
 
 
-def build_verdict(job: DeviceDiff, after_findings: Sequence[Mapping[str, Any]]) -> Verdict:
-    """The verdict of the job's figures and AFTER's findings (module doc)."""
+def build_verdict(
+    job: DeviceDiff, after_findings: Sequence[Mapping[str, Any]], partial: Sequence[str] = ()
+) -> Verdict:
+    """The verdict of the job's figures and AFTER's findings (module doc). ``partial``: the
+    sides (``"before"``, ``"after"``) read only in part, named at the end of the sentence."""
     target = targeted_cause(job)
     cause = job.figures.get(f"idle.{target}") if target else None
     step = job.figures.get("step_time")
@@ -103,7 +109,14 @@ def build_verdict(job: DeviceDiff, after_findings: Sequence[Mapping[str, Any]]) 
     loss = _largest_loss(after_findings, job.steps_after)
     if loss is not None:
         text += f"; the largest loss is now {loss['category']} ({loss['text']} to give back)"
-    return Verdict(outcome, target, text + ".", loss)
+    text += "."
+    if partial:
+        names = " and ".join(side.upper() for side in partial)
+        text += (
+            f" {names} {'was' if len(partial) == 1 else 'were'} read only in part (see the "
+            "warnings): the comparison covers less than the runs."
+        )
+    return Verdict(outcome, target, text, loss, list(partial))
 
 
 def _outcome(step_dir: int, cause: FigureDelta | None) -> str:

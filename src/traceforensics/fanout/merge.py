@@ -14,6 +14,9 @@ Rules (every list as the joint analysis orders it):
   rank's (launching op, name) groups summed, then the job's top 10 cut);
 - peaks: the described devices in input order, then the others by (rank, device);
 - the program: detected from every rank's name counts summed (``findings.program``);
+- diagnostics: every warning of the job's metadata and of each rank's analysis with its code
+  (``analysis.diagnostics``; a rank's ``analysis_failed``/``cpu_only`` text says its rank); the
+  host steps of every rank when no rank has GPU activity;
 - findings quote the evidence of the gaps the job keeps (a rank kept more of its own), the
   kernel-efficiency ones are made again from the ops the job keeps, and all are re-ranked
   (``findings.results.ranked``); then the multi-rank view
@@ -29,10 +32,20 @@ from typing import Any
 
 import polars as pl
 
+from traceforensics.analysis.diagnostics import (
+    ANALYSIS_FAILED,
+    CPU_ONLY,
+    GPU_ACTIVITY_MISSING,
+    MONITOR_UNALIGNED,
+    Diagnostic,
+    coded,
+    meta_codes,
+)
 from traceforensics.analysis.findings.busy_losses import efficiency_finding
 from traceforensics.analysis.findings.program import Program, program_from
 from traceforensics.analysis.findings.results import KERNEL_EFFICIENCY, Finding, ranked
 from traceforensics.analysis.findings.stragglers import straggler_findings
+from traceforensics.analysis.host_steps import HostBreakdown
 from traceforensics.analysis.idle.gaps import IdleAnalysis
 from traceforensics.analysis.kernels.forensics import UNKNOWN_TOP
 from traceforensics.analysis.kernels.peaks import resolve_peaks
@@ -97,6 +110,7 @@ def merge_parts(
         + [f for p in live for f in _efficiency(p, kernels, program) if f.recoverable_ns > 0]
     )
     warnings = list(meta.warnings)
+    codes = {k: v for p in parts for k, v in meta_codes(p.meta).items()} | meta_codes(meta)
     monitor = None
     events = sum(r.event_count for r in res)
     if monitor_log is not None:
@@ -104,6 +118,8 @@ def merge_parts(
         monitor, note = aligned_monitor(meta, span, events > 0, monitor_log)
         if note:
             warnings.append(note)
+            codes[note] = MONITOR_UNALIGNED
+    made = _rank_diagnostics(live, warnings, codes)
     ranks = with_monitor(ranks, monitor)
     return Analysis(
         session=TraceSession(empty_events(), meta, empty_args()),
@@ -118,7 +134,40 @@ def merge_parts(
         warnings=warnings,
         ranks=ranks,
         event_total=events,
+        diagnostics=coded(warnings, codes, made),
+        host=_job_host(res) if not records else None,
     )
+
+
+#: The codes a rank's own analysis gives (the others come from the files' metadata).
+_RANK_BORN = (GPU_ACTIVITY_MISSING, ANALYSIS_FAILED, CPU_ONLY)
+
+
+def _rank_diagnostics(
+    live: list[RankPart], warnings: list[str], codes: dict[str, str]
+) -> list[Diagnostic]:
+    """The diagnostics every rank's analysis made (``_RANK_BORN``), each rank's, returned; a
+    warning's text is added to ``warnings`` and its code to ``codes`` (``cpu_only`` is no
+    warning). The texts of a job of several ranks start with its rank."""
+    made: list[Diagnostic] = []
+    for p in live:
+        for d in p.results.diagnostics if p.results is not None else []:
+            if d.code not in _RANK_BORN:
+                continue
+            # (as the joint analysis of several ranks words them)
+            text = f"rank {p.rank}: {d.message}" if len(live) > 1 else d.message
+            made.append(Diagnostic(d.code, text, d.count))
+            if d.code != CPU_ONLY and text not in codes:
+                warnings.append(text)
+                codes[text] = d.code
+    return made
+
+
+def _job_host(res: list[RankResults]) -> HostBreakdown:
+    """The host steps of every rank, in (rank, start) order (a job without GPU activity)."""
+    hosts = [r.host for r in res if r.host is not None]
+    steps = sorted((s for h in hosts for s in h.steps), key=lambda s: (s.rank, s.start_ns))
+    return HostBreakdown(steps, tuple(sorted({src for h in hosts for src in h.sources})))
 
 
 def _job_evidence(part: RankPart, kept: int) -> list[Finding]:

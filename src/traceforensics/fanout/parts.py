@@ -19,7 +19,9 @@ from typing import Any, NoReturn, TypeVar
 import polars as pl
 
 from traceforensics.analysis.devices import DeviceRecord
+from traceforensics.analysis.diagnostics import Diagnostic
 from traceforensics.analysis.findings.results import Finding
+from traceforensics.analysis.host_steps import HostBreakdown
 from traceforensics.analysis.idle.gaps import IdleAnalysis
 from traceforensics.analysis.idle.results import Evidence
 from traceforensics.analysis.kernels.results import KernelAnalysis
@@ -94,6 +96,8 @@ class RankResults:
     names: pl.DataFrame  # ``findings.program.name_counts``: the job's program from all ranks
     evidence_gaps: list[list[int | None]] = field(default_factory=list)
     attention: tuple[int, Evidence] | None = None
+    diagnostics: list[Diagnostic] = field(default_factory=list)  # the rank's analysis's
+    host: HostBreakdown | None = None  # the rank's host steps, when it has no GPU activity
 
 
 @dataclass

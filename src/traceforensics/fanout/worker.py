@@ -105,6 +105,8 @@ def _analyse(task: RankTask) -> RankPart:
         names=ctx.name_counts,
         evidence_gaps=[[from_gap.get(id(e)) for e in f.evidence] for f in result.findings],
         attention=attention_scores(ctx).get(rank),
+        diagnostics=result.diagnostics,
+        host=result.host,
     )
     return part
 

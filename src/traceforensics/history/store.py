@@ -13,12 +13,15 @@ Guarantees (docs/history.md, "Concurrency"):
 
 from __future__ import annotations
 
+import errno
+import os
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -33,6 +36,7 @@ from traceforensics.history.urls import (
     WRITE_OPTION,
     data_root,
     display,
+    is_read_only,
     make_engine,
     parse_url,
     resolve_url,
@@ -73,7 +77,13 @@ def opened(url: str | None, *, write: bool) -> Iterator[Store | None]:
             return
         if path.parent == data_root():  # the default place: made on first use
             path.parent.mkdir(parents=True, exist_ok=True)
-    store = Store(parsed, make_engine(parsed))
+    locked = path is not None and path.exists() and _unwritable(parsed, path)
+    if locked and write:  # refused before SQLite leaves -wal/-shm files beside the store
+        raise InputError(
+            f"{display(parsed)}: the store is read-only ({locked}); make the file and its "
+            "folder writable, or name another store with --store"
+        )
+    store = Store(parsed, make_engine(parsed, read_only=bool(locked)))
     try:
         with db_errors(store):
             with store.engine.connect() as conn:
@@ -88,6 +98,23 @@ def opened(url: str | None, *, write: bool) -> Iterator[Store | None]:
         yield store
     finally:
         store.engine.dispose()
+
+
+def _unwritable(url: URL, path: Path) -> str:
+    """Why the SQLite store at ``path`` cannot be written by this process ("" when it can):
+    a read-only URL, a file we may not open for writing, or a folder where SQLite could not
+    create its journal. Such a store is read as it is (``make_engine(read_only=True)``)."""
+    if is_read_only(url):
+        return "the URL asks for mode=ro"
+    try:
+        os.close(os.open(path, os.O_RDWR))
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            return exc.strerror or "the file cannot be opened for writing"
+        return ""  # (a folder, a broken file...: SQLite says what it is)
+    if not os.access(path.resolve().parent, os.W_OK):
+        return "its folder is not writable"
+    return ""
 
 
 def in_transaction(store: Store, work: Callable[[sa.Connection], T]) -> T:

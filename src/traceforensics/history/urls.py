@@ -15,12 +15,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.pool import NullPool
 
 from traceforensics.model.errors import InputError
@@ -63,27 +64,81 @@ def parse_url(text: str) -> URL:
             f"{text!r}: not a database URL; for an SQLite file write sqlite:///{text}, for "
             "PostgreSQL postgresql+psycopg://USER@HOST/DB"
         )
+    if "\x00" in text:  # SQLite and the OS would fail on it later, as an internal error
+        raise InputError(f"{text!r}: a NUL character in the store URL; {_URL_HINT}")
     try:
         url = sa.make_url(text)
-    except ArgumentError as exc:
+    # (a bad port or an unclosed ``[`` of an IPv6 host is a ValueError, not ArgumentError)
+    except (ArgumentError, ValueError) as exc:
         raise InputError(f"{text!r}: not a database URL ({exc}); {_URL_HINT}") from exc
-    backend, driver = url.get_backend_name(), url.get_driver_name()
+    # the names are read from the URL's text: SQLAlchemy's own getters import the dialect,
+    # which fails on an unknown scheme (``foo://``) with an error of its own
+    backend, plus, driver = url.drivername.partition("+")
+    if plus and not driver:
+        raise InputError(f"{display(url)}: no driver name after the '+'; {_URL_HINT}")
     if backend in ("postgresql", "postgres"):
-        if "+" not in url.drivername:  # SQLAlchemy's own default would be psycopg2
-            url = url.set(drivername="postgresql+psycopg")
-        elif driver != "psycopg":
+        if driver not in ("", "psycopg"):
             raise InputError(
                 f"{display(url)}: the {driver} driver is not supported; use "
                 "postgresql+psycopg://... (psycopg 3)"
             )
-        return url
+        # SQLAlchemy's own default driver would be psycopg2, and it no longer knows the
+        # ``postgres`` spelling
+        return url.set(drivername="postgresql+psycopg")
     if backend == "sqlite":
         if driver not in ("pysqlite", ""):
             raise InputError(f"{display(url)}: the {driver} driver is not supported; {_URL_HINT}")
         if not url.database or url.database == ":memory:":
             raise InputError(f"{display(url)}: an in-memory store keeps nothing; {_URL_HINT}")
-        return url
+        return _sqlite_query(url)
     raise InputError(f"{display(url)}: {backend} is not a supported store; {_URL_HINT}")
+
+
+#: Query arguments the stdlib SQLite driver takes itself (SQLAlchemy's pysqlite dialect).
+_SQLITE_DRIVER_ARGS = frozenset(
+    {"timeout", "isolation_level", "detect_types", "check_same_thread", "cached_statements", "uri"}
+)
+#: SQLite's own URI parameters (https://sqlite.org/uri.html): honoured through ``uri=true``.
+_SQLITE_URI_ARGS = frozenset({"mode", "cache", "immutable", "vfs", "nolock", "psow", "modeof"})
+
+
+def _sqlite_query(url: URL) -> URL:
+    """``url`` with its query checked: SQLite's URI parameters (``?mode=ro``) are kept (the
+    engine honours them, ``make_engine``; SQLAlchemy alone would ignore them with a two-line
+    warning); any other argument is refused on one line."""
+    unknown = sorted(set(url.query) - _SQLITE_DRIVER_ARGS - _SQLITE_URI_ARGS)
+    if unknown:
+        raise InputError(
+            f"{display(url)}: the query argument(s) {', '.join(unknown)} are not SQLite "
+            f"options; drop them (SQLite takes {', '.join(sorted(_SQLITE_URI_ARGS))})"
+        )
+    if "timeout" in url.query:  # the driver would fail on a bad one with a bare ValueError
+        try:
+            float(url.query["timeout"])  # type: ignore[arg-type]
+        except (TypeError, ValueError) as exc:
+            raise InputError(
+                f"{display(url)}: timeout must be a number of seconds; e.g. ?timeout=30"
+            ) from exc
+    return url
+
+
+def _uri_url(url: URL, *, read_only: bool) -> URL:
+    """The URL the SQLite engine opens: a ``file:`` URI (path percent-encoded: a ``?`` or
+    ``#`` in a file name would start the query) when SQLite's own parameters are given or
+    the store must be read without writing anything (``read_only``: ``mode=ro`` and
+    ``immutable=1``, so SQLite creates no ``-wal``/``-shm`` file beside it)."""
+    query = {k: v for k, v in url.query.items() if k in _SQLITE_URI_ARGS}
+    if read_only:
+        query |= {"mode": "ro", "immutable": "1"}
+    if not query:
+        return url
+    database = "file:" + urllib.parse.quote(url.database or "", safe="/")
+    return url.set(database=database).update_query_dict({**query, "uri": "true"})
+
+
+def is_read_only(url: URL) -> bool:
+    """Whether the SQLite URL asks for a read-only store (``?mode=ro``, ``?immutable=1``)."""
+    return url.query.get("mode") == "ro" or url.query.get("immutable") in ("1", "true")
 
 
 def display(url: URL) -> str:
@@ -93,7 +148,12 @@ def display(url: URL) -> str:
 
 def sqlite_file(url: URL) -> Path | None:
     """The database file of an SQLite URL (relative to the working directory), else None."""
-    return Path(url.database or "") if url.get_backend_name() == "sqlite" else None
+    if url.get_backend_name() != "sqlite":
+        return None
+    database = url.database or ""
+    if database.startswith("file:"):  # typed as a URI: its path, decoded
+        database = urllib.parse.unquote(database.removeprefix("file:").removeprefix("//"))
+    return Path(database)
 
 
 def is_postgres(url: URL) -> bool:
@@ -119,18 +179,24 @@ def _driver_checked(url: URL) -> URL:
     return url
 
 
-def make_engine(url: URL) -> Engine:
+def make_engine(url: URL, *, read_only: bool = False) -> Engine:
     """An engine for the store (a URL from :func:`parse_url`). No connection pool: a command
     opens one or two connections and ends, and a pooled connection must never cross into a
-    forked child."""
+    forked child. ``read_only`` (SQLite): the file is read as it is, nothing is written or
+    created beside it (a store in a read-only folder, a file we may not write)."""
     _driver_checked(url)
+    if not is_postgres(url):
+        url = _uri_url(url, read_only=read_only)
     if is_postgres(url):
         return sa.create_engine(
             url, poolclass=NullPool, connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S}
         )
-    engine = sa.create_engine(
-        url, poolclass=NullPool, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S}
-    )
+    try:
+        engine = sa.create_engine(
+            url, poolclass=NullPool, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S}
+        )
+    except (NoSuchModuleError, ArgumentError) as exc:  # (parse_url refuses what it knows of)
+        raise InputError(f"{display(url)}: not a usable store URL ({exc}); {_URL_HINT}") from exc
     sa.event.listen(engine, "connect", _sqlite_connect)
     sa.event.listen(engine, "begin", _sqlite_begin)
     return engine

@@ -33,7 +33,7 @@ def _load_uncached(p: Path) -> TraceSession:
     # imported here, not above: the package stays light (polars is not imported before the
     # early scan of ``ingest.kineto.early`` starts)
     from traceforensics.ingest.ranksets import directory_set, load_nsys_ranks
-    from traceforensics.ingest.suspects import graph_launch_notes
+    from traceforensics.ingest.suspects import graph_launch_notes, suspect_row_notes
 
     if p.is_dir():
         fmt, files, notes = directory_set(p)
@@ -51,12 +51,17 @@ def _load_uncached(p: Path) -> TraceSession:
             from traceforensics.ingest.kineto import load_kineto
 
             session = load_kineto([p])
+        elif fmt == "rocprof":
+            from traceforensics.ingest.rocprof import load_rocprof
+
+            session = load_rocprof(p)
         else:
             from traceforensics.ingest.nsys import load_nsys
 
             session = load_nsys(p)
     # what the trace cannot show is said once, the same for every format
     session.meta.warnings.extend(graph_launch_notes(session.events))
+    session.meta.warnings.extend(suspect_row_notes(session.events))
     session.validate()
     return session
 

@@ -27,7 +27,15 @@ from traceforensics.cache_keys import (  # the keys: in a module that imports no
 )
 from traceforensics.model.session import DAMAGED_FILE, TraceSession
 
-__all__ = ["CACHE_FORMAT", "cache_root", "cached_load", "input_key", "source_fingerprint"]
+__all__ = [
+    "CACHE_FORMAT",
+    "CACHE_SKIPPED",
+    "cache_root",
+    "cache_skipped",
+    "cached_load",
+    "input_key",
+    "source_fingerprint",
+]
 
 
 def cached_load(path: Path, loader: Callable[[Path], TraceSession]) -> TraceSession:
@@ -52,18 +60,43 @@ def cached_load(path: Path, loader: Callable[[Path], TraceSession]) -> TraceSess
 
 
 def _saved(entry: Path, session: TraceSession) -> TraceSession:
-    """``session``, written to the cache ``entry`` (an unwritable cache is skipped)."""
+    """``session``, written to the cache ``entry``. A cache that cannot be written (a full or
+    quota-limited file system, a read-only folder) is skipped: nothing is left behind and the
+    session carries one warning (``cache_skipped``) instead of the run failing."""
+    tmp: Path | None = None
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
         session.save(tmp)
         try:
             tmp.rename(entry)
+            tmp = None
         except OSError:  # another process won the race; ours is identical
+            pass
+    # polars reports a write cut short by ENOSPC/EFBIG as its own error, not as OSError
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        warning = cache_skipped(entry.parent, exc)
+        if warning not in session.meta.warnings:
+            session.meta.warnings.append(warning)
+    finally:
+        if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-    except OSError:
-        pass  # an unwritable cache must never fail the analysis
     return session
+
+
+def cache_skipped(folder: Path, exc: BaseException) -> str:
+    """The one warning of a cache that could not be written (the rule for both caches: the
+    session cache here, the analysis cache in ``cli.result_cache``)."""
+    # polars does not say why its write failed; an OSError does (No space left, File too large)
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "a write failed"
+    return (
+        f"{CACHE_SKIPPED} ({reason}) at {folder}; free space there or point "
+        "XDG_CACHE_HOME at a writable folder (or pass --no-cache)"
+    )
+
+
+#: The start of ``cache_skipped``'s warning: a run warns once however many writes failed.
+CACHE_SKIPPED = "the cache could not be written, this run is not cached"
 
 
 def _as_typed(session: TraceSession, path: Path) -> TraceSession:
@@ -83,4 +116,6 @@ def _as_typed(session: TraceSession, path: Path) -> TraceSession:
         inputs[0].path = new
     if old != new:
         session.meta.warnings = [w.replace(old, new) for w in session.meta.warnings]
+        for d in session.meta.diagnostics:  # their messages are the warnings' texts
+            d["message"] = d["message"].replace(old, new)
     return session

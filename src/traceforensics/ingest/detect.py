@@ -2,27 +2,57 @@
 
 Rules, in order:
 - a directory: a rank set (``ranksets``): its Nsight Systems exports, else its Kineto files;
-- gzip magic ``1f 8b``: a gzipped Kineto JSON;
 - SQLite magic ``SQLite format 3\\0``: an Nsight Systems export;
-- a ``.nsys-rep``/``.qdrep`` name: an Nsight Systems report (needs ``nsys`` to export);
-- first non-blank byte ``{`` or ``[``: Kineto/Chrome JSON.
+- gzip magic ``1f 8b`` or first non-blank byte ``{``/``[``: a Chrome-trace JSON, whose producer
+  its first ``HEAD_BYTES`` (of text, gunzipped) tell (``json_producer``);
+- a ``.nsys-rep``/``.qdrep`` name: an Nsight Systems report (needs ``nsys`` to export).
+
+The producer of a JSON file, first rule that applies:
+
+- a Kineto top-level key (``schemaVersion``, ``deviceProperties``, ``baseTimeNanoseconds``,
+  ...): ``kineto`` (libkineto writes ``schemaVersion`` first, so a real trace says it at once);
+- ``rocprofiler-sdk-tool``: rocprofv3's own JSON, refused (exit 2) naming it;
+- ``process_name`` labels that rocprof writes (``ingest.rocprof.lanes``): ``rocprof``;
+- events and not one Kineto category (``cat``) among them: another tool's Chrome trace, refused
+  (exit 2) naming what it holds, instead of being read as a trace with no GPU work;
+- else ``kineto`` (hand-made and cut traces, no events at all: the Kineto reader says more).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
+import zlib
 from pathlib import Path
 from typing import Literal
 
 from traceforensics.model.errors import InputError, UnsupportedFormatError
 
-Format = Literal["kineto", "nsys-sqlite", "nsys-rep"]
+Format = Literal["kineto", "nsys-sqlite", "nsys-rep", "rocprof"]
 
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NSYS_REP_SUFFIXES = (".nsys-rep", ".qdrep")
 KINETO_SUFFIXES = (".json", ".json.gz")
+#: Text of a JSON file the producer is told from (gunzipped; a real file says it in its first
+#: few hundred bytes, a small hand-made one is read whole).
+HEAD_BYTES = 64 * 1024
+#: Top-level keys only libkineto writes (docs: /work/shared/reference, section 1.1).
+_KINETO_KEYS = (
+    b'"schemaVersion"',
+    b'"deviceProperties"',
+    b'"baseTimeNanoseconds"',
+    b'"distributedInfo"',
+    b'"traceName"',
+    b'"cupti_version"',
+    b'"roctracer_version"',
+)
+_ROCPROF_V3 = b'"rocprofiler-sdk-tool"'
+# a metadata event's args with one ``name`` (process_name/thread_name labels)
+_LABEL = re.compile(rb'"args"\s*:\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*\}')
+_CAT = re.compile(rb'"cat"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_PHASE = re.compile(rb'"ph"\s*:\s*"[A-Za-z]"')
 
 
 def check_input(p: Path) -> None:
@@ -63,12 +93,12 @@ def sniff_file(path: Path) -> Format:
     if head.startswith(SQLITE_MAGIC):
         return "nsys-sqlite"
     if head.startswith(GZIP_MAGIC):
-        return "kineto"
+        return json_producer(path, json_head(path))
     if path.name.endswith(NSYS_REP_SUFFIXES):
         return "nsys-rep"
     stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if stripped[:1] in (b"{", b"["):
-        return "kineto"
+        return json_producer(path, json_head(path))
     raise UnsupportedFormatError(
         f"{path}: not a recognised trace (neither JSON, gzip, SQLite nor .nsys-rep); pass a "
         "PyTorch Profiler trace (.json/.json.gz) or an Nsight Systems export (.sqlite/.nsys-rep)"
@@ -89,3 +119,65 @@ def json_size_estimate(path: Path) -> int:
     except OSError:
         return 0
     return max(trailer, size * 8)
+
+
+def json_head(path: Path) -> bytes:
+    """The first ``HEAD_BYTES`` of a JSON file's text (gunzipped; less when the file, or the
+    part of a damaged gzip stream that inflates, is shorter)."""
+    out = bytearray()
+    try:
+        with path.open("rb") as fh:
+            if fh.read(2) != GZIP_MAGIC:
+                fh.seek(0)
+                return fh.read(HEAD_BYTES)
+            fh.seek(0)
+            inflate = zlib.decompressobj(wbits=31)
+            while len(out) < HEAD_BYTES:
+                piece = fh.read(16 * 1024)
+                if not piece:
+                    break
+                out += inflate.decompress(piece, HEAD_BYTES - len(out))
+                if inflate.eof:
+                    break
+    except (OSError, zlib.error, EOFError):  # a damaged file: the reader says what is wrong
+        pass
+    return bytes(out)
+
+
+def json_producer(path: Path, head: bytes) -> Format:
+    """``kineto`` or ``rocprof`` for a Chrome-trace JSON from its ``head`` (rules in the module
+    docstring), or raise ``UnsupportedFormatError`` naming another producer."""
+    # the readers' rules, imported here: a command that reads no trace imports no reader
+    from traceforensics.ingest.kineto.categories import KIND_BY_CAT, LAUNCH_FLOW_CATS
+    from traceforensics.ingest.rocprof.lanes import producer_of
+
+    if any(key in head for key in _KINETO_KEYS):
+        return "kineto"
+    if _ROCPROF_V3 in head:
+        raise UnsupportedFormatError(
+            f"{path}: a rocprofv3 (rocprofiler-sdk) JSON file, which tf does not read; give a "
+            "rocprof results.json (--hip-trace/--sys-trace), a rocprofv2 --plugin json trace, "
+            "or a PyTorch Profiler trace"
+        )
+    labels = {m.group(1).decode("utf-8", "replace") for m in _LABEL.finditer(head)}
+    if producer_of(labels) is not None:
+        return "rocprof"
+    cats = {m.group(1).decode("utf-8", "replace") for m in _CAT.finditer(head)}
+    kineto_cats = frozenset(KIND_BY_CAT) | LAUNCH_FLOW_CATS | {"Trace", "fwdbwd"}
+    if _PHASE.search(head) and not cats & kineto_cats:
+        what = f"categories {', '.join(sorted(cats)[:3])}" if cats else "no event categories"
+        raise UnsupportedFormatError(
+            f"{path}: a Chrome trace from another tool ({what}; no PyTorch Profiler keys or "
+            "categories, no rocprof lanes); tf reads PyTorch Profiler (Kineto), rocprof and "
+            "Nsight Systems traces"
+        )
+    return "kineto"
+
+
+def is_rocprof(path: Path) -> bool:
+    """Whether ``path`` is a rocprof Chrome trace (``json_producer``); False for anything else,
+    unreadable files included (a directory's other files are judged by their own reader)."""
+    try:
+        return json_producer(path, json_head(path)) == "rocprof"
+    except InputError:
+        return False

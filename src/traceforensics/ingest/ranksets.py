@@ -36,7 +36,12 @@ from pathlib import Path
 
 import polars as pl
 
-from traceforensics.ingest.detect import KINETO_SUFFIXES, NSYS_REP_SUFFIXES, SQLITE_MAGIC
+from traceforensics.ingest.detect import (
+    KINETO_SUFFIXES,
+    NSYS_REP_SUFFIXES,
+    SQLITE_MAGIC,
+    is_rocprof,
+)
 from traceforensics.model.errors import InputError
 from traceforensics.model.session import TraceMeta, TraceSession
 
@@ -188,6 +193,7 @@ def merge_sessions(
         clock_is_wall=False,
         warnings=warnings,
         extra={"ranks": [{"rank": r, **s.meta.extra} for r, s in sessions]},
+        diagnostics=[d for _, s in sessions for d in s.meta.diagnostics],
     )
     events = pl.concat(frames, how="vertical_relaxed")
     return TraceSession.from_frames(events, meta, pl.concat(arg_frames))
@@ -212,5 +218,12 @@ def directory_set(directory: Path) -> tuple[str, list[Path], list[str]]:
             f"{directory}: the directory holds no trace files (.json/.json.gz PyTorch Profiler "
             "traces or .sqlite/.nsys-rep Nsight Systems exports); pass a trace file or a "
             "directory of per-rank traces"
+        )
+    # rocprof traces are not Kineto rank files: refused here, not misread (issue 43)
+    rocprof = [p.name for p in kineto if is_rocprof(p)]
+    if rocprof:
+        raise InputError(
+            f"{directory}: {len(rocprof)} rocprof trace(s) ({', '.join(rocprof[:3])}); a "
+            "directory of rocprof traces is not read as one job yet: pass each file alone"
         )
     return "kineto", kineto, []

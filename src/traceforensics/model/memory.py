@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import resource
 import sys
 from functools import cache
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
+if TYPE_CHECKING:  # (the Kineto early scan's child reads ``available_memory`` without polars)
+    import polars as pl
 
 
 @cache
@@ -82,4 +85,93 @@ def nulls_as_constants(frame: pl.DataFrame) -> pl.DataFrame:
     if frame.height == 0:
         return frame
     empty = [c for c, s in frame.to_dict().items() if s.null_count() == frame.height]
+    import polars as pl
+
     return frame.with_columns(pl.lit(None, dtype=frame.schema[c]).alias(c) for c in empty)
+
+
+def available_memory(root: Path = Path("/")) -> int | None:
+    """Bytes a new allocation of this process may take (None when nothing is known): the
+    least of the machine's ``MemAvailable``, the headroom of every memory cgroup above the
+    process (v2 ``memory.max``, v1 ``memory.limit_in_bytes``, each minus the usage net of
+    reclaimable file cache, as the kubelet counts a working set) and the address-space limit
+    (``RLIMIT_AS`` minus ``VmSize``). A container or a batch job limits far below the
+    machine's free memory: beyond its limit the process is killed, not refused. ``root``:
+    where ``/proc`` and ``/sys`` are (tests point it at a fake tree)."""
+    found = [
+        _meminfo(root / "proc/meminfo"),
+        *_cgroup_headroom(root),
+        _address_space_left(root / "proc/self/status"),
+    ]
+    known = [f for f in found if f is not None]
+    return max(0, min(known)) if known else None
+
+
+def _read_int(path: Path) -> int | None:
+    """The integer in a one-value kernel file; None when absent, unreadable or ``max``."""
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _fields(path: Path) -> dict[str, int]:
+    """``name value`` lines of a kernel file (``memory.stat``, ``meminfo`` without units)."""
+    out: dict[str, int] = {}
+    try:
+        lines = path.read_text(encoding="ascii").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return out
+    for line in lines:
+        parts = line.replace(":", " ").split()
+        if len(parts) >= 2 and parts[1].isdigit():
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+def _meminfo(path: Path) -> int | None:
+    kib = _fields(path).get("MemAvailable")
+    return None if kib is None else kib * 1024
+
+
+#: Above this a cgroup "limit" means none (v1 writes 2^63 rounded down to a page).
+_NO_LIMIT = 1 << 62
+
+
+def _cgroup_headroom(root: Path) -> list[int | None]:
+    """Limit minus working set of the process's memory cgroup and each one above it, on the
+    v2 (unified) and the v1 (``memory`` controller) hierarchy."""
+    try:
+        lines = (root / "proc/self/cgroup").read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    out: list[int | None] = []
+    for line in lines:
+        _id, _, rest = line.partition(":")
+        controllers, _, rel = rest.partition(":")
+        if controllers == "":  # v2: "0::/path"
+            base, files = root / "sys/fs/cgroup", ("memory.max", "memory.current", "inactive_file")
+        elif "memory" in controllers.split(","):
+            base = root / "sys/fs/cgroup/memory"
+            files = ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+        else:
+            continue
+        parts = [p for p in rel.split("/") if p not in ("", ".", "..")]
+        for depth in range(len(parts), -1, -1):  # the process's own cgroup, then its parents
+            folder = base.joinpath(*parts[:depth])
+            limit, usage = _read_int(folder / files[0]), _read_int(folder / files[1])
+            if limit is None or usage is None or limit >= _NO_LIMIT:
+                continue
+            cache = _fields(folder / "memory.stat").get(files[2], 0)
+            out.append(limit - max(0, usage - cache))
+    return out
+
+
+def _address_space_left(status: Path) -> int | None:
+    """``RLIMIT_AS`` (soft) minus the address space already mapped; None without a limit."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return None
+    mapped = _fields(status).get("VmSize", 0) * 1024
+    return soft - mapped

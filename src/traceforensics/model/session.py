@@ -85,6 +85,9 @@ class TraceMeta:
     clock_is_wall: bool = False
     warnings: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    #: ``{"code", "message"}`` of the ingest facts that have a code (``analysis.diagnostics``
+    #: lists the codes); a warning's ``message`` is its text in ``warnings``, unchanged
+    diagnostics: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,10 +1,11 @@
 """What ``capture()`` and ``tf record`` print after recording: where the trace went, which
 steps it holds, then the terminal report's verdict (``report.terminal``).
 
-A trace without GPU work has no verdict to give (``tf`` attributes GPU idle time); for it the
-report adds the host time the recorded steps spent in data-loading ranges (PyTorch's
-``enumerate(DataLoader)#...`` ranges and the ``capture.loader`` ones), so a CPU run still says
-whether the loader dominates.
+A trace without GPU work has no GPU idle time to attribute; for it the report adds the host
+time the recorded steps spent in data-loading ranges (PyTorch's ``enumerate(DataLoader)#...``
+ranges and the ``capture.loader`` ones: the ``data_loading`` phase of
+``analysis.host_steps``, which ``tf analyze``'s host section shows too), so a CPU run still
+says whether the loader dominates.
 """
 
 from __future__ import annotations
@@ -13,12 +14,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-import polars as pl
-
-from traceforensics.analysis import intervals
-from traceforensics.analysis.idle.causes import BUILTIN_DATA_RE
+from traceforensics.analysis.host_steps import HostBreakdown, host_breakdown
+from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.pipeline import Analysis
-from traceforensics.analysis.steps import STEP_MARKER_RE
 from traceforensics.model.session import TraceSession
 from traceforensics.recording.settings import CaptureSettings
 from traceforensics.report.format import fmt_bytes, fmt_ns, fmt_pct
@@ -63,28 +61,6 @@ def no_trace_message(settings: CaptureSettings, steps: int, what: str) -> str:
     )
 
 
-def loader_share(session: TraceSession) -> tuple[int, int, int, int] | None:
-    """``(ranks, steps, step time, data-loading time)``, times in ns summed over the recorded
-    ``ProfilerStep`` ranges of every rank: per rank, the union of its data-loading ranges
-    clipped to its steps. None without steps."""
-    ev = session.events.filter(pl.col("kind").is_in(["annotation", "cpu_op"])).with_columns(
-        pl.col("name").cast(pl.String)
-    )
-    steps = ev.filter(pl.col("name").str.contains(STEP_MARKER_RE))
-    if steps.height == 0:
-        return None
-    data = ev.filter(pl.col("name").str.contains(BUILTIN_DATA_RE))
-    loading = 0
-    for (rank,), rank_steps in steps.group_by("rank"):
-        mine = data.filter(pl.col("rank") == rank)
-        s0 = mine.get_column("start_ns").to_numpy()
-        us, ue = intervals.union(s0, s0 + mine.get_column("dur_ns").to_numpy())
-        for start, dur in rank_steps.select("start_ns", "dur_ns").iter_rows():
-            loading += intervals.total(*intervals.clip(us, ue, start, start + dur))
-    ranks = steps.get_column("rank").n_unique()
-    return ranks, steps.height, int(steps.get_column("dur_ns").sum()), loading
-
-
 def recording_line(
     tool: str, traces: Sequence[Path], first_last: tuple[int, int] | None, note: str = ""
 ) -> str:
@@ -121,19 +97,23 @@ def capture_report(
     and the command for the full report."""
     head = recording_line("capture", traces[-1:], recorded_steps(settings, steps), note)
     body = render_text(analysis, sections=("verdict",)).rstrip("\n")
-    host = host_loader_lines(analysis.session) if not analysis.devices else []
+    host = host_loader_lines(analysis.host or analysis.session) if not analysis.devices else []
     return "\n".join([head, body, *host, full_report_line(traces)]) + "\n"
 
 
-def host_loader_lines(session: TraceSession) -> list[str]:
-    """For a trace without GPU work: the host time of its steps spent fetching batches."""
-    if session.events.height == 0:
-        return []
-    share = loader_share(session)
-    if share is None:
+def host_loader_lines(source: TraceSession | HostBreakdown) -> list[str]:
+    """For a trace without GPU work: the host time of its steps spent fetching batches (the
+    ``data_loading`` phase of ``analysis.host_steps``, the one rule ``tf analyze``'s host
+    section uses too); ``source``: the analysis's breakdown, or the session to make it of."""
+    if isinstance(source, TraceSession):
+        if source.events.height == 0:
+            return []
+        source = host_breakdown(source, AnalysisOptions())
+    n = len(source.steps)
+    if n == 0:
         return ["host: no ProfilerStep ranges recorded; call step() once per iteration"]
-    ranks, n, step_ns, data_ns = share
-    over = f"{n} recorded steps" + (f" of {ranks} ranks" if ranks > 1 else "")
+    step_ns, data_ns = source.step_ns, source.phase_ns["data_loading"]
+    over = f"{n} recorded steps" + (f" of {source.ranks} ranks" if source.ranks > 1 else "")
     if data_ns == 0:
         return [f"host: no data-loading ranges in the {over} (DataLoader or capture.loader)"]
     return [

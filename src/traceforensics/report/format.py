@@ -3,6 +3,7 @@ the model's, so analysis titles read the same)."""
 
 from __future__ import annotations
 
+from traceforensics.model.errors import escaped_char
 from traceforensics.model.units import fmt_bytes, fmt_ns, fmt_pct, fmt_rate
 
 __all__ = ["fmt_bytes", "fmt_ns", "fmt_pct", "fmt_rate", "one_line", "truncate"]
@@ -23,7 +24,5 @@ def one_line(text: str) -> str:
 
 
 def _escaped(ch: str, named: dict[str, str]) -> str:
-    if ch in named:
-        return named[ch]
-    code = ord(ch)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    # (a name byte that is not UTF-8 shows as the byte, \xe9: ``model.errors.escaped_char``)
+    return named[ch] if ch in named else escaped_char(ch)

@@ -15,6 +15,7 @@ import html
 from collections.abc import Iterable, Sequence
 
 from traceforensics._version import __version__
+from traceforensics.analysis.host_steps import PHASES, HostBreakdown
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.report.palette import swatch_html
 from traceforensics.report.tables import (
@@ -28,7 +29,15 @@ from traceforensics.report.tables import (
     rank_table,
     short_kernel_rows,
 )
-from traceforensics.report.verdict import device_verdict, verdict_text
+from traceforensics.report.verdict import (
+    PHASE_LABELS,
+    device_verdict,
+    host_heading,
+    host_phase_rows,
+    host_step_rows,
+    no_gpu_verdict,
+    verdict_text,
+)
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
@@ -91,7 +100,9 @@ def render_html(analysis: Analysis, command: str | None = None, top: int = 10) -
     parts += [f"<li>warning: {escape(w)}</li>" for w in analysis.warnings]
     parts.append("</ul></div>")
     if not analysis.devices:
-        parts.append("<p>No GPU activity in this trace (CPU-only): nothing to attribute.</p>")
+        parts.append(f"<h2>Verdict</h2><p>{escape(no_gpu_verdict(analysis.diagnostics))}</p>")
+        if analysis.host is not None:
+            parts += _host(analysis.host)
         return page(parts)
     parts.append("<h2>Verdict</h2>")
     for d in analysis.devices:
@@ -107,6 +118,22 @@ def render_html(analysis: Analysis, command: str | None = None, top: int = 10) -
     parts += _figure(analysis)
     parts += _evidence_tables(analysis, top)
     return page(parts)
+
+
+def _host(host: HostBreakdown) -> list[str]:
+    """The host time per step of a trace without GPU activity: phases, then the first steps."""
+    out = ["<h2>Host time per step</h2>", f"<p>{escape(host_heading(host))}</p>"]
+    rows = host_phase_rows(host)
+    if rows:
+        out.append(table(["phase", "per step", "share"], [list(r) for r in rows], nowrap=3))
+    steps = host_step_rows(host)
+    if steps:
+        labels = [PHASE_LABELS[p] for p in PHASES]
+        out.append(table(["rank", "step", "duration", *labels], [list(r) for r in steps], nowrap=1))
+    if len(host.steps) > len(steps):
+        more = len(host.steps) - len(steps)
+        out.append(f"<p>{more} more steps: <code>tf analyze --json</code> (host).</p>")
+    return out
 
 
 def _findings(analysis: Analysis, top: int) -> str:

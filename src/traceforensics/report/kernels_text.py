@@ -104,7 +104,7 @@ def mfu_lines(a: KernelAnalysis, max_steps: int = 20) -> list[str]:
     """MFU per device for the window, then per step."""
     out = ["Model FLOPs utilization (known FLOPs / peak over the GPU-active window)"]
     for r in a.mfu_by_device:
-        peak = r.peak_source or "no peak known: pass --peak-tflops"
+        peak = r.peak_source or "not in the peak table, no peak known: pass --peak-tflops"
         out.append(_mfu_line(r))
         out.append(f"    {r.device_name or '(unnamed device)'}: {peak}")
     out.extend(_mfu_line(r) for r in a.mfu_by_step[:max_steps])

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from traceforensics._version import __version__
+from traceforensics.analysis.host_steps import HostBreakdown
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.report.format import fmt_ns, fmt_pct, truncate
 from traceforensics.report.tables import (
@@ -19,7 +20,14 @@ from traceforensics.report.tables import (
     rank_table,
     short_kernel_rows,
 )
-from traceforensics.report.verdict import device_verdict, verdict_text
+from traceforensics.report.verdict import (
+    device_verdict,
+    host_heading,
+    host_phase_rows,
+    host_step_rows,
+    no_gpu_verdict,
+    verdict_text,
+)
 
 
 def table(header: list[str], rows: list[list[str]], empty: str | None = None) -> list[str]:
@@ -62,7 +70,9 @@ def render_markdown(
     )
     lines += [f"- warning: {w}" for w in analysis.warnings]
     if not analysis.devices:
-        lines += ["", "No GPU activity in this trace (CPU-only)."]
+        lines += ["", "## Verdict", "", no_gpu_verdict(analysis.diagnostics, _code)]
+        if analysis.host is not None:
+            lines += ["", "## Host time per step", "", *_host_lines(analysis.host)]
         return "\n".join(lines) + "\n"
     lines += ["", "## Verdict", "", *_verdict_lines(analysis)]
     lines += ["", f"## Findings (top {top}, largest time to give back first)", ""]
@@ -253,3 +263,26 @@ def _mfu_table(analysis: Analysis) -> list[str]:
     reasons = dict.fromkeys(m.suspect_reason for m in rows if m.suspect and m.suspect_reason)
     # blank line first: a line right under a table would be read as one more row
     return lines + ([""] if reasons else []) + [f"- `!` {r}" for r in reasons]
+
+
+def _code(text: str) -> str:
+    return f"`{text}`"
+
+
+def _host_lines(host: HostBreakdown) -> list[str]:
+    """The host breakdown as lists (a trace without GPU activity: no tables, so the report
+    reads the same in any Markdown viewer): phases per step, then the first steps."""
+    out = [host_heading(host)]
+    rows = host_phase_rows(host)
+    if rows:
+        out += ["", *(f"- {p}: {t} per step ({share})" for p, t, share in rows)]
+    steps = host_step_rows(host)
+    if steps:
+        out += [
+            "",
+            "Steps (rank, name, duration: data loading, forward, backward, optimizer, other):",
+        ]
+        out += [""] + [f"- rank {r[0]} `{cell(r[1])}` {r[2]}: " + ", ".join(r[3:]) for r in steps]
+    if len(host.steps) > len(steps):
+        out += ["", f"{len(host.steps) - len(steps)} more steps: `tf analyze --json` (`host`)."]
+    return out

@@ -94,10 +94,10 @@ def summary_lines(analysis: Analysis, width: int) -> list[str]:
             + f" on {dev.stream_count} stream(s)"
         )
         if dev.top_kernels:
-            out.append("  top kernels by total time:")
+            out.append("  top kernels by total time (share of the device's kernel time):")
             for k in dev.top_kernels:
                 out.append(
-                    f"    {fmt_ns(k.total_ns):>10}  {fmt_pct(k.share_of_busy):>6}  "
+                    f"    {fmt_ns(k.total_ns):>10}  {fmt_pct(k.share_of_kernel_time):>6}  "
                     f"x{k.count:<6} {truncate(k.name, width - 34)}"
                 )
     return out
@@ -149,7 +149,8 @@ def render_text(analysis: Analysis, width: int = 100, sections: tuple[str, ...] 
         lines.append(f"  analysed part: {' and '.join(part)}")
     lines += [f"  warning: {w}" for w in analysis.warnings]
     if not analysis.devices:
-        lines += ["", "No GPU activity in this trace (CPU-only): nothing to attribute."]
+        # (whatever ``sections`` says: a report without GPU sections has this one answer)
+        lines += ["", *no_gpu_lines(analysis, width)]
         if analysis.monitor is not None:
             lines += ["", "== Monitoring log ==", *render_monitor_lines(analysis.monitor)]
         return "\n".join(lines) + "\n"
@@ -183,6 +184,42 @@ def render_text(analysis: Analysis, width: int = 100, sections: tuple[str, ...] 
             continue
         lines += ["", f"== {title} ==", *body]
     return "\n".join(lines) + "\n"
+
+
+def no_gpu_lines(analysis: Analysis, width: int = 100) -> list[str]:
+    """A trace without GPU activity: the verdict that says why (``verdict.no_gpu_verdict``),
+    then the host time of its steps by phase (no ``==`` heading: the report has no sections
+    to separate)."""
+    from traceforensics.analysis.host_steps import PHASES
+    from traceforensics.report.verdict import (
+        host_heading,
+        host_phase_rows,
+        host_step_rows,
+        no_gpu_verdict,
+    )
+
+    out = textwrap.wrap(no_gpu_verdict(analysis.diagnostics), width, subsequent_indent="  ")
+    if analysis.host is None:
+        return out
+    head = f"Host time per step: {host_heading(analysis.host)}"
+    out += ["", *textwrap.wrap(head, width, subsequent_indent="  ")]
+    out += [f"  {p:<13} {t:>10}  {share:>6}" for p, t, share in host_phase_rows(analysis.host)]
+    rows = host_step_rows(analysis.host)
+    if rows:
+        heads = ("rank", "step", "duration", *(p.replace("_", " ") for p in PHASES))
+        out += ["", "  " + _columns(heads, (4, 22) + (12,) * (len(heads) - 2))]
+        out += ["  " + _columns(r, (4, 22) + (12,) * (len(r) - 2)) for r in rows]
+    if len(analysis.host.steps) > len(rows):
+        out.append(f"  ... {len(analysis.host.steps) - len(rows)} more: tf analyze --json (host)")
+    return out
+
+
+def _columns(cells: tuple[str, ...], widths: tuple[int, ...]) -> str:
+    """Cells left-aligned (the first two) or right-aligned (figures) in fixed widths."""
+    return " ".join(
+        truncate(c, w).ljust(w) if i < 2 else c.rjust(w)
+        for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+    ).rstrip()
 
 
 def _pattern_section(analysis: Analysis) -> list[str]:

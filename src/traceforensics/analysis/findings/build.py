@@ -8,6 +8,7 @@ in ``estimates`` (and docs/findings.md); remedies come in the program's own term
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from traceforensics.analysis.context import AnalysisContext
@@ -20,6 +21,7 @@ from traceforensics.analysis.findings.busy_losses import (
     efficiency_finding,
     transfer_finding,
     window_share,
+    within_window,
 )
 from traceforensics.analysis.findings.program import Program
 from traceforensics.analysis.findings.remedies import remedy
@@ -56,7 +58,18 @@ def build_findings(
             out += transfer_finding(rec, gen, bw.get(key), program)
         ops = [o for o in kernels.ops if (o.rank, o.device) == key]
         out += efficiency_finding(rec, ops, program, scores.get(rec.rank))
-    return ranked([f for f in out if f.recoverable_ns > 0])
+    by_key = {(r.rank, r.device): r for r in records}
+    capped = [_within_window(f, by_key[(f.rank, f.device)]) for f in out]
+    return ranked([f for f in capped if f.recoverable_ns > 0])
+
+
+def _within_window(finding: Finding, rec: DeviceRecord) -> Finding:
+    """The rule for every finding: it never gives back more than its device's window
+    (``busy_losses.within_window``), and its share of the window is at most 1."""
+    ns = within_window(finding.recoverable_ns, rec)
+    if ns == finding.recoverable_ns and finding.share_of_window <= 1.0:
+        return finding
+    return replace(finding, recoverable_ns=ns, share_of_window=min(finding.share_of_window, 1.0))
 
 
 def _vendor(dev: Any) -> str | None:

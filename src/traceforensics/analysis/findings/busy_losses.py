@@ -39,6 +39,13 @@ def window_share(ns: int, rec: DeviceRecord) -> float:
     return ns / rec.window_ns if rec.window_ns else 0.0
 
 
+def within_window(ns: float, rec: DeviceRecord) -> int:
+    """``ns`` (integer ns) at most the device's window: no change gives back more time than
+    the window holds. A sum of per-op kernel times exceeds it only on impossible input
+    (duplicated rows, a kernel lasting years: ``ingest.suspects`` warns of both)."""
+    return int(max(0, min(ns, rec.window_ns)))
+
+
 def comm_finding(ctx: AnalysisContext, rec: DeviceRecord, program: Program) -> Finding:
     lo, hi = rec.window_start_ns, rec.window_start_ns + rec.window_ns
     top = (
@@ -192,7 +199,8 @@ def efficiency_finding(
         else:
             continue
         scored.append((o.kernel_ns * missing, o, how))
-    ns = int(sum(s for s, _, _ in scored))
+    summed = int(sum(s for s, _, _ in scored))
+    ns = within_window(summed, rec)
     if ns <= 0:
         return []
     scored.sort(key=lambda t: -t[0])
@@ -215,6 +223,10 @@ def efficiency_finding(
         f"kernels below what the chip can do: about {fmt_ns(ns)} ({fmt_pct(share)} of the "
         f"window) recoverable; largest {top.op} ({scored[0][2]})"
     )
+    if ns < summed:  # the kernel times sum past the window: say so, the cap is no estimate
+        title += (
+            f" (capped at the window: the kernel times sum to {fmt_ns(summed)}, see the warnings)"
+        )
     fix = remedy(KERNEL_EFFICIENCY, program)
     if scores is not None:
         title = f"materialised attention ({scores[0]} x {scores[0]} scores): " + title

@@ -2,7 +2,9 @@
 
 One entry per id of ``results.CATEGORIES``: ``meaning`` (what the GPU or the host was doing)
 and ``detection`` (the rule, in words; the details are in docs/causes.md and docs/findings.md).
-What to do comes from ``remedies`` in the program's terms.
+What to do comes from ``remedies`` in the program's terms. The diagnostic codes
+(``analysis.diagnostics``: what a trace is or cannot show) have their own entries, with what to
+do, in ``DIAGNOSTIC_GLOSSARY``.
 """
 
 from __future__ import annotations
@@ -95,5 +97,82 @@ GLOSSARY: Final[dict[str, Entry]] = {
         "a rank waited inside collectives for the job's straggler (the rank that arrives last)",
         "collectives matched across ranks; each rank's wait = the last rank's start minus its "
         "own (clock offsets removed), at most the kernel's duration",
+    ),
+}
+
+
+class CodeEntry(NamedTuple):
+    meaning: str
+    detection: str
+    todo: str
+
+
+#: What each diagnostic code (``analysis.diagnostics.CODES``) means, how it is found and what
+#: to change (``tf explain CODE``; docs/json-output.md lists them too).
+DIAGNOSTIC_GLOSSARY: Final[dict[str, CodeEntry]] = {
+    "gpu_activity_missing": CodeEntry(
+        "GPU launch calls were recorded but no GPU activity record: the trace cannot show "
+        "what the GPU did",
+        "launch API rows (cudaLaunchKernel, cuLaunchKernel, hipLaunchKernel, cudaGraphLaunch, "
+        "...) and not one kernel, copy, memset or graph row",
+        "record with CUDA activity on: torch.profiler(activities=[ProfilerActivity.CPU, "
+        "ProfilerActivity.CUDA]) and let the profiler stop cleanly (the device buffer is "
+        "written at the end; a killed run loses it); with nsys, `nsys profile -t cuda`",
+    ),
+    "cuda_tables_missing": CodeEntry(
+        "the Nsight Systems export has no CUDA table: CUDA tracing was off, so neither the "
+        "CUDA API calls nor the GPU work were recorded (not a CPU-only program)",
+        "none of CUPTI_ACTIVITY_KIND_KERNEL, _MEMCPY, _MEMSET, _SYNCHRONIZATION, _GRAPH_TRACE, "
+        "_RUNTIME in the export",
+        "record again with `nsys profile -t cuda,nvtx,osrt ...` (the `-t cuda` flag), then "
+        "`nsys export --type sqlite`",
+    ),
+    "cpu_only": CodeEntry(
+        "the trace has no GPU activity and no GPU launch call: a CPU-only capture",
+        "no GPU work row and no launch API row; the host time of its steps is split by phase "
+        "(the host section)",
+        "nothing, when the program runs on the CPU; to profile a GPU run, record it on a "
+        "machine with the GPU and CUDA activity on",
+    ),
+    "analysis_failed": CodeEntry(
+        "one part of the analysis raised on this trace; that part is empty, the rest stands",
+        "an exception in an analysis pass (its name is in the message)",
+        "report it with the trace (a bug in traceforensics); the other sections still hold",
+    ),
+    "monitor_unaligned": CodeEntry(
+        "the monitoring log could not be put on the trace's clock",
+        "the log has no sample inside the trace's wall-clock window, or the trace records no "
+        "wall clock",
+        "record the log during the traced run, with wall-clock timestamps",
+    ),
+    "nsys_data_lost": CodeEntry(
+        "nsys recorded that it lost or dropped events: some GPU or API rows are missing",
+        "a warning or error in the export's DIAGNOSTIC_EVENT table about lost data",
+        "record a shorter window or give nsys larger buffers (see the nsys message)",
+    ),
+    "rows_dropped": CodeEntry(
+        "rows that could not be placed were dropped (no start time, or GPU work without a device)",
+        "NULL or non-numeric start, NULL deviceId on GPU work rows",
+        "re-export the report with `nsys export --type sqlite`",
+    ),
+    "schema_newer": CodeEntry(
+        "the export schema is newer than the tested ones; tables were read by feature detection",
+        "EXPORT_SCHEMA_VERSION's major number above the tested one",
+        "check the figures against nsys's own view; report a difference",
+    ),
+    "names_missing": CodeEntry(
+        "kernel, API and range names are unknown (no StringIds table)",
+        "the export has rows but no StringIds table",
+        "re-export it with `nsys export --type sqlite`",
+    ),
+    "nvtx_ranges_open": CodeEntry(
+        "NVTX ranges that were never ended were dropped",
+        "NVTX push/start rows without an end",
+        "end every NVTX range before the capture stops",
+    ),
+    "warning": CodeEntry(
+        "any other warning of the trace or its analysis (the message says what)",
+        "the loader's or the analysis's checks",
+        "what the message says",
     ),
 }

@@ -13,11 +13,17 @@ datasheet). Rules:
   accumulate (what PyTorch GEMMs use); ``fp32`` is the non-tensor FP32 rate on NVIDIA and the
   matrix-core FP32 rate on AMD; ``tf32`` is only reached when the user enables TF32.
 
-Lookup order for a device: (1) ``name_regex`` against ``deviceProperties.name`` /
-``TARGET_INFO_GPU.name``, first match in file order; (2) SM/CU count + compute capability
-(+ memory size to split 40/80 GB or H100/H200), among rows marked ``fallback=yes``;
-(3) nothing (MFU is then unknown, never guessed). A user override (``peak_tflops``) replaces
-the compute peak of every dtype.
+Lookup order for a device: (1) its name (``deviceProperties.name`` / ``TARGET_INFO_GPU.name``)
+against each row's ``name_regex``, first match in file order (``match_by_name``: whitespace
+collapsed, case ignored, the match a whole token, not followed by a variant word); (2) SM/CU
+count + compute capability (+ memory size to split 40/80 GB, H100/H200, MI300X/MI325X), among
+rows marked ``fallback=yes`` - except for a name that is a listed card's variant
+(``variant_of``: a Laptop, Max-Q, ``D``, MIG slice, ... has other clocks or SMs than the card,
+and its SM count would pick a wrong desktop card); (3) nothing (MFU is then unknown, never
+guessed). A user override (``peak_tflops``) replaces the compute peak of every dtype.
+
+``names`` lists the device-name strings each row is for, as drivers report them (a test checks
+that each resolves to its own row).
 """
 
 from __future__ import annotations
@@ -33,6 +39,13 @@ from traceforensics.model.session import UNKNOWN_DEVICE, DeviceInfo
 
 DTYPES: Final[tuple[str, ...]] = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
 _GIB: Final = 1 << 30
+#: A word right after a row's match that makes the device another SKU than the row (different
+#: SMs, clocks or a slice of the GPU): "RTX 4090 D", "RTX 3080 Laptop GPU", "RTX 2080 with
+#: Max-Q Design", "A100-SXM4-40GB MIG 1g.5gb", "H200 NVL", "H800 PCIe". A row for that SKU
+#: spells the word in its own regex.
+_VARIANT_AFTER: Final = re.compile(
+    r"[ -](?:Ti|SUPER|D|Laptop|Mobile|Max-Q|with|MIG|NVL|PCIe)(?![A-Za-z0-9])", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -43,6 +56,7 @@ class GpuPeak:
     display: str
     vendor: str
     name_regex: str
+    names: tuple[str, ...]
     sm_count: int | None
     compute_capability: str | None
     mem_min_gib: float | None
@@ -117,6 +131,7 @@ def peak_table() -> tuple[GpuPeak, ...]:
                 display=rec["display"],
                 vendor=rec["vendor"],
                 name_regex=rec["name_regex"],
+                names=tuple(n for n in rec["names"].split("|") if n),
                 sm_count=int(rec["sm_count"]) if rec["sm_count"] else None,
                 compute_capability=rec["compute_capability"] or None,
                 mem_min_gib=_opt_float(rec["mem_min_gib"]),
@@ -134,14 +149,38 @@ def peak_table() -> tuple[GpuPeak, ...]:
     return tuple(rows)
 
 
-def match_by_name(name: str) -> GpuPeak | None:
-    """First row whose ``name_regex`` occurs in ``name`` (case-sensitive, as vendors spell)."""
-    if not name:
-        return None
+@cache
+def _token_regex(name_regex: str) -> re.Pattern[str]:
+    """``name_regex`` as a whole token: no letter or digit right before or after the match
+    ("B200" is not in "GB200", "A10" not in "A100" or "A10G")."""
+    return re.compile(rf"(?<![A-Za-z0-9])(?:{name_regex})(?![A-Za-z0-9])", re.IGNORECASE)
+
+
+def _name_matches(name: str) -> list[tuple[GpuPeak, bool]]:
+    """``(row, exact)`` for every row whose regex occurs in ``name`` as a token, in file order;
+    ``exact`` is False when a variant word follows each occurrence (``_VARIANT_AFTER``)."""
+    text = " ".join(name.split())
+    out: list[tuple[GpuPeak, bool]] = []
     for row in peak_table():
-        if re.search(row.name_regex, name):
-            return row
-    return None
+        ends = [m.end() for m in _token_regex(row.name_regex).finditer(text)]
+        if ends:
+            out.append((row, any(not _VARIANT_AFTER.match(text, e) for e in ends)))
+    return out
+
+
+def match_by_name(name: str) -> GpuPeak | None:
+    """First row (file order) whose ``name_regex`` occurs in ``name`` as a whole token not
+    followed by a variant word; whitespace collapsed, case ignored."""
+    return next((row for row, exact in _name_matches(name) if exact), None)
+
+
+def variant_of(name: str) -> GpuPeak | None:
+    """The listed card ``name`` is an unlisted variant of ("NVIDIA GeForce RTX 4090 D" ->
+    RTX 4090), None when the name matches a row exactly or no row at all."""
+    found = _name_matches(name)
+    if any(exact for _, exact in found):
+        return None
+    return found[0][0] if found else None
 
 
 def match_by_shape(
@@ -177,7 +216,7 @@ def resolve_device_peak(info: DeviceInfo, override_tflops: float | None = None) 
     """The peak one device is measured against (see module rules for the order)."""
     row = match_by_name(info.name)
     how = "name"
-    if row is None:
+    if row is None and variant_of(info.name) is None:
         row = match_by_shape(info.sm_count, info.compute_capability, info.memory_bytes)
         how = "sm_count+cc"
     bw: float | None = row.mem_bw_bytes_per_s if row is not None else None

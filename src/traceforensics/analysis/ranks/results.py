@@ -28,6 +28,7 @@ class RankRow:
     idle_by_cause: dict[str, int]
     top_cause: str | None
     compute_ns: int
+    #: wall-clock ns (unions, ``straggler.comm_time``): in collectives, waiting in them, the rest
     comm_ns: int
     comm_wait_ns: int
     comm_transfer_ns: int

@@ -29,6 +29,7 @@ import polars as pl
 from traceforensics.analysis.devices import DeviceRecord
 from traceforensics.analysis.idle.causes import ranked_causes
 from traceforensics.analysis.idle.gaps import IdleAnalysis
+from traceforensics.analysis.intervals import total, union
 from traceforensics.analysis.ranks.collectives import Collectives
 from traceforensics.analysis.ranks.results import SLOW_GPU, RankRow, StepRow, Straggler
 
@@ -182,6 +183,24 @@ def _cause(
     )
 
 
+def comm_time(rows: pl.DataFrame) -> dict[int, dict[str, int | bool]]:
+    """Per participant (``dev``): ``comm``, the union of its collective kernels (ns; the device
+    record's ``comm_ns``), ``wait``, the union of their waiting heads ``[start, start +
+    wait_ns)``, ``transfer`` = comm - wait, and ``est`` (some split estimated).
+
+    Unions, not sums: collectives on two streams at once (NCCL runs groups side by side) wait
+    and move data in the same wall-clock ns; a sum would count those ns twice and claim more
+    waiting than the window holds."""
+    out: dict[int, dict[str, int | bool]] = {}
+    for (dev,), part in rows.group_by("dev"):
+        start = part["start_ns"].to_numpy()
+        comm = total(*union(start, start + part["dur_ns"].to_numpy()))
+        wait = total(*union(start, start + part["wait_ns"].to_numpy()))
+        est = bool(part["estimated"].any())
+        out[int(dev)] = {"comm": comm, "wait": wait, "transfer": comm - wait, "est": est}
+    return out
+
+
 def rank_rows(
     records: list[DeviceRecord],
     coll: Collectives,
@@ -190,14 +209,9 @@ def rank_rows(
     devs: list[tuple[int, int]],
 ) -> list[RankRow]:
     """One ``RankRow`` per device record; ``charged``: ``blame(coll)`` (one row per matched
-    collective, charged to the participant that arrived last)."""
-    per_dev = coll.rows.group_by("dev").agg(
-        pl.col("dur_ns").sum().alias("comm"),
-        pl.col("wait_ns").sum().alias("wait"),
-        pl.col("transfer_ns").sum().alias("transfer"),
-        pl.col("estimated").any().alias("est"),
-    )
-    comm = {int(r["dev"]): r for r in per_dev.iter_rows(named=True)}
+    collective, charged to the participant that arrived last). Its communication figures are
+    wall-clock ns (``comm_time``)."""
+    comm = comm_time(coll.rows)
     last_counts = dict(charged.group_by("dev").len().iter_rows())
     per_step = steps.group_by("dev").agg(
         pl.len().alias("n"), (pl.col("end_ns") - pl.col("start_ns")).median().alias("p50")

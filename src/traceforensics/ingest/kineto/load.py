@@ -24,7 +24,12 @@ from traceforensics.ingest.kineto.events import Extracted, extract
 from traceforensics.ingest.kineto.reader import RawTrace, check_fits, read_trace
 from traceforensics.ingest.kineto.timeconv import TimeValueError
 from traceforensics.ingest.progress import report
-from traceforensics.model.errors import CorruptTraceError, InputError, UnsupportedFormatError
+from traceforensics.model.errors import (
+    CorruptTraceError,
+    InputError,
+    UnsupportedFormatError,
+    not_enough_memory,
+)
 from traceforensics.model.memory import release_free_memory
 from traceforensics.model.schema import empty_args, empty_events
 from traceforensics.model.session import InputInfo, TraceMeta, TraceSession
@@ -213,6 +218,8 @@ def _input_errors(path: Path) -> Iterator[None]:
         raise CorruptTraceError(f"{path}: bad ts/dur value ({exc}); re-export the trace") from exc
     except InputError:
         raise
+    except MemoryError as exc:  # a sound trace too big for this process: never "malformed"
+        raise not_enough_memory(path, "the load ran out of memory") from exc
     except Exception as exc:
         # Malformed content of a shape no rule foresaw (an id beyond int64, a list where a
         # name should be...): one line for the user rather than a traceback.

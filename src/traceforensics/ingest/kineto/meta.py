@@ -58,12 +58,19 @@ def assign_ranks(
     return ranks, "", "+".join(dict.fromkeys(sources))
 
 
+def device_properties(top: dict[str, Any]) -> list[Any]:
+    """The trace's ``deviceProperties`` list; anything else there (a number, text, a dict:
+    a damaged or hand-made trace) reads as no list at all."""
+    props = top.get("deviceProperties")
+    return props if isinstance(props, list) else []
+
+
 def detect_vendor(top: dict[str, Any], runtime_names: Iterable[str]) -> str:
     """``"amd"`` for ROCm traces (roctracer keys, hip* API names, AMD device names), else
     ``"nvidia"``."""
     if any(key in top for key in _ROCM_KEYS):
         return "amd"
-    for prop in top.get("deviceProperties") or []:
+    for prop in device_properties(top):
         if isinstance(prop, dict):
             name = str(prop.get("name", "")).lower()
             if any(hint in name for hint in _AMD_NAME_HINTS):
@@ -93,8 +100,7 @@ def devices_for(
     """``DeviceInfo`` per ``deviceProperties`` entry plus, named "unknown", every GPU index
     seen in events but not listed there (e.g. files without ``deviceProperties``)."""
     out: dict[int, DeviceInfo] = {}
-    props = top.get("deviceProperties")
-    for index, prop in enumerate(props if isinstance(props, list) else []):
+    for index, prop in enumerate(device_properties(top)):
         if not isinstance(prop, dict):
             continue
         dev = parse_index(prop.get("id"))
@@ -131,9 +137,17 @@ def format_version(top: dict[str, Any], legacy_cats: bool, float_ts: bool) -> st
     return f"{schema_text} ({era})"
 
 
+#: A ``baseTimeNanoseconds`` at or past this (year ~2116) cannot be an epoch time: any event
+#: time added to it would leave int64 ns.
+_BASE_LIMIT_NS = 1 << 62
+
+
 def base_time_ns(top: dict[str, Any]) -> int | None:
-    """``baseTimeNanoseconds`` as an int (None when absent or not a number)."""
+    """``baseTimeNanoseconds`` as an int (None when absent, not a number, negative or beyond
+    ``_BASE_LIMIT_NS``: a damaged base costs the base, the times stay relative)."""
     value = top.get("baseTimeNanoseconds")
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return parse_int(value)
+    if isinstance(value, float):
+        base = int(value) if value.is_integer() else None
+    else:
+        base = parse_int(value)
+    return base if base is not None and 0 <= base < _BASE_LIMIT_NS else None

@@ -29,7 +29,13 @@ from traceforensics.ingest.kineto.salvage import (
     salvage_json,
 )
 from traceforensics.ingest.progress import report
-from traceforensics.model.errors import CorruptTraceError, InputError, UnsupportedFormatError
+from traceforensics.model.errors import (
+    CorruptTraceError,
+    InputError,
+    UnsupportedFormatError,
+    not_enough_memory,
+)
+from traceforensics.model.memory import available_memory
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -98,11 +104,18 @@ def read_bytes(path: Path) -> tuple[bytes, bool]:
     if data.startswith(GZIP_MAGIC):
         report(f"decompressing {path.name} ({len(data) / 1e6:.0f} MB)")
         try:
-            return gunzip_prefix(data)  # a cut stream: the JSON parse sees the cut
+            text, cut = gunzip_prefix(data)  # a cut stream: the JSON parse sees the cut
         except zlib.error as exc:
             raise CorruptTraceError(
                 f"{path}: the gzip stream is corrupt ({exc}); re-copy or re-export the trace"
             ) from exc
+        if cut and not text.strip():  # not "empty": the file has bytes, its stream was cut
+            raise CorruptTraceError(
+                f"{path}: the gzip stream is cut off after {len(data)} bytes, before any of "
+                "its JSON (the job was killed while writing, or the copy was cut short?); "
+                "re-copy or re-export the trace"
+            )
+        return text, cut
     return data, False
 
 
@@ -190,8 +203,9 @@ MEMORY_PER_JSON_BYTE: Final = 6
 
 
 def check_fits(path: Path, per_byte: float = MEMORY_PER_JSON_BYTE) -> None:
-    """Refuse, before reading, a trace whose parsed form would not fit in available memory:
-    a crash (or a silent swap storm) is never the answer to a big file.
+    """Refuse, before reading, a trace whose parsed form would not fit in the memory this
+    process may use (``model.memory.available_memory``: the machine's, its cgroup's, its
+    address-space limit): a crash (or a silent swap storm) is never the answer to a big file.
 
     A gzip file's size is first estimated from its trailer (the size mod 2^32) or 5x the
     compressed size; a cut file's last 4 bytes are not a trailer, so before refusing on that
@@ -214,23 +228,11 @@ def check_fits(path: Path, per_byte: float = MEMORY_PER_JSON_BYTE) -> None:
     need = int(size * per_byte)
     if need > free:
         gib = 1 << 30
-        raise InputError(
-            f"{path}: {size / gib:.1f} GiB of JSON needs about {need / gib:.0f} GiB of memory "
-            f"to load, {free / gib:.1f} GiB are available; record fewer steps (profiler "
-            "schedule active=...) or one rank per file"
+        raise not_enough_memory(
+            path,
+            f"{size / gib:.1f} GiB of JSON needs about {need / gib:.0f} GiB of memory to load, "
+            f"{free / gib:.1f} GiB are available to this process",
         )
-
-
-def available_memory() -> int | None:
-    """Bytes of memory available to a new allocation (Linux ``MemAvailable``), or None."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        return None
-    return None
 
 
 def read_trace(path: Path) -> RawTrace:

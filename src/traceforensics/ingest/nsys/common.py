@@ -154,8 +154,14 @@ class Strings:
     """``StringIds`` loaded once: ``id -> value`` plus its JSON text, joined by id."""
 
     def __init__(self, db: ExportDb) -> None:
-        if db.has("StringIds"):
-            frame = db.fetch("SELECT id, value FROM StringIds", ["id", "value"])
+        if {"id", "value"} <= set(db.columns("StringIds")):
+            # a damaged export's cells cost themselves only: an id that is not an integer
+            # (text, a real, a blob) drops its row; a value that is a blob or a number is read
+            # as text (invalid UTF-8 becomes U+FFFD, the connection's text factory)
+            frame = db.fetch(
+                "SELECT id, CAST(value AS TEXT) FROM StringIds WHERE typeof(id) = 'integer'",
+                ["id", "value"],
+            )
         else:
             frame = pl.DataFrame(schema={"id": pl.Int64(), "value": pl.String()})
         frame = frame.with_columns(pl.col("id").cast(pl.Int64), pl.col("value").cast(pl.String))

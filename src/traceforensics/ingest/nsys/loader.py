@@ -48,20 +48,35 @@ def load_sqlite(
         events, args = _assemble(parts)
         events, args, unplaced = _drop_unplaced(events, args, shown)
         pids = set(events.get_column("pid").drop_nulls().unique().to_list())
-        warnings = meta.lost_data_warnings(db) + unplaced
+        coded = [(NSYS_DATA_LOST, w) for w in meta.lost_data_warnings(db)]
+        coded += [(ROWS_DROPPED, w) for w in unplaced]
+        if not db.tables & _CUDA_TABLES:
+            coded.append((CUDA_TABLES_MISSING, _no_cuda_text(shown)))
         major = version.split(".")[0] if version else ""
         if major.isascii() and major.isdigit() and int(major) > KNOWN_MAJOR:
-            warnings.append(
-                f"{shown}: export schema {version} is newer than the tested 3.x; tables were "
-                "read by feature detection and some data may be missing"
+            coded.append(
+                (
+                    SCHEMA_NEWER,
+                    f"{shown}: export schema {version} is newer than the tested 3.x; tables "
+                    "were read by feature detection and some data may be missing",
+                )
             )
         if not db.has("StringIds") and events.height:
-            warnings.append(
-                f"{shown}: the export has no StringIds table, so kernel, API and range names "
-                "are unknown; re-export it with `nsys export --type sqlite`"
+            coded.append(
+                (
+                    NAMES_MISSING,
+                    f"{shown}: the export has no StringIds table, so kernel, API and range "
+                    "names are unknown; re-export it with `nsys export --type sqlite`",
+                )
             )
         if open_ranges:
-            warnings.append(f"{shown}: {open_ranges} NVTX ranges never ended and were dropped")
+            coded.append(
+                (
+                    NVTX_OPEN_RANGES,
+                    f"{shown}: {open_ranges} NVTX ranges never ended and were dropped",
+                )
+            )
+        warnings = [text for _, text in coded]
         trace_meta = TraceMeta(
             source_format=SOURCE_FORMAT,
             format_version=version,
@@ -70,6 +85,7 @@ def load_sqlite(
             clock_base_ns=meta.session_start_ns(db),
             clock_is_wall=False,
             warnings=warnings,
+            diagnostics=[{"code": code, "message": text} for code, text in coded],
             extra={
                 "nsys": {
                     "metadata_table": meta_table,
@@ -81,6 +97,30 @@ def load_sqlite(
             },
         )
     return TraceSession.from_frames(events, trace_meta, args)
+
+
+#: The diagnostic codes of an export's warnings (``TraceMeta.diagnostics``; the list of every
+#: code and what it means: ``analysis.diagnostics``, docs/json-output.md).
+NSYS_DATA_LOST = "nsys_data_lost"
+ROWS_DROPPED = "rows_dropped"
+CUDA_TABLES_MISSING = "cuda_tables_missing"
+SCHEMA_NEWER = "schema_newer"
+NAMES_MISSING = "names_missing"
+NVTX_OPEN_RANGES = "nvtx_ranges_open"
+
+#: The tables CUDA tracing (``nsys profile -t cuda``) writes: with none of them the capture
+#: recorded no CUDA API call and no GPU work, whatever ran.
+_CUDA_TABLES = frozenset({gpu.KERNEL, gpu.MEMCPY, gpu.MEMSET, gpu.SYNC, gpu.GRAPH, host.RUNTIME})
+
+
+def _no_cuda_text(shown: Path) -> str:
+    """The warning of an export without CUDA tables: what it means and the flag to add."""
+    return (
+        f"{shown}: the export has no CUDA tables (no CUDA API calls and no GPU activity were "
+        "recorded: CUDA tracing was off), so GPU idle time cannot be attributed; record again "
+        "with CUDA tracing on (`nsys profile -t cuda,nvtx,osrt ...`: the `-t cuda` flag) and "
+        "export with `nsys export --type sqlite`"
+    )
 
 
 _TABLES_READ = frozenset(
