@@ -62,6 +62,9 @@ def _check_cut(
     got = _analyse(cut, capsys)
     notes = [w for w in got["warnings"] if "cut off" in w or "ends early" in w]
     assert len(notes) == 1 and str(cut) in notes[0], got["warnings"]
+    # a cut inside the events is coded as such; only the gzip trailer missing is a plain warning
+    codes = {d["message"]: d["code"] for d in got["diagnostics"]}
+    assert codes[notes[0]] == ("trace_truncated" if "cut off" in notes[0] else "warning")
     reference = tmp_path / "reference.json"
     reference.write_text(json.dumps(_complete_prefix(_cut_text(raw, at, gz))))
     want = _analyse(reference, capsys)
@@ -91,6 +94,9 @@ def test_cut_in_the_keys_after_the_event_list_keeps_every_event(
     whole.write_bytes(text)
     got, want = _analyse(cut, capsys), _analyse(whole, capsys)
     assert any("cut off" in w for w in got["warnings"])
+    assert [d["code"] for d in got["diagnostics"] if "cut off" in d["message"]] == [
+        "trace_truncated"
+    ]
     assert [d["busy_ns"] for d in got["devices"]] == [d["busy_ns"] for d in want["devices"]]
 
 

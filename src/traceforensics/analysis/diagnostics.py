@@ -20,6 +20,7 @@ rows_dropped           nsys        rows without a start time or device were drop
 schema_newer           nsys        the export schema is newer than the tested ones
 names_missing          nsys        no StringIds table: names unknown
 nvtx_ranges_open       nsys        NVTX ranges that never ended were dropped
+trace_truncated        kineto      the file was cut off mid-write; the events before the cut
 warning                any         any other warning
 =====================  ==========  ==========================================================
 """
@@ -54,6 +55,7 @@ CODES: Final[tuple[str, ...]] = (
     "schema_newer",
     "names_missing",
     "nvtx_ranges_open",
+    "trace_truncated",
     WARNING,
 )
 

@@ -170,6 +170,13 @@ DIAGNOSTIC_GLOSSARY: Final[dict[str, CodeEntry]] = {
         "NVTX push/start rows without an end",
         "end every NVTX range before the capture stops",
     ),
+    "trace_truncated": CodeEntry(
+        "the trace file was cut off mid-write: the end of the run is missing",
+        "a Kineto JSON file (or its gzip stream) that ends inside the event list; the events "
+        "before the cut are analysed",
+        "let the profiler finish writing (a job killed during export, a full disk); compare "
+        "only the steps both runs hold",
+    ),
     "warning": CodeEntry(
         "any other warning of the trace or its analysis (the message says what)",
         "the loader's or the analysis's checks",

@@ -21,7 +21,13 @@ from traceforensics.ingest.kineto import early
 from traceforensics.ingest.kineto import meta as kmeta
 from traceforensics.ingest.kineto.columns import Columns
 from traceforensics.ingest.kineto.events import Extracted, extract
-from traceforensics.ingest.kineto.reader import RawTrace, check_fits, read_trace
+from traceforensics.ingest.kineto.reader import (
+    CUT_NOTE_WORDS,
+    TRACE_TRUNCATED,
+    RawTrace,
+    check_fits,
+    read_trace,
+)
 from traceforensics.ingest.kineto.timeconv import TimeValueError
 from traceforensics.ingest.progress import report
 from traceforensics.model.errors import (
@@ -160,8 +166,10 @@ def _load(paths: Sequence[Path], skip_non_traces: bool = False) -> TraceSession:
     versions: list[str] = []
     extra: dict[str, Any] = {"kineto": {}}
     offset = 0
+    coded: list[dict[str, str]] = []  # the diagnostics of the warnings with a code of their own
     for raw, rank in zip(raws, ranks, strict=True):
         warnings.extend(raw.notes)
+        coded += [{"code": TRACE_TRUNCATED, "message": n} for n in raw.notes if CUT_NOTE_WORDS in n]
         base = kmeta.base_time_ns(raw.top)
         columns = pending.pop()
         report(f"building the event table of {raw.path.name} ({columns.rows:,} rows)")
@@ -204,6 +212,7 @@ def _load(paths: Sequence[Path], skip_non_traces: bool = False) -> TraceSession:
         clock_base_ns=0 if is_wall else None,
         clock_is_wall=is_wall,
         warnings=warnings,
+        diagnostics=coded,
         extra=extra,
     )
     return TraceSession.from_frames(events, meta, args)

@@ -156,12 +156,18 @@ def _is_cut(exc: orjson.JSONDecodeError, size: int) -> bool:
     return exc.pos >= size - 1 or "end of data" in exc.msg
 
 
+#: The words of the warning of a trace cut off mid-write (``_cut_note``): ``load`` codes the
+#: warnings holding them ``trace_truncated`` (``TraceMeta.diagnostics``).
+CUT_NOTE_WORDS = ": the trace is cut off after "
+TRACE_TRUNCATED = "trace_truncated"
+
+
 def _cut_note(path: Path, found: Salvaged, size: int) -> str:
     value = found.value
     events = value.get("traceEvents") if isinstance(value, dict) else value
     n = len(events) if isinstance(events, list) else 0
     return (
-        f"{path}: the trace is cut off after {size} bytes of JSON (a job killed while "
+        f"{path}{CUT_NOTE_WORDS}{size} bytes of JSON (a job killed while "
         f"writing?); analysed the {n} complete events before the cut ({found.kept_bytes} "
         "bytes): the end of the run is missing"
     )
