@@ -66,7 +66,7 @@ from traceforensics.analysis.findings.stragglers import straggler_findings
 from traceforensics.analysis.host_steps import HostBreakdown, host_breakdown
 from traceforensics.analysis.idle.gaps import IdleAnalysis, analyze_idle
 from traceforensics.analysis.kernels.forensics import analyze_kernels
-from traceforensics.analysis.kernels.results import KernelAnalysis, UnknownFlops
+from traceforensics.analysis.kernels.results import KernelAnalysis
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.ranks import RankAnalysis, analyze_ranks
 from traceforensics.analysis.ranks.collectives import PG_ARG
@@ -315,8 +315,5 @@ def _empty(name: str, ctx: AnalysisContext) -> Any:
     if name == "idle":
         return IdleAnalysis(devices=[], gaps=[])
     if name == "kernels":
-        return KernelAnalysis(
-            [], [], [], [], [], UnknownFlops(0, 0, None), ctx.options.kernels.short_kernel_us,
-            0, 0, 0,
-        )  # fmt: skip
+        return KernelAnalysis.empty(ctx.options.kernels.short_kernel_us)
     return []

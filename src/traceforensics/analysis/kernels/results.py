@@ -166,6 +166,11 @@ class KernelAnalysis:
     kernel_count: int
     peaks: list[dict[str, Any]] = field(default_factory=list)
 
+    @classmethod
+    def empty(cls, short_kernel_us: float) -> KernelAnalysis:
+        """An analysis that found nothing (the kernels pass failed: ``analysis_failed``)."""
+        return cls([], [], [], [], [], UnknownFlops(0, 0, None), short_kernel_us, 0, 0, 0)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "short_kernels": [r.to_json() for r in self.short_kernels],
