@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import run_cli, shared_trace
 from tests.history_support import EXAMPLE, analysis_document, plain_figures, written
+from traceforensics.analysis.idle.causes import CAUSES
 from traceforensics.compare import analysis_figures
 from traceforensics.history import find_baseline, list_runs, record_run
 
@@ -175,7 +176,8 @@ def test_trend_takes_every_fail_on_name_and_refuses_others(
     code, out, err = run_cli(["analyze", str(trace), "--json", "--store", url], capsys)
     assert code == 0, err
     figures = analysis_figures(json.loads(out))
-    assert len(figures) == 25  # 3 step, idle + 12 causes, busy + 4 kinds, 4 more, mfu
+    # one per cause (13 since issue 44: gpu_pickup) and 13 others (step, idle, busy, kinds, mfu)
+    assert len(figures) == 13 + len(CAUSES) and len(CAUSES) == 13
     for name, want in figures.items():
         code, out, err = run_cli(["history", "--store", url, "--trend", name, "--json"], capsys)
         assert code == 0 and err == "", (name, err)

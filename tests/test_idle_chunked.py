@@ -9,7 +9,7 @@ gap built by one of three recipes whose attribution follows from the rule by han
                        s                           tl t2 (queued <= 50 us) e
               [s, tl) data_loading; [tl, e) launch_overhead (call, then GPU pick-up)
     bare:     as loader with no host range: [s, tl) untraced
-    queued:   L issued before s; [s, e) launch_overhead when <= 50 us, else untraced
+    queued:   L issued before s; [s, e) gpu_pickup when <= 50 us, else untraced (issue 44)
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _scenario(seed: int, *, steps: bool) -> tuple[TraceSession, Expected]:
             )
             if i:  # the first kernel opens the device window: no gap before it
                 over = e - s > QUEUED_LAUNCH_LATENCY_MAX_NS
-                queued = {"untraced" if over else "launch_overhead": e - s}
+                queued = {"untraced" if over else "gpu_pickup": e - s}
                 gaps.append(
                     (s, queued if recipe == "queued" else {**late, "launch_overhead": e - tl})
                 )

@@ -240,6 +240,9 @@ def test_categories() -> None:
         "kernel_efficiency",
         "one_off",
         "straggler_wait",
+        "fp32_matmul",  # issue 44: kernel-name evidence and the zero_grad fill kernels
+        "layout_conversion",
+        "zero_grad",
     )
     assert CATEGORIES[len(CAUSES) :] == extra
     assert set(GENERIC) == set(CATEGORIES)

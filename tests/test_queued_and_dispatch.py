@@ -69,7 +69,8 @@ def test_cross_stream_wait_is_charged_until_the_waited_work_ends(
     session, off = _load(_cross_stream(sync_record=sync_record), fmt, tmp_path)
     gap = _gap_at(session, off + 200 * US)
     # queued [200, 3050): waiting on y (stream 13); [3050, 3052): pick-up latency (<= 50 µs)
-    assert gap.causes == {"cross_stream_wait": 2_850 * US, "launch_overhead": 2 * US}
+    # of x, launched at 50 before the gap: gpu_pickup (issue 44; was launch_overhead)
+    assert gap.causes == {"cross_stream_wait": 2_850 * US, "gpu_pickup": 2 * US}
     wait = [e for e in gap.evidence if e.name == "cudaStreamWaitEvent"]
     assert len(wait) == 1
     assert (wait[0].cause, wait[0].kind, wait[0].start_ns) == (

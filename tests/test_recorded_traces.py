@@ -121,12 +121,10 @@ def test_attribution_names_injected_cause(name: str) -> None:
         return
     if intended == "host_sync":
         # One .item() per step drains a ~4 ms queue and costs ~0.25 ms of catch-up per step;
-        # the kernels relaunched into the empty queue then wait on each launch, which the rule
-        # charges to launch_overhead (measured 44.5% host_sync vs 48.1% launch_overhead).
-        # Meaningful claim: host_sync is a large share and the largest host-side cause.
-        assert share["host_sync"] >= 0.35
-        host_side = {c: v for c, v in by_cause.items() if c != "launch_overhead"}
-        assert max(host_side, key=lambda c: host_side[c]) == "host_sync"
+        # the relaunch into the drained queue is the sync's cost (issue 44: it used to be
+        # charged to launch_overhead, 48.1% vs host_sync 44.5%, and host_sync ranked second)
+        assert share["host_sync"] >= 0.4
+        assert max(by_cause, key=lambda c: by_cause[c]) == "host_sync"
         return
     assert max(by_cause, key=lambda c: by_cause[c]) == intended
     assert share[intended] >= {"data_loading": 0.85, "io": 0.85, "memcpy": 0.5}[intended]

@@ -2,16 +2,20 @@
 waits, as per-rank Kineto traces or per-rank Nsight Systems SQLite exports, plus ``truth.json``.
 
     python tools/synth_ranks.py OUT --ranks 4 --format kineto --cause data_loading
+    python tools/synth_ranks.py OUT --collectives all_reduce,all_to_all   # a DLRM-style job
 
 ``generate_job(out_dir, ranks=, steps=, fmt=, straggler_rank=, cause=, seed=0,
-clock_offsets_ns=None) -> Truth`` writes ``rank{r}.pt.trace.json.gz`` (Kineto, with
+clock_offsets_ns=None, spec=None) -> Truth`` writes ``rank{r}.pt.trace.json.gz`` (Kineto, with
 ``distributedInfo``) or ``rank{r}.sqlite`` (nsys) for every rank and ``truth.json``.
 
 Model (``synth_ranks_sim``): every step on every rank runs dataloader ``__next__`` (GPU idle),
-forward and backward kernels on stream 7 launched by ``cudaLaunchKernel``, one NCCL all-reduce
-per gradient bucket on stream 40, the optimizer (waits on the NCCL stream) and a
-``cudaDeviceSynchronize``. A collective's kernel starts on rank r at ``start_r`` = max(r's own
-arrival, NCCL stream free) and ends on every rank at max_r(start_r) + transfer, so
+with ``JobSpec(collectives=(..., "all_to_all"))`` an embedding all-to-all (``SendRecv`` kernel
+under ``c10d::alltoall_base_`` > ``nccl:all_to_all``) the forward waits for, forward and
+backward kernels on stream 7 launched by ``cudaLaunchKernel``, one NCCL all-reduce per gradient
+bucket on stream 40 (the default ``collectives=("all_reduce",)``), the optimizer (waits on
+the NCCL stream) and a ``cudaDeviceSynchronize``. A collective's kernel starts on rank r at
+``start_r`` = max(r's own arrival, NCCL stream free) and ends on every rank at
+max_r(start_r) + transfer, so
 ``wait_r = max(start) - start_r`` and ``transfer`` is the same on all ranks. The straggler's
 cause adds ``extra_ns`` per step (``synth_ranks_sim`` says how); healthy ranks get seeded
 jitter (+-2 % on kernels, +-10 % on host times).
@@ -23,13 +27,13 @@ rank r's file (``baseTimeNanoseconds`` + ts, or ``utcEpochNs`` + start) is
 ``clock_base_ns + clock_offsets_ns[r] + t`` for reference time ``t``.
 
 truth.json: ``world_size``, ``straggler`` {``rank``, ``cause``, ``extra_ns_per_step`` (mean of
-``extra_ns_by_step``: the straggler's last all-reduce arrival minus the same step replayed
-without its cause)}; ``ranks[r]``: ``file``, ``device``, ``pid``, ``clock_offset_ns``,
+``extra_ns_by_step``: the straggler's last collective arrival minus the same step replayed
+alone without its cause)}; ``ranks[r]``: ``file``, ``device``, ``pid``, ``clock_offset_ns``,
 ``comm_ns`` (sum of its NCCL kernel durations) = ``comm_wait_ns`` + ``comm_transfer_ns``,
 ``busy_ns`` (union of its kernels), ``step_ns``/``step_start_ns`` (ProfilerStep ranges);
-``steps[k]``: ``slowest_rank`` (last to arrive at the step's first all-reduce), ``wait_ns`` per
-rank, ``collectives`` [{``seq``, ``start_ns`` and ``wait_ns`` per rank, ``end_ns``,
-``transfer_ns``, ``last_rank``, ``nelems``}]; ``spec`` (the model's knobs).
+``steps[k]``: ``slowest_rank`` (last to arrive at the step's first collective), ``wait_ns`` per
+rank, ``collectives`` [{``seq``, ``kind``, ``name``, ``start_ns`` and ``wait_ns`` per rank,
+``end_ns``, ``transfer_ns``, ``last_rank``, ``nelems``}]; ``spec`` (the model's knobs).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import gzip
 import json
 import random
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +53,7 @@ from synth_kineto import kineto_text
 from synth_nsys import _DDL, NVTX_PUSHPOP, _fill, global_tid
 from synth_ranks_sim import (
     CAUSES,
+    COLLECTIVES,
     COMM_STREAM,
     COMPUTE_STREAM,
     NCCL_KERNEL,
@@ -123,20 +128,16 @@ def generate_job(
     seq = 1
     step_truth: list[dict[str, Any]] = []
     extra: list[int] = []
-    nelems = spec.bucket_nelems()
-    transfers = [spec.transfer_ns(n, ranks) for n in nelems]
+    plan = spec.plan(ranks)
+    transfers = [t for _, _, t in plan]
     for k in range(steps):
         draws = [StepDraws.draw(rng, spec) for rng in rngs]
         if cause is not None:
-            extra.append(_extra_ns(sims[straggler_rank], draws[straggler_rank], seq))
+            extra.append(_extra_ns(sims[straggler_rank], draws[straggler_rank], seq, transfers))
         name = f"ProfilerStep#{FIRST_STEP + k}"
-        phase_a = [sim.phase_a(name, d, seq) for sim, d in zip(sims, draws, strict=True)]
-        colls = _meet([p for _, p in phase_a], transfers, max(s.comm_free for s in sims))
-        for r, (sim, (idx, pending)) in enumerate(zip(sims, phase_a, strict=True)):
-            sim.phase_b(
-                idx, pending, [c["start_ns"][r] for c in colls], [c["end_ns"] for c in colls]
-            )
-        step_truth.append(_step_truth(k, name, colls, seq, nelems))
+        gens = [sim.step(name, d, seq) for sim, d in zip(sims, draws, strict=True)]
+        colls = _meet(gens, transfers, max(s.comm_free for s in sims))
+        step_truth.append(_step_truth(k, name, colls, seq, plan))
         seq += len(colls)
     files = [_file_name(fmt, r) for r in range(ranks)]
     rank_truth = [_rank_truth(s, files[s.rank], offsets[s.rank], step_truth) for s in sims]
@@ -197,12 +198,28 @@ def _rank_sim(rank: int, world: int, spec: JobSpec, cause: str | None) -> RankSi
     return RankSim(tr, rank, world, spec, cause, tid=pid, device=rank % GPUS_PER_NODE)
 
 
-def _extra_ns(sim: RankSim, draws: StepDraws, seq: int) -> int:
-    """The straggler's delay this step: its last all-reduce arrival with its cause minus the
-    same step replayed from the same state and jitter without it."""
-    _, base = _scratch(sim, None).phase_a("probe", draws, seq)
-    _, slow = _scratch(sim, sim.cause).phase_a("probe", draws, seq)
-    return slow[-1].arrival_ns - base[-1].arrival_ns
+def _extra_ns(sim: RankSim, draws: StepDraws, seq: int, transfers: list[int]) -> int:
+    """The straggler's delay this step: its last collective arrival with its cause minus the
+    same step replayed from the same state and jitter without it (each replay alone: its
+    collectives start at its own arrival)."""
+    base = _alone(_scratch(sim, None).step("probe", draws, seq), transfers, sim.comm_free)
+    slow = _alone(_scratch(sim, sim.cause).step("probe", draws, seq), transfers, sim.comm_free)
+    return slow - base
+
+
+def _alone(gen: Generator[Pending, tuple[int, int], int], transfers: list[int], free: int) -> int:
+    """Run one rank's step with no other rank; the arrival of its last collective."""
+    arrival = 0
+    p = next(gen)
+    for transfer in transfers:
+        arrival = p.arrival_ns
+        start = max(arrival, free)
+        free = start + transfer
+        try:
+            p = gen.send((start, free))
+        except StopIteration:
+            break
+    return arrival
 
 
 def _scratch(sim: RankSim, cause: str | None) -> RankSim:
@@ -223,13 +240,15 @@ def _scratch(sim: RankSim, cause: str | None) -> RankSim:
 
 
 def _meet(
-    pending: list[list[Pending]], transfers: list[int], comm_free: int
+    gens: list[Generator[Pending, tuple[int, int], int]], transfers: list[int], comm_free: int
 ) -> list[dict[str, Any]]:
-    """Every collective of the step: kernel start per rank, common end, waits, last rank."""
+    """Run every rank's step, meeting in each collective: kernel start per rank, common end,
+    waits, last rank."""
     out: list[dict[str, Any]] = []
     free = comm_free
+    pending = [next(g) for g in gens]
     for c, transfer in enumerate(transfers):
-        starts = [max(p[c].arrival_ns, free) for p in pending]
+        starts = [max(p.arrival_ns, free) for p in pending]
         last = max(starts)
         end = last + transfer
         out.append(
@@ -239,18 +258,28 @@ def _meet(
                 "transfer_ns": transfer,
                 "wait_ns": [last - s for s in starts],
                 "last_rank": starts.index(last),
-                "arrival_ns": [p[c].arrival_ns for p in pending],
+                "arrival_ns": [p.arrival_ns for p in pending],
+                "kind": pending[0].kind,
             }
         )
         free = end
+        nxt = []
+        for g, s in zip(gens, starts, strict=True):
+            try:
+                nxt.append(g.send((s, end)))
+            except StopIteration:
+                if c != len(transfers) - 1:  # pragma: no cover - the plan and the step disagree
+                    raise
+        pending = nxt
     return out
 
 
 def _step_truth(
-    k: int, name: str, colls: list[dict[str, Any]], seq: int, nelems: list[int]
+    k: int, name: str, colls: list[dict[str, Any]], seq: int, plan: list[tuple[str, int, int]]
 ) -> dict[str, Any]:
     for c, coll in enumerate(colls):
-        coll.update(seq=seq + c, name="allreduce", nelems=nelems[c])
+        kind, nelems, _ = plan[c]
+        coll.update(seq=seq + c, name=kind.replace("_", ""), nelems=nelems)
     return {
         "index": k,
         "name": name,
@@ -346,13 +375,13 @@ def _write_kineto(sim: RankSim, path: Path) -> None:
 
 def _write_nsys(sim: RankSim, path: Path, shift: int) -> None:
     """``synth_nsys``'s export (its DDL and rows; unsynced writes, the file is scratch data)
-    plus NCCL's own NVTX ranges: domain ``NCCL``, ``ncclAllReduce`` around each NCCL launch."""
+    plus NCCL's own NVTX ranges: domain ``NCCL``, ``ncclAllReduce`` around each all-reduce
+    launch, ``ncclGroupStart`` / ``ncclSend`` / ``ncclRecv`` / ``ncclGroupEnd`` around an
+    all-to-all's."""
     if path.exists():
         path.unlink()
     gt = global_tid(sim.tr.pid, sim.tid)
-    rows = [
-        (s - shift, e - shift, NVTX_PUSHPOP, "ncclAllReduce", gt, 1) for s, e in sim.nccl_api_spans
-    ]
+    rows = [(s - shift, e - shift, NVTX_PUSHPOP, text, gt, 1) for s, e, text in sim.nccl_api_spans]
     con = sqlite3.connect(path)
     try:
         con.execute("PRAGMA synchronous = OFF")
@@ -388,6 +417,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cause", choices=[*CAUSES, "none"], default="data_loading")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
+        "--collectives",
+        default="all_reduce",
+        help=f"comma-separated collective kinds each step runs, of {','.join(COLLECTIVES)}",
+    )
+    ap.add_argument(
         "--clock-offsets-ns",
         default=None,
         help="comma-separated clock offset of each rank (ns), e.g. 0,5000,-3000,0",
@@ -406,6 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cause=None if a.cause == "none" else a.cause,
         seed=a.seed,
         clock_offsets_ns=offsets,
+        spec=JobSpec(collectives=tuple(a.collectives.split(","))),
     )
     s = truth.straggler
     print(

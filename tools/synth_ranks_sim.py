@@ -1,18 +1,25 @@
 """Per-rank timeline model of a data-parallel training step, for ``synth_ranks``.
 
 One ``RankSim`` lays out one rank's host thread, its compute stream and its NCCL stream in a
-``synth.SynthTrace`` (integer ns in the reference clock). A step is simulated in two phases
-because ranks meet only in their collectives:
+``synth.SynthTrace`` (integer ns in the reference clock). A step (``RankSim.step``) is a
+generator because ranks meet only in their collectives: it yields a ``Pending`` at each
+collective launch and is sent back the kernel's (start, end), which the job decides from every
+rank's arrival (start = max(arrival, NCCL stream free), end = max over ranks of start +
+transfer); the kernel is written then and the step goes on:
 
-- ``phase_a``: ProfilerStep opens, dataloader ``__next__`` (GPU idle), forward, loss, backward;
-  after each gradient bucket the host issues ``c10d::allreduce_`` > ``record_param_comms`` >
+- ProfilerStep opens, dataloader ``__next__`` (GPU idle);
+- with ``all_to_all`` in ``JobSpec.collectives`` (a DLRM-style embedding exchange): the host
+  issues ``c10d::alltoall_base_`` > ``record_param_comms`` > ``nccl:all_to_all`` >
+  ``cudaLaunchKernelExC`` of ``A2A_KERNEL`` (NCCL runs an all-to-all as grouped send/recv:
+  a ``SendRecv`` kernel); the compute stream waits for it (the forward reads its output);
+- forward, loss, backward on the compute stream; with ``all_reduce`` (the default), after each
+  gradient bucket the host issues ``c10d::allreduce_`` > ``record_param_comms`` >
   ``cudaEventRecord`` + ``cudaStreamWaitEvent`` (the NCCL stream waits on the compute stream)
-  > ``nccl:all_reduce`` > ``cudaLaunchKernelExC``. The kernel itself is not written yet: its
-  own *arrival* is ``max(launch + LAUNCH_TO_GPU_NS, compute stream free at the event record)``.
-- ``phase_b``: given every collective's kernel start and the common end (the job decides them:
-  start = max(arrival, NCCL stream free), end = max over ranks of start + transfer), the NCCL
-  kernels are written, then ``Optimizer.step#SGD.step`` (the compute stream waits on the NCCL
-  stream), a blocking ``cudaDeviceSynchronize`` and the end of the step.
+  > ``nccl:all_reduce`` > ``cudaLaunchKernelExC``; nothing waits for these until the optimizer.
+  A collective's *arrival* is ``max(launch + LAUNCH_TO_GPU_NS, compute stream free at the
+  event record)``;
+- ``Optimizer.step#SGD.step`` (the compute stream waits on the NCCL stream), a blocking
+  ``cudaDeviceSynchronize`` and the end of the step.
 
 Causes (only on the straggler): ``data_loading`` adds ``loader_extra_ns`` inside the dataloader
 range; ``host_sync`` puts a blocking ``cudaStreamSynchronize`` on the compute stream after every
@@ -25,7 +32,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,7 +51,17 @@ from synth_scenarios import (
 NCCL_KERNEL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
 COMPUTE_STREAM = 7
 COMM_STREAM = 40  # the NCCL stream id of the real DDP trace (ddp_nccl_a100_rank0)
+#: The all-to-all kernel: NCCL runs ``alltoall_base`` as grouped send/recv (the DLRM job of
+#: issue 44, NCCL 2.10 on V100).
+A2A_KERNEL = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)"
 CAUSES = ("data_loading", "host_sync", "slow_gpu")
+#: Collective kinds a job can run (``JobSpec.collectives``).
+COLLECTIVES = ("all_reduce", "all_to_all")
+#: Per kind: the c10d op, the NCCL record function, ``Collective name``, the kernel.
+_KIND = {
+    "all_reduce": ("c10d::allreduce_", "nccl:all_reduce", "allreduce", NCCL_KERNEL),
+    "all_to_all": ("c10d::alltoall_base_", "nccl:all_to_all", "all_to_all", A2A_KERNEL),
+}
 BWD_RANGE = "autograd::engine::evaluate_function: AddmmBackward0"
 
 
@@ -69,6 +86,9 @@ class JobSpec:
     slow_gpu_factor: float = 1.3  # slow_gpu straggler
     bus_bytes_per_ns: int = 100  # ring all-reduce bus bandwidth (100 GB/s)
     nccl_latency_ns: int = 20_000
+    #: collective kinds run each step (``COLLECTIVES``): all-to-all first, after the loader
+    collectives: tuple[str, ...] = ("all_reduce",)
+    a2a_nelems: int = 2_097_152  # floats each rank exchanges in its all-to-all (8 MB)
 
     def layers(self) -> list[tuple[int, int]]:
         return list(itertools.pairwise(self.dims))
@@ -92,6 +112,26 @@ class JobSpec:
         moved = 2 * (world - 1) * nelems * 4 // world
         return self.nccl_latency_ns + moved // self.bus_bytes_per_ns
 
+    def plan(self, world: int) -> list[tuple[str, int, int]]:
+        """The step's collectives in issue order: ``(kind, nelems, transfer_ns)``. An
+        all-to-all sends (W-1)/W of its buffer, at the same bus bandwidth."""
+        unknown = set(self.collectives) - set(COLLECTIVES)
+        if unknown or not self.collectives:
+            raise ValueError(f"collectives must be some of {COLLECTIVES}, not {self.collectives}")
+        out = []
+        if "all_to_all" in self.collectives:
+            moved = (world - 1) * self.a2a_nelems * 4 // world
+            out.append(
+                (
+                    "all_to_all",
+                    self.a2a_nelems,
+                    self.nccl_latency_ns + moved // self.bus_bytes_per_ns,
+                )
+            )
+        if "all_reduce" in self.collectives:
+            out += [("all_reduce", n, self.transfer_ns(n, world)) for n in self.bucket_nelems()]
+        return out
+
 
 @dataclass
 class Pending:
@@ -103,6 +143,7 @@ class Pending:
     arrival_ns: int  # when this rank's kernel could start (NCCL stream free aside)
     external_id: int | None
     args: dict[str, Any]
+    kind: str = "all_reduce"
 
 
 @dataclass
@@ -138,7 +179,8 @@ class RankSim:
     s7: int = 0
     comm_free: int = 0
     stack: list[int] = field(default_factory=list)
-    nccl_api_spans: list[tuple[int, int]] = field(default_factory=list)
+    #: NCCL's own NVTX ranges (nsys): (start, end, text)
+    nccl_api_spans: list[tuple[int, int, str]] = field(default_factory=list)
     _draws: StepDraws | None = None
     _ki: int = 0
     _hi: int = 0
@@ -257,10 +299,10 @@ class RankSim:
     def gemm_ns(self, fan_in: int, fan_out: int) -> int:
         return 2 * self.spec.batch * fan_in * fan_out // self.spec.gemm_flop_per_ns
 
-    def comm_args(self, nelems: int) -> dict[str, Any]:
+    def comm_args(self, nelems: int, kind: str = "all_reduce") -> dict[str, Any]:
         """The collective args kineto puts on ``record_param_comms`` and the NCCL kernel."""
         return {
-            "Collective name": "allreduce",
+            "Collective name": _KIND[kind][2],
             "dtype": "Float",
             "In msg nelems": nelems,
             "Out msg nelems": nelems,
@@ -272,9 +314,10 @@ class RankSim:
             "Process Group Ranks": ranks_text(self.world),
         }
 
-    def collective(self, index: int, seq: int, nelems: int) -> Pending:
-        """``c10d::allreduce_`` on the host; the kernel waits for phase B."""
-        args = self.comm_args(nelems)
+    def collective(self, index: int, seq: int, nelems: int, kind: str = "all_reduce") -> Pending:
+        """The host side of a collective (``c10d::...`` op); its kernel is written once the job
+        has sent back its start and end (``write_collective``)."""
+        args = self.comm_args(nelems, kind)
         rpc = {
             **args,
             "Global rank start": 0,
@@ -282,29 +325,65 @@ class RankSim:
             "Rank": self.rank,
             "Seq": seq,
         }
-        with self.range("c10d::allreduce_"):
+        c10d, record, _, _ = _KIND[kind]
+        with self.range(c10d):
             self.work(self.hjit(25_000))
             with self.range("record_param_comms", args=rpc) as rpc_idx:
                 self.work(3_000)
                 ready = self.s7  # cudaEventRecord on the compute stream marks this point
                 self.api("cudaEventRecord", 2_000)
                 self.api("cudaStreamWaitEvent", 1_500)
-                with self.range("nccl:all_reduce", kind="annotation"):
+                with self.range(record, kind="annotation"):
                     self.work(self.hjit(20_000))
                     launch = self.t
-                    self.nccl_api_spans.append((launch - 2_000, launch + 12_000))
-                    self.work(10_000)  # cudaLaunchKernelExC, written in phase B
+                    self._nccl_ranges(kind, launch)
+                    self.work(10_000)  # cudaLaunchKernelExC, written by write_collective
                     self.work(5_000)
                 self.work(4_000)
             self.work(3_000)
         ext = self.tr.events[rpc_idx].external_id
         arrival = max(launch + LAUNCH_TO_GPU_NS, ready)
-        return Pending(index, seq, launch, arrival, ext, args)
+        return Pending(index, seq, launch, arrival, ext, args, kind)
 
-    def phase_a(
+    def _nccl_ranges(self, kind: str, launch: int) -> None:
+        """NCCL's NVTX ranges around the launch (nsys): ``ncclAllReduce``; an all-to-all is
+        ``ncclGroupStart``, one ``ncclSend`` + ``ncclRecv`` per peer, ``ncclGroupEnd`` (which
+        launches the kernel): nothing in NCCL's own ranges says "all-to-all"."""
+        if kind == "all_reduce":
+            self.nccl_api_spans.append((launch - 2_000, launch + 12_000, "ncclAllReduce"))
+            return
+        t = launch - 2_000 - 400 * self.world - 300
+        self.nccl_api_spans.append((t, t + 200, "ncclGroupStart"))
+        for peer in range(self.world):
+            t += 400
+            self.nccl_api_spans.append((t - 150, t - 100, f"ncclSend peer {peer}"))
+            self.nccl_api_spans.append((t - 80, t - 30, f"ncclRecv peer {peer}"))
+        self.nccl_api_spans.append((launch - 2_000, launch + 12_000, "ncclGroupEnd"))
+
+    def write_collective(self, p: Pending, start: int, end: int) -> None:
+        """The collective's kernel on the NCCL stream, launched at ``p.launch_ns``."""
+        self.tr.launch(
+            _KIND[p.kind][3],
+            p.launch_ns,
+            10_000,
+            start,
+            end - start,
+            stream=COMM_STREAM,
+            device=self.device,
+            api="cudaLaunchKernelExC",
+            tid=self.tid,
+            external_id=p.external_id,
+            grid=(8, 1, 1),
+            block=(544, 1, 1),
+            args=p.args,
+        )
+        self.comm_free = max(self.comm_free, end)
+
+    def step(
         self, step_name: str, draws: StepDraws, first_seq: int
-    ) -> tuple[int, list[Pending]]:
-        """Host work up to the last all-reduce launch. Returns (ProfilerStep index, pending)."""
+    ) -> Generator[Pending, tuple[int, int], int]:
+        """One step (module docstring): yields each collective's ``Pending`` and is sent its
+        kernel's (start, end). Returns the ProfilerStep's event index."""
         self._draws, self._ki, self._hi = draws, 0, 0
         spec = self.spec
         step_idx = self.open(step_name, kind="annotation")
@@ -314,6 +393,13 @@ class RankSim:
             self.work(loader + (spec.loader_extra_ns if self.cause == "data_loading" else 0))
             with self.range("aten::stack"):
                 self.work(40_000)
+        seq = first_seq
+        if "all_to_all" in spec.collectives:
+            p = self.collective(0, seq, spec.a2a_nelems, "all_to_all")
+            start, end = yield p
+            self.write_collective(p, start, end)
+            self.s7 = max(self.s7, end)  # the forward reads the exchanged embeddings
+            seq += 1
         layers = spec.layers()
         with self.range("DistributedDataParallel.forward", kind="annotation"):
             for fan_in, fan_out in layers:
@@ -324,7 +410,6 @@ class RankSim:
                     )
                 self.op("aten::relu", [(RELU_KERNEL, spec.batch * fan_out // 750)])
         self.op("aten::mse_loss", [(ADD_KERNEL, 6_000), (REDUCE_KERNEL, 9_000)])
-        pending: list[Pending] = []
         nelems = spec.bucket_nelems()
         for b, bucket in enumerate(spec.bucket_of_layers()):
             for i in bucket:
@@ -333,30 +418,11 @@ class RankSim:
                     self.op("aten::mm", [(GEMM_KERNEL, self.gemm_ns(fan_in, fan_out))])
                     self.op("aten::mm", [(GEMM_KERNEL, self.gemm_ns(fan_in, fan_out))])
                     self.op("aten::sum", [(REDUCE_KERNEL, spec.batch * fan_out // 1_500)])
-            pending.append(self.collective(b, first_seq + b, nelems[b]))
-        return step_idx, pending
-
-    def phase_b(
-        self, step_idx: int, pending: list[Pending], starts: list[int], ends: list[int]
-    ) -> None:
-        """Write the NCCL kernels (start, end per collective), then optimizer, sync, step end."""
-        for p, start, end in zip(pending, starts, ends, strict=True):
-            self.tr.launch(
-                NCCL_KERNEL,
-                p.launch_ns,
-                10_000,
-                start,
-                end - start,
-                stream=COMM_STREAM,
-                device=self.device,
-                api="cudaLaunchKernelExC",
-                tid=self.tid,
-                external_id=p.external_id,
-                grid=(8, 1, 1),
-                block=(544, 1, 1),
-                args=p.args,
-            )
-        self.comm_free = max(ends)
+            if "all_reduce" in spec.collectives:
+                p = self.collective(b, seq, nelems[b])
+                start, end = yield p
+                self.write_collective(p, start, end)
+                seq += 1
         cause, self.cause = self.cause, None  # the optimizer is the same on every rank
         with self.range("Optimizer.step#SGD.step", kind="annotation"):
             self.api("cudaStreamWaitEvent", 1_500)
@@ -367,3 +433,4 @@ class RankSim:
         self.device_sync()
         self.work(self.hjit(10_000))
         self.close(step_idx)
+        return step_idx

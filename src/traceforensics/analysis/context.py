@@ -231,7 +231,7 @@ def _queries(session: TraceSession, window: str) -> dict[str, pl.LazyFrame]:
             "rank", "device", "stream", "name", "start_ns"
         ),
         "ranges": ev.filter(kind.is_in(["gpu_annotation", "annotation", "cpu_op"])).select(
-            "kind", "rank", "device", "pid", "name", "start_ns", "end_ns"
+            "kind", "rank", "device", "pid", "name", "start_ns", "end_ns", "external_id"
         ),
     }
     out["cpu_ops"] = ev.filter(kind == "cpu_op").select("event_id", "rank", "name")

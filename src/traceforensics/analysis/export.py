@@ -70,6 +70,7 @@ def analysis_json(analysis: Analysis) -> dict[str, Any]:
             "framework": analysis.program.framework,
             "vendor": analysis.program.vendor,
             "evidence": analysis.program.evidence,
+            "facts": analysis.program.facts.to_json(),
         },
         "findings": [f.to_json() for f in analysis.findings],
         "range": {

@@ -1,8 +1,13 @@
 """The step detector: which ranges are training steps, and each step's window on each device.
 
 Step sources, first that yields steps wins (per rank):
-1. GPU-side step annotations (Kineto ``gpu_user_annotation`` ``ProfilerStep#N``): their span on
-   the device is recorded directly.
+1. GPU-side step annotations (Kineto ``gpu_user_annotation`` ``ProfilerStep#N``, or a user
+   range named like a step): their span on the device is recorded directly. Each *instance* of
+   the range is one step, whatever its name: Kineto writes one GPU span per (host range,
+   stream), so the spans of one instance share the host range's External id; without the id, a
+   name the host records once is one instance, and a name it repeats (``decode_step`` x 20)
+   gives one step per host range (the last one opened before the span starts). So 20
+   ``decode_step`` ranges are 20 steps in Kineto as in nsys (where source 2 reads them).
 2. Host ranges (annotation/cpu_op) named ``ProfilerStep#N`` — or matching the user's step
    pattern — else NVTX/user ranges named like steps or iterations (``GENERIC_STEP_RE``). Their
    device-side span is from the first to the last GPU work launched (same rank and pid) while
@@ -105,15 +110,13 @@ def _device_spans(
         if possible <= done:
             break
         named = ranges.filter(matching(ranges, pat)).with_columns(pl.col("name").cast(pl.String))
-        gpu = (
+        gpu = _gpu_instances(
             named.filter(
                 (pl.col("kind") == "gpu_annotation")
                 & pl.col("device").is_not_null()
                 & ~pl.col("rank").is_in(list(done))
-            )
-            .group_by("rank", "device", pl.col("name").cast(pl.String))
-            .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
-            .with_columns(pl.lit("gpu_annotation").alias("source"))
+            ),
+            named.filter(pl.col("kind").is_in(["annotation", "cpu_op"])),
         )
         done |= set(gpu.get_column("rank").to_list())
         host = named.filter(
@@ -127,6 +130,58 @@ def _device_spans(
     if not out:
         return pl.DataFrame(schema={c: STEP_SCHEMA[c] for c in _SPAN_COLS})
     return pl.concat([f.cast({"rank": pl.Int32, "device": pl.Int32}) for f in out])
+
+
+def _gpu_instances(gpu: pl.DataFrame, host: pl.DataFrame) -> pl.DataFrame:
+    """One device span per instance of a GPU step annotation (``_SPAN_COLS``).
+
+    Kineto writes one ``gpu_user_annotation`` per (host range, stream): the rows of one
+    instance share the host range's External id, so an instance is (rank, device, name,
+    External id) where the id is known. Without it, a name the host records once
+    (``ProfilerStep#7``) is one instance per device; a name the host repeats (``decode_step``
+    x 20) belongs to the last host range of that name that opened before the span starts (GPU
+    work never starts before its launch, so each stream's span of iteration k is in range k).
+    """
+    if gpu.height == 0:
+        return pl.DataFrame(schema={c: STEP_SCHEMA[c] for c in _SPAN_COLS})
+    ext = pl.col("external_id") if "external_id" in gpu.columns else pl.lit(None, pl.Int64)
+    opened = (
+        host.select("rank", pl.col("name").cast(pl.String), pl.col("start_ns").alias("h_start"))
+        .with_columns(pl.len().over("rank", "name").alias("h_count"))
+        .filter(pl.col("h_count") > 1)
+        .sort("h_start")
+        .with_row_index("h_row")
+        .select("rank", "name", "h_start", pl.col("h_row").cast(pl.Int64))
+    )
+    rows = (
+        gpu.select(
+            "rank",
+            "device",
+            pl.col("name").cast(pl.String),
+            "start_ns",
+            "end_ns",
+            ext.cast(pl.Int64).alias("ext"),
+        )
+        .cast({"rank": opened.schema["rank"]})
+        .sort("start_ns")
+        .join_asof(
+            opened,
+            left_on="start_ns",
+            right_on="h_start",
+            by=["rank", "name"],
+            strategy="backward",
+            check_sortedness=False,
+        )
+    )
+    # External id first; else the host range of a repeated name (-1 - row: never an id); else 0
+    inst = pl.coalesce("ext", -1 - pl.col("h_row"), pl.lit(0, pl.Int64))
+    return (
+        rows.with_columns(inst.alias("inst"))
+        .group_by("rank", "device", "name", "inst")
+        .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+        .with_columns(pl.lit("gpu_annotation").alias("source"))
+        .select(_SPAN_COLS)
+    )
 
 
 def _host_steps_on_device(host: pl.DataFrame, launched: pl.DataFrame | None) -> pl.DataFrame:

@@ -29,7 +29,13 @@ from traceforensics.compare.deltas import (
     figure_delta,
     side_basis,
 )
-from traceforensics.compare.figures import check_document, device_sides, figure_names, job_side
+from traceforensics.compare.figures import (
+    Side,
+    check_document,
+    device_sides,
+    figure_names,
+    job_side,
+)
 from traceforensics.compare.verdict import Verdict, build_verdict
 
 SCHEMA_DIFF = "traceforensics.diff/1"
@@ -151,7 +157,9 @@ def diff_documents(
         unmatched=unmatched,
         findings=finding_changes(b_doc.get("findings") or [], a_findings, steps, noise),
         kernels=kernel_changes(b_doc["devices"], a_doc["devices"], steps),
-        verdict=build_verdict(job, a_findings, partial_sides(b_doc, a_doc)),
+        verdict=build_verdict(
+            job, a_findings, partial_sides(b_doc, a_doc), wall_time(b_sides, a_sides)
+        ),
         warnings=_warnings(b_doc, a_doc, unmatched, job),
     )
 
@@ -176,6 +184,14 @@ def partial_sides(b: Mapping[str, Any], a: Mapping[str, Any]) -> list[str]:
         for side, doc in (("before", b), ("after", a))
         if any(mark in w for w in side_warnings(doc) for mark in PARTIAL_MARKS)
     ]
+
+
+def wall_time(before: Mapping[Any, Side], after: Mapping[Any, Side]) -> FigureDelta:
+    """The wall time of the device on each side: its longest device window (first to last GPU
+    work with ``--window device``), ns; the verdict's outcome without step times."""
+    b = max((s.window_ns for s in before.values()), default=0)
+    a = max((s.window_ns for s in after.values()), default=0)
+    return FigureDelta("window", "ns", "total", float(b), float(a))
 
 
 def _category(figure: str) -> str:

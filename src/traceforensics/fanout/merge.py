@@ -91,6 +91,7 @@ def merge_parts(
         steps=[s for r in res for s in r.idle.steps],
         step_summary=[s for r in res for s in r.idle.step_summary],
         stream_gaps=[s for r in res for s in r.idle.stream_gaps],
+        examples=[g for r in res for g in r.idle.examples],
     )
     # the job's program from every rank's name counts summed: what one table of all gives
     names = pl.concat([r.names for r in res]).group_by("kind", "name").agg(pl.col("len").sum())

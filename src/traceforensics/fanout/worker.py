@@ -100,7 +100,7 @@ def _analyse(task: RankTask) -> RankPart:
         kernels=result.kernels,
         patterns=result.patterns,
         findings=result.findings,
-        collectives=collective_kernels(ctx.work, ctx.session.args, ctx.device_table),
+        collectives=collective_kernels(ctx.work, ctx.session.args, ctx.device_table, ctx.tree),
         steps=ctx.steps,
         names=ctx.name_counts,
         evidence_gaps=[[from_gap.get(id(e)) for e in f.evidence] for f in result.findings],

@@ -17,6 +17,7 @@ from traceforensics.compare import Diff
 from traceforensics.compare.changes import FindingChange, KernelChange
 from traceforensics.compare.deltas import DeviceDiff, FigureDelta
 from traceforensics.compare.diff import RunInfo
+from traceforensics.compare.verdict import part_label
 from traceforensics.compare.words import fmt_cells, fmt_delta, fmt_pct
 
 NOISE_LEGEND = (
@@ -59,6 +60,15 @@ def figure_row(label: str, d: FigureDelta) -> FigureRow:
     before, after = fmt_cells(d.before, d.after, d.unit)
     pct = "new" if d.before == 0 and (d.after or 0) > 0 else fmt_pct(d.delta_pct)
     return FigureRow(label, before, after, fmt_delta(d).removesuffix("/step"), pct, noise_mark(d))
+
+
+def moved_text(diff: Diff) -> str | None:
+    """Every part that moved beyond noise, largest change first (``busy time +506.80 ms/step,
+    launch_overhead idle +3.9 ms/step``), when more than the verdict's lead did; else None."""
+    moved = diff.verdict.moved
+    if len(moved) < 2:
+        return None
+    return "beyond noise: " + ", ".join(f"{part_label(d)} {fmt_delta(d)}" for d in moved)
 
 
 def basis_text(dd: DeviceDiff) -> str:

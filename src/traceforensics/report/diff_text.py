@@ -1,6 +1,7 @@
 """Terminal report of ``tf diff``: the verdict first, then the tables behind it.
 
-Order: the two runs and how figures are counted, the verdict sentence, idle time by cause
+Order: the two runs and how figures are counted, the verdict sentence (then every part that
+moved beyond noise, when more than one did), idle time by cause
 (largest change first), step time (median, mean, spread), MFU and busy time, the findings that
 appeared, disappeared, grew or shrank, the kernels whose time changed most, and the devices
 when there are several. Pure formatting: returns the text, prints nothing.
@@ -23,6 +24,7 @@ from traceforensics.report.diff_tables import (
     figure_tables,
     finding_rows,
     kernel_rows,
+    moved_text,
     one_device,
     per_step_unit,
     several_devices,
@@ -92,6 +94,9 @@ def render_diff_text(diff: Diff, width: int = 100) -> str:
     ]
     lines += [f"  warning: {w}" for w in diff.warnings]
     lines += ["", "== Verdict ==", *textwrap.wrap(diff.verdict.text, width)]
+    moved = moved_text(diff)
+    if moved is not None:
+        lines += textwrap.wrap(moved, width, initial_indent="  ", subsequent_indent="    ")
     for t in figure_tables(job):
         scope = f"{t.scope}, {t.order}" if t.order else t.scope
         lines += ["", f"== {t.title} ({scope}) ==", *figure_table(t.rows)]

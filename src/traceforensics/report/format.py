@@ -3,10 +3,12 @@ the model's, so analysis titles read the same)."""
 
 from __future__ import annotations
 
+import re
+
 from traceforensics.model.errors import escaped_char
 from traceforensics.model.units import fmt_bytes, fmt_ns, fmt_pct, fmt_rate
 
-__all__ = ["fmt_bytes", "fmt_ns", "fmt_pct", "fmt_rate", "one_line", "truncate"]
+__all__ = ["fmt_bytes", "fmt_ns", "fmt_pct", "fmt_rate", "one_line", "same_text", "truncate"]
 
 
 def truncate(text: str, width: int) -> str:
@@ -26,3 +28,14 @@ def one_line(text: str) -> str:
 def _escaped(ch: str, named: dict[str, str]) -> str:
     # (a name byte that is not UTF-8 shows as the byte, \xe9: ``model.errors.escaped_char``)
     return named[ch] if ch in named else escaped_char(ch)
+
+
+#: A measured figure inside a sentence (``92.34 ms``, ``77.0%``, ``12.0 GB/s``): two ranks'
+#: remedies that differ only in these say the same thing.
+_FIGURE = re.compile(r"[~+-]?\d[\d,]*(?:\.\d+)?\s*(?:ns|µs|us|ms|s|%|[kMGT]?B(?:/s)?)(?![\w])")
+
+
+def same_text(text: str) -> str:
+    """``text`` with its measured figures blanked (``_FIGURE``): the key that groups the same
+    advice given to several ranks with their own figures (rank numbers are kept)."""
+    return _FIGURE.sub("#", text)

@@ -1,11 +1,13 @@
 """One self-contained HTML report for a ticket or a browser (``tf analyze --report r.html``).
 
-The verdict and the ranked findings first, then the figures and the evidence tables. Nothing
-is fetched to view it: styles are inline and the figures (``plots.figure_pngs``: those with
-something to draw) are embedded PNG data URIs (when matplotlib is installed). Each cause in the
-idle table carries the colour square it has in every figure (``palette``). Every string that
-comes from the trace (kernel, op and range names, paths, evidence) goes through
-``html.escape``, so a name like ``<script>`` is shown, never run.
+The verdict and the ranked findings first, then the figures and the evidence tables. A multi-
+rank job's verdict is the job's (``job_verdict``: the straggler, its cause, the others' wait),
+then the per-rank verdicts grouped, each GPU's own collapsed; its figures open with the
+timeline, drawn on the job clock. Nothing is fetched to view it: styles are inline and the
+figures (``plots.figure_pngs``: those with something to draw) are embedded PNG data URIs (when
+matplotlib is installed). Each cause in the idle table carries the colour square it has in every
+figure (``palette``). Every string that comes from the trace (kernel, op and range names, paths,
+evidence) goes through ``html.escape``, so a name like ``<script>`` is shown, never run.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from traceforensics._version import __version__
 from traceforensics.analysis.host_steps import PHASES, HostBreakdown
 from traceforensics.analysis.pipeline import Analysis
+from traceforensics.report.job_verdict import is_job, job_verdict, rank_groups
 from traceforensics.report.palette import swatch_html
 from traceforensics.report.tables import (
     EMPTY,
@@ -48,6 +51,8 @@ td{overflow-wrap:anywhere}
 th{background:#f3f3f3}code{background:#f5f5f5;padding:0 3px}.n{white-space:nowrap}
 .verdict{background:#fff8e1;border-left:4px solid #f0a000;padding:.6em 1em}
 .meta{color:#555}img{max-width:100%}
+ul.ranks{background:#fafafa;border-left:4px solid #bbb;padding:.5em 1em .5em 2em}
+ul.ranks li{margin:.3em 0}summary{cursor:pointer;color:#555;margin:.4em 0}
 .sw{display:inline-block;width:.9em;height:.9em;margin-right:.4em;vertical-align:-.1em;
 border:1px solid #555}
 """
@@ -105,10 +110,7 @@ def render_html(analysis: Analysis, command: str | None = None, top: int = 10) -
             parts += _host(analysis.host)
         return page(parts)
     parts.append("<h2>Verdict</h2>")
-    for d in analysis.devices:
-        head, change = verdict_text(device_verdict(d, analysis.findings_of(d.rank, d.device)))
-        parts.append(f"<div class='verdict'><p><b>{escape(head)}</b></p>")
-        parts.append(f"<p>{escape(change)}</p></div>" if change else "</div>")
+    parts += _job_verdict(analysis) if is_job(analysis) else _device_verdicts(analysis)
     p = analysis.program
     parts.append(
         f"<h2>Findings (top {top})</h2><p>Program: {escape(p.framework)} on {escape(p.vendor)}"
@@ -118,6 +120,36 @@ def render_html(analysis: Analysis, command: str | None = None, top: int = 10) -
     parts += _figure(analysis)
     parts += _evidence_tables(analysis, top)
     return page(parts)
+
+
+def _device_verdicts(analysis: Analysis) -> list[str]:
+    """One verdict box per device."""
+    out = []
+    for d in analysis.devices:
+        head, change = verdict_text(device_verdict(d, analysis.findings_of(d.rank, d.device)))
+        out.append(f"<div class='verdict'><p><b>{escape(head)}</b></p>")
+        out.append(f"<p>{escape(change)}</p></div>" if change else "</div>")
+    return out
+
+
+def _job_verdict(analysis: Analysis) -> list[str]:
+    """A multi-rank job: the job's verdict box (straggler, cause, the others' wait, the change,
+    per step), the per-rank verdicts grouped, and each device's own verdict collapsed."""
+    job = job_verdict(analysis)
+    out = [f"<div class='verdict'><p><b>{escape(_cap(job.head))}.</b></p>"]
+    out += [f"<p>{escape(_cap(t))}.</p>" for t in (job.change, job.steps) if t]
+    out.append("</div><h3>Per rank</h3><ul class='ranks'>")
+    for g in rank_groups(analysis):
+        change = f"<br>{escape(g.change)}" if g.change else ""
+        out.append(f"<li><b>{escape(g.head)}</b>{change}</li>")
+    out.append(f"</ul><details><summary>Each GPU's own verdict ({len(analysis.devices)})</summary>")
+    out += _device_verdicts(analysis)
+    out.append("</details>")
+    return out
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:].rstrip(".")
 
 
 def _host(host: HostBreakdown) -> list[str]:

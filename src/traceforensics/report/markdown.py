@@ -1,5 +1,6 @@
-"""Markdown summary for performance tickets: verdict first, then the figures (when the run
-wrote them) and the evidence tables."""
+"""Markdown summary for performance tickets: verdict first (a multi-rank job's: the job's, then
+the per-rank verdicts grouped, ``job_verdict``), then the figures (when the run wrote them) and
+the evidence tables."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from traceforensics._version import __version__
 from traceforensics.analysis.host_steps import HostBreakdown
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.report.format import fmt_ns, fmt_pct, truncate
+from traceforensics.report.job_verdict import is_job, job_verdict, rank_groups
 from traceforensics.report.tables import (
     EMPTY,
     RANK_HEADER,
@@ -118,7 +120,25 @@ def _link(path: str) -> str:
     return quote(path.replace("\\", "/"), safe="/._-~")
 
 
+def _sentence(text: str) -> str:
+    """``text`` capitalised and ended with a full stop."""
+    return f"{text[:1].upper()}{text[1:].rstrip('.')}."
+
+
+def _job_lines(analysis: Analysis) -> list[str]:
+    """A multi-rank job: its verdict (one paragraph), then the per-rank verdicts grouped."""
+    job = job_verdict(analysis, code=_code, label=lambda t: f"**{_sentence(t)[:-1]}**")
+    out = [" ".join(_sentence(t) for t in (job.head, job.change) if t)]
+    out += ["", _sentence(job.steps)] if job.steps else []
+    out += ["", "Per rank:", ""]
+    for g in rank_groups(analysis, code=_code, label=lambda t: f"**{t}**"):
+        out.append(f"- {_sentence(g.head)}" + (f" {_sentence(g.change)}" if g.change else ""))
+    return out
+
+
 def _verdict_lines(analysis: Analysis) -> list[str]:
+    if is_job(analysis):
+        return _job_lines(analysis)
     out: list[str] = []
     for d in analysis.devices:
         head, change = verdict_text(

@@ -3,10 +3,11 @@
 A cause has the same colour in the timeline, the per-step bars, the utilization shading, the
 idle-by-cause bar and the HTML tables, so a reader learns it once. The first seven causes take
 the Okabe-Ito colours (distinguishable with the common colour-vision deficiencies); the next
-four take Paul Tol's "muted" colours and, because twelve hues cannot all stay apart for every
-reader, a hatch pattern as a second cue; ``untraced`` (nothing recorded explains the time) is a
-plain light grey, the conventional colour of "unknown". Busy kinds are dark neutral shades of
-different lightness, so busy work never reads as a cause.
+four (and ``gpu_pickup``, added later) take Paul Tol's "muted" colours and, because thirteen
+hues cannot all stay apart for every reader, a hatch pattern as a second cue; ``untraced``
+(nothing recorded explains the time) is a plain light grey, the conventional colour of
+"unknown". Busy kinds are dark neutral shades of different lightness, so busy work never reads
+as a cause.
 
     cause               colour     hatch     cause               colour     hatch
     data_loading        #E69F00              io                  #882255    ///
@@ -14,7 +15,7 @@ different lightness, so busy work never reads as a cause.
     memcpy              #56B4E9              cpu_compute         #332288    xxx
     launch_overhead     #CC79A7              profiler_overhead   #999933    ...
     memory_management   #F0E442              untraced            #BBBBBB
-    compilation         #009E73
+    compilation         #009E73              gpu_pickup          #CC6677    |||
     communication       #0072B2
 """
 
@@ -39,6 +40,7 @@ CAUSE_STYLE: Final[dict[str, tuple[str, str]]] = {
     "cpu_compute": ("#332288", "xxx"),  # Tol muted indigo
     "profiler_overhead": ("#999933", "..."),  # Tol muted olive
     "untraced": ("#BBBBBB", ""),  # grey: unknown
+    "gpu_pickup": ("#CC6677", "|||"),  # Tol muted rose: queued work picked up, no launch wait
 }
 #: A cause id added to ``CAUSES`` later and not yet given a style is drawn in this colour.
 UNKNOWN_CAUSE_COLOR: Final = "#777777"

@@ -13,15 +13,26 @@ shows every gap; the gaps the idle pass kept with their causes (``analysis.idle.
 ``--gaps`` largest) are split over their causes, each cause's share of the gap as its share of
 the lane's height (the split says how much, not in which order). The largest gaps are labelled
 with their length and top cause; dotted lines are step boundaries.
+
+A multi-rank job is drawn on the job clock (``row_origins``): one row per rank (device), all on
+one shared x axis, each rank's times moved by its clock offset (``RankRow.clock_offset_ns``,
+found from the collectives' ends: ``analysis.ranks``), so a rank that reaches a collective late
+is seen late, against the others' earlier starts. A single rank keeps one axis per device, each
+from its own window start.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
+
+import numpy as np
+import polars as pl
 
 from traceforensics.analysis.idle.causes import CAUSES, ranked_causes
 from traceforensics.analysis.idle.results import Gap
+from traceforensics.analysis.intervals import clip
 from traceforensics.analysis.pipeline import Analysis
+from traceforensics.model.units import I64
 from traceforensics.report.format import fmt_ns
 from traceforensics.report.lanes import DeviceLanes, coalesce, device_lanes
 from traceforensics.report.palette import (
@@ -53,21 +64,42 @@ _LANE_H: Final = 0.7
 def figure_timeline(analysis: Analysis) -> Any:
     """A matplotlib Figure: one gap-attribution timeline per device (see the module
     docstring); a text panel for a trace with no GPU activity. Times on the x axis are in µs,
-    ms or s from each device's analysis-window start, whichever fits the window."""
+    ms or s from each device's analysis-window start, whichever fits the window; for a
+    multi-rank job, from the job's first window start on the job clock, one axis for all."""
     lanes = device_lanes(analysis)
     if not lanes:
         return message_figure(TITLE, NO_GPU)
-    fig, axes = new_figure(len(lanes), row_in=2.6)
+    origins, shared = row_origins(analysis, lanes)
+    job = shared is not None
+    # a job's rows are lower: eight or more ranks must still read on one page
+    fig, axes = new_figure(len(lanes), row_in=2.0 if job else 2.6, sharex=job)
     gaps = [g for g in analysis.idle.gaps if g.dur_ns > 0]
     kinds: set[str] = set()
     any_idle = False
-    for ax, lane in zip(axes[:, 0], lanes, strict=True):
+    roles = _roles(analysis) if job else {}
+    waits = wait_heads(analysis) if job else {}
+    waited = False
+    for row, (ax, lane) in enumerate(zip(axes[:, 0], lanes, strict=True)):
         own = [g for g in gaps if (g.rank, g.device) == (lane.rank, lane.device)]
         kinds |= set(lane.kinds)
-        any_idle |= _draw_device(ax, lane, own, _step_edges(analysis, lane))
+        axis = Axis(origins[row], shared or lane.span_ns, roles.get((lane.rank, lane.device), ""))
+        any_idle |= _draw_device(ax, lane, own, _step_edges(analysis, lane), axis)
+        if job:
+            waited |= _draw_waits(ax, lane, axis, waits.get((lane.rank, lane.device)))
+        if job and row < len(lanes) - 1:
+            ax.set_xlabel("")  # one x label, under the last row of the shared axis
+    if job:
+        unit = time_unit(shared or 1)[1]
+        aligned = any(offset_of(analysis).values())
+        axes[-1][0].set_xlabel(
+            f"job clock: time from the first rank's window start ({unit})"
+            + ("; rank clocks aligned on the collectives' ends" if aligned else "")
+        )
     # busy kinds first, then the causes: "memcpy" and "communication" are both a busy kind
     # and a cause, so the busy entries say "busy:"
     handles = [_patch(BUSY_COLORS[k], f"busy: {BUSY_LABELS[k]}") for k in BUSY_COLORS if k in kinds]
+    if waited:
+        handles.append(_wait_patch())
     handles += [cause_patch(c) for c in causes_in_order(*(g.causes for g in gaps))]
     if any_idle:
         handles.append(_patch(OTHER_IDLE_COLOR, "idle in smaller gaps (thin: not split here)"))
@@ -93,13 +125,122 @@ def _step_edges(analysis: Analysis, lane: DeviceLanes) -> list[int]:
     return sorted(t for t in edges if lane.lo <= t <= lane.hi)
 
 
-def _draw_device(ax: Any, lane: DeviceLanes, gaps: list[Gap], steps: list[int]) -> bool:
-    """Draw one device's lanes on ``ax``; returns whether it has any idle gap."""
-    scale, unit = time_unit(lane.span_ns)
-    res = max(lane.span_ns / PIXELS, 1.0)
+class Axis(NamedTuple):
+    """Where a row puts the device's trace-clock ns: x = (t - ``origin_ns``) / unit, over
+    ``span_ns`` from x = 0; ``role``: the row's part in the job (title), or empty."""
+
+    origin_ns: int
+    span_ns: int
+    role: str = ""
+
+
+def offset_of(analysis: Analysis) -> dict[tuple[int, int], int]:
+    """Each (rank, device)'s clock offset (ns its clock reads ahead of the job clock; 0 when
+    unknown): ``analysis.ranks``' per-rank rows."""
+    if analysis.ranks is None:
+        return {}
+    return {(r.rank, r.device): int(r.clock_offset_ns) for r in analysis.ranks.per_rank}
+
+
+def row_origins(analysis: Analysis, lanes: list[DeviceLanes]) -> tuple[list[int], int | None]:
+    """``(origins, shared span)``: the trace-clock ns plotted at x = 0 on each lane's row, and
+    the one span all rows share (ns), or None when each row spans its own window.
+
+    Rule: a job (two ranks or more) is drawn on the job clock: a time t on a device whose clock
+    reads ``offset`` ahead is ``t - offset``; x = 0 is the earliest window start on that clock,
+    the span ends at the latest window end. Otherwise each row starts at its window start."""
+    if len({lane.rank for lane in lanes}) < 2:
+        return [lane.lo for lane in lanes], None
+    off = offset_of(analysis)
+    shift = [off.get((lane.rank, lane.device), 0) for lane in lanes]
+    start = min(lane.lo - o for lane, o in zip(lanes, shift, strict=True))
+    end = max(lane.hi - o for lane, o in zip(lanes, shift, strict=True))
+    return [start + o for o in shift], max(end - start, 1)
+
+
+#: The waiting head of a collective: the communication colour, hatched over a pale fill.
+WAIT_FILL: Final = "#E9E3DA"
+
+
+def wait_heads(analysis: Analysis) -> dict[tuple[int, int], tuple[I64, I64]]:
+    """Per (rank, device): the waiting heads ``[start, start + wait_ns)`` of its matched
+    collectives (trace-clock ns of that device, sorted): the time it sat in a collective
+    before the last rank arrived (``analysis.ranks.collectives``; estimated splits left out)."""
+    if analysis.ranks is None or analysis.ranks.collectives.height == 0:
+        return {}
+    rows = analysis.ranks.collectives
+    if not {"matched", "wait_ns", "start_ns", "rank", "device"} <= set(rows.columns):
+        return {}
+    heads = rows.filter(pl.col("matched") & (pl.col("wait_ns") > 0)).sort("start_ns")
+    out: dict[tuple[int, int], tuple[I64, I64]] = {}
+    for (rank, device), part in heads.group_by("rank", "device"):
+        start = part["start_ns"].to_numpy().astype(np.int64)
+        out[(int(str(rank)), int(str(device)))] = (start, start + part["wait_ns"].to_numpy())
+    return out
+
+
+def _draw_waits(ax: Any, lane: DeviceLanes, axis: Axis, heads: tuple[I64, I64] | None) -> bool:
+    """The waiting heads of the row's collectives, hatched over its communication lane;
+    returns whether any was drawn."""
+    if heads is None or "communication" not in lane.kinds:
+        return False
+    s, e = clip(*heads, lane.lo, lane.hi)
+    if not s.size:
+        return False
+    scale = time_unit(axis.span_ns)[0]
+    s, e = coalesce(s, e, max(axis.span_ns / PIXELS, 1.0))
+    names = [BUSY_LABELS[k] for k in BUSY_COLORS if k in lane.kinds] + ["idle"]
+    y = len(names) - 1 - names.index(BUSY_LABELS["communication"])
+    bars = [((a - axis.origin_ns) / scale, (b - a) / scale) for a, b in zip(s, e, strict=True)]
+    color = BUSY_COLORS["communication"]
+    ax.broken_barh(bars, (y, _LANE_H), facecolor=WAIT_FILL, edgecolor=color, hatch="////", lw=0)
+    return True
+
+
+def _wait_patch() -> Any:
+    from matplotlib.patches import Patch
+
+    return Patch(
+        facecolor=WAIT_FILL,
+        edgecolor=BUSY_COLORS["communication"],
+        hatch="////",
+        linewidth=0.4,
+        label="communication: waiting for the last rank",
+    )
+
+
+def _roles(analysis: Analysis) -> dict[tuple[int, int], str]:
+    """Each row's part in the job: the straggler (and its cause), waiting for it, and any
+    clock offset the row was moved by."""
+    ranks = analysis.ranks
+    if ranks is None:
+        return {}
+    lead = ranks.straggler
+    out = {}
+    for r in ranks.per_rank:
+        role = ""
+        if lead is not None and (r.rank, r.device) == (lead.rank, lead.device):
+            role = f"straggler ({lead.cause})"
+        elif r.waiting_for is not None:
+            role = f"waits for rank {r.waiting_for}"
+        if r.clock_offset_ns:
+            sign = "+" if r.clock_offset_ns > 0 else "-"
+            role += f"{', ' if role else ''}clock {sign}{fmt_ns(abs(r.clock_offset_ns))}"
+        out[(r.rank, r.device)] = role
+    return out
+
+
+def _draw_device(
+    ax: Any, lane: DeviceLanes, gaps: list[Gap], steps: list[int], axis: Axis | None = None
+) -> bool:
+    """Draw one device's lanes on ``ax`` (x from ``axis``; default: the device's own window);
+    returns whether it has any idle gap."""
+    axis = axis or Axis(lane.lo, lane.span_ns)
+    scale, unit = time_unit(axis.span_ns)
+    res = max(axis.span_ns / PIXELS, 1.0)
 
     def x(ns: float) -> float:
-        return (ns - lane.lo) / scale
+        return (ns - axis.origin_ns) / scale
 
     names = [BUSY_LABELS[k] for k in BUSY_COLORS if k in lane.kinds] + ["idle"]
     ys = {name: len(names) - 1 - i for i, name in enumerate(names)}  # first lane on top
@@ -123,18 +264,21 @@ def _draw_device(ax: Any, lane: DeviceLanes, gaps: list[Gap], steps: list[int]) 
     top = len(names) - 1 + _LANE_H
     biggest = sorted(gaps, key=lambda g: -g.dur_ns)[:LABELLED_GAPS]
     for level, g in enumerate(biggest):
-        _label_gap(ax, g, x(g.start_ns + g.dur_ns / 2), x(lane.hi), top, level)
+        _label_gap(
+            ax, g, x(g.start_ns + g.dur_ns / 2), x(axis.origin_ns + axis.span_ns), top, level
+        )
     for t in steps:
         ax.axvline(x(t), color="#555555", ls=":", lw=1, zorder=0)
     ax.set_yticks([ys[n] + _LANE_H / 2 for n in names], names)
     ax.set_ylim(-0.2, top + 0.5 + 0.55 * LABELLED_GAPS)
-    ax.set_xlim(0, max(x(lane.hi), 1e-9))
+    ax.set_xlim(0, max(x(axis.origin_ns + axis.span_ns), 1e-9))
     ax.set_xlabel(f"time from window start ({unit})")
     busy = float((lane.busy[1] - lane.busy[0]).sum())
     share = busy / lane.span_ns if lane.span_ns else 0.0
+    role = f" · {axis.role}" if axis.role else ""
     ax.set_title(
-        f"{device_label(lane.rank, lane.device, lane.name)}: window {fmt_ns(lane.span_ns)}, "
-        f"busy {100 * share:.1f}%",
+        f"{device_label(lane.rank, lane.device, lane.name)}{role}: window "
+        f"{fmt_ns(lane.span_ns)}, busy {100 * share:.1f}%",
         loc="left",
         fontsize="medium",
     )

@@ -166,8 +166,13 @@ def has_content(name: str, analysis: Analysis) -> bool:
 
 
 def figure_pngs(analysis: Analysis, dpi: int = 100) -> list[tuple[str, str, bytes]]:
-    """``(name, caption, PNG bytes)`` of each figure with content, main first (the reports)."""
+    """``(name, caption, PNG bytes)`` of each figure with content, main first (the reports);
+    for a multi-rank job the timeline first: on the job clock it shows who arrives late."""
+    from traceforensics.report.job_verdict import is_job
+
     makers = {"main": ("Utilization and idle time by cause", figure_analysis), **FIGURES}
+    if is_job(analysis):
+        makers = {"timeline": makers.pop("timeline"), **makers}
     out: list[tuple[str, str, bytes]] = []
     for name, (text, make) in makers.items():
         if has_content(name, analysis):

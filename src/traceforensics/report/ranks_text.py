@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from traceforensics.analysis.ranks.results import RankAnalysis
 from traceforensics.report.format import fmt_ns
+from traceforensics.report.job_verdict import step_wait
 from traceforensics.report.tables import rank_table
 
 #: Steps listed one per line; more are summarised.
@@ -30,10 +31,13 @@ def rank_lines(ranks: RankAnalysis | None) -> list[str]:
     ]
     steps = [st for st in ranks.steps if st.slowest_rank is not None]
     if steps:
+        # per step, not over the trace: the job verdict's figure is the trace's
+        waits = [step_wait(st) for st in steps[:STEPS_SHOWN]]
         shown = ", ".join(
-            f"#{st.step} rank {st.slowest_rank} ({fmt_ns(st.others_wait_ns)})"
-            for st in steps[:STEPS_SHOWN]
+            f"step {st.step} rank {st.slowest_rank} ({fmt_ns(ns)})"
+            for st, (ns, _) in zip(steps, waits, strict=False)
         )
         more = f", +{len(steps) - STEPS_SHOWN} more" if len(steps) > STEPS_SHOWN else ""
-        out.append(f"slowest rank per step (others' wait): {shown}{more}")
+        what = "the others' wait each for it" if waits[0][1] else "the others' wait each"
+        out.append(f"last to arrive per step ({what}, in that step): {shown}{more}")
     return out + text[split:]

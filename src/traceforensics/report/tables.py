@@ -16,6 +16,7 @@ from traceforensics.analysis.idle.results import Evidence
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.analysis.ranks.results import RankAnalysis
 from traceforensics.report.format import fmt_bytes, fmt_ns, fmt_pct, fmt_rate, truncate
+from traceforensics.report.job_findings import finding_groups, group_back, group_where
 
 #: What a report writes instead of a table with no rows (a single-kernel trace has no idle time,
 #: no gap and may have no finding).
@@ -64,27 +65,40 @@ class FindingRow(Row):
     title: str
     remedy: str
     evidence: str  # the first FINDING_EVIDENCE events, "name: detail; ..."
+    group: str = ""  # the ranks of a grouped row ("ranks 0-3, 5-7"), else empty
+
+    def where(self, sep: str = "/") -> str:
+        return self.group or super().where(sep)
 
 
 def finding_rows(analysis: Analysis, top: int) -> list[FindingRow]:
-    """The ``top`` findings, largest time to give back first."""
-    return [
-        FindingRow(
-            f.rank,
-            f.device,
-            i,
-            f.category,
-            f"~{fmt_ns(f.recoverable_ns)} ({fmt_pct(f.share_of_window)})",
-            f.confidence,
-            f.title,
-            f.remedy,
-            "; ".join(
-                truncate(f"{evidence_name(e)}: {e.detail}", 120)
-                for e in f.evidence[:FINDING_EVIDENCE]
-            ),
+    """The ``top`` findings, largest time to give back first. In a multi-rank job the same
+    change on several ranks in a row is one row (``job_findings.finding_groups``): its
+    ``where`` names the ranks, its time back is each rank's (a range), its title the
+    largest's."""
+    rows = []
+    for i, run in enumerate(finding_groups(analysis)[:top], 1):
+        f = run[0]
+        back, share = group_back(run)
+        many = len(run) > 1
+        rows.append(
+            FindingRow(
+                f.rank,
+                f.device,
+                i,
+                f.category,
+                f"{back}{' each' if many else ''} ({share})",
+                f.confidence,
+                f"largest, rank {f.rank} GPU {f.device}: {f.title}" if many else f.title,
+                f.remedy,
+                "; ".join(
+                    truncate(f"{evidence_name(e)}: {e.detail}", 120)
+                    for e in f.evidence[:FINDING_EVIDENCE]
+                ),
+                group_where(run) if many else "",
+            )
         )
-        for i, f in enumerate(analysis.findings[:top], 1)
-    ]
+    return rows
 
 
 @dataclass(frozen=True)
@@ -259,8 +273,10 @@ def rank_table(ranks: RankAnalysis | None) -> tuple[list[str], list[RankTableRow
     )
     text = [f"{loaded} ranks{size} (ranks from {ranks.rank_source}); {how}."]
     lead = ranks.straggler
-    if lead is None:
-        text.append("No straggler: the ranks arrive at the collectives together.")
+    if lead is None and not ranks.matched_collectives:
+        text.append("No straggler named: without matched collectives, who arrives last is unknown.")
+    elif lead is None:
+        text.append("No straggler: no rank keeps the others waiting in the matched collectives.")
     else:
         text.append(f"Straggler: rank {lead.rank} GPU {lead.device}, cause {lead.cause}.")
         text += [f"{e}." for e in lead.evidence]

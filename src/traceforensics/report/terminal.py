@@ -1,9 +1,11 @@
 """Terminal report: the answer first, the evidence one step below.
 
 Order: a verdict per device (idle share, dominant cause, what to change first: its top
-finding), the ranked findings, then the device summary (busy by kind, copies by direction),
-idle by cause, the largest gaps with their evidence, the step table, the utilization
-pattern, kernel forensics and, when given, the monitoring log.
+finding; for a multi-rank job, the job's verdict first and the per-rank ones grouped:
+``job_verdict``), the ranked findings (a job's same change on several ranks in a row: one),
+then the device summary (busy by kind, copies by direction), idle by cause, the largest gaps
+with their evidence, the step table, the utilization pattern, kernel forensics and, when
+given, the monitoring log.
 """
 
 from __future__ import annotations
@@ -23,19 +25,46 @@ from traceforensics.report.format import fmt_bytes, fmt_ns, fmt_pct, fmt_rate, t
 
 
 def headline_lines(analysis: Analysis) -> list[str]:
-    """One verdict per device: how idle it was and the causes that dominate."""
+    """One verdict per device: how idle it was and the causes that dominate. A multi-rank
+    job's verdict comes first (``job_verdict``), then the per-rank verdicts, grouped."""
+    from traceforensics.report.job_verdict import is_job, job_verdict, rank_groups
     from traceforensics.report.verdict import device_verdict, verdict_text
 
     out: list[str] = []
-    lead = _leading_time(analysis)
+    if is_job(analysis):
+        job = job_verdict(analysis)
+        out += [job.head] + [f"  {t}" for t in (job.change, job.steps) if t]
+        out.append("per rank:")
+        for g in rank_groups(analysis):
+            out += [g.head] + ([f"  {g.change}"] if g.change else [])
+            out += _window_notes(analysis, g.members, len(g.members) > 1)
+        return out
     for d in analysis.devices:
         head, change = verdict_text(device_verdict(d, analysis.findings_of(d.rank, d.device)))
         out += [head] + ([f"  {change}"] if change else [])
+        out += _window_notes(analysis, [(d.rank, d.device)], False)
+    return out
+
+
+def _window_notes(
+    analysis: Analysis, members: list[tuple[int, int]] | tuple[tuple[int, int], ...], named: bool
+) -> list[str]:
+    """The note under a verdict when much of the trace lies before a GPU's first work (the
+    device window leaves it out); ``named``: say which rank (a grouped verdict)."""
+    if analysis.options.idle.window != "device":
+        return []
+    lead = _leading_time(analysis)
+    out = []
+    for rank, device in members:
+        d = analysis.device(rank, device)
+        if d is None:
+            continue
         before = d.window_start_ns - lead.get(d.rank, d.window_start_ns)
-        if analysis.options.idle.window == "device" and before > max(d.window_ns // 10, 10**6):
+        if before > max(d.window_ns // 10, 10**6):
+            who = f"rank {d.rank} GPU {d.device}: " if named else ""
             out.append(
-                f"  note: the {fmt_ns(before)} of the trace before this GPU's first work are "
-                "outside the window; --window trace counts them"
+                f"  note: {who}the {fmt_ns(before)} of the trace before this GPU's first work "
+                "are outside the window; --window trace counts them"
             )
     return out
 
@@ -52,26 +81,39 @@ def _leading_time(analysis: Analysis) -> dict[int, int]:
 
 def findings_lines(analysis: Analysis, width: int, limit: int = 8) -> list[str]:
     """The ranked findings: what each change would give back, why, and what to do."""
+    from traceforensics.report.job_findings import finding_groups, group_back, group_where
     from traceforensics.report.tables import evidence_name
 
     p = analysis.program
     out = [f"program: {p.framework} on {p.vendor} ({p.evidence})"]
     if not analysis.findings:
         out.append("no findings: nothing to give back")
-    for i, f in enumerate(analysis.findings[:limit], 1):
-        out.append(
-            f"#{i} {f.category:<22} ~{fmt_ns(f.recoverable_ns):>10} back "
-            f"({fmt_pct(f.share_of_window)}, {f.confidence})  rank {f.rank} GPU {f.device}"
-        )
-        out += textwrap.wrap(f.title, width, initial_indent="    ", subsequent_indent="      ")
+    groups = finding_groups(analysis)
+    for i, run in enumerate(groups[:limit], 1):
+        f = run[0]
+        if len(run) == 1:
+            out.append(
+                f"#{i} {f.category:<22} ~{fmt_ns(f.recoverable_ns):>10} back "
+                f"({fmt_pct(f.share_of_window)}, {f.confidence})  rank {f.rank} GPU {f.device}"
+            )
+            title = f.title
+        else:  # the same change on several ranks of a job: each rank's time, a range
+            back, share = group_back(run)
+            out.append(
+                f"#{i} {f.category:<22} {back} back each ({share}, {f.confidence})  "
+                f"{group_where(run)}"
+            )
+            title = f"largest, rank {f.rank} GPU {f.device}: {f.title}"
+        out += textwrap.wrap(title, width, initial_indent="    ", subsequent_indent="      ")
         out += textwrap.wrap(
             f.remedy, width, initial_indent="    do: ", subsequent_indent="        "
         )
         for e in f.evidence[:1]:  # one line of proof each; the JSON has them all
             head = f"    [{e.kind}] {truncate(evidence_name(e), 48)} ({fmt_ns(e.dur_ns)}): "
             out.append(head + truncate(e.detail, max(width - len(head), 20)))
-    if len(analysis.findings) > limit:
-        out.append(f"... {len(analysis.findings) - limit} more: tf analyze --json (findings)")
+    if len(groups) > limit:
+        more = sum(len(run) for run in groups[limit:])
+        out.append(f"... {more} more: tf analyze --json (findings)")
     return out
 
 

@@ -1,9 +1,13 @@
 """Build the ranked findings of one analysis from the device records and the pass results.
 
 One finding per (device, category) with time to give back: each idle cause with idle time,
-exposed communication, transfer-bound copies and inefficient kernels. The estimate of each is
-in ``estimates`` (and docs/findings.md); remedies come in the program's own terms
-(``remedies.remedy``). The list is sorted by ``recoverable_ns`` (``results.ranked``).
+exposed communication, transfer-bound copies, inefficient kernels, FP32 GEMMs and layout
+conversions read from kernel names (``kernel_names``) and zero_grad fill kernels
+(``zero_grad``). The estimate of each is in ``estimates`` (and docs/findings.md); remedies come
+in the program's own terms (``remedies.remedy``); a ``cpu_compute`` finding that is the
+framework's op dispatch gets the launch remedy (``dispatch``). Once built, every finding's
+remedy is checked against what the trace already shows and what its chip can do
+(``preconditions.apply``). The list is sorted by ``recoverable_ns`` (``results.ranked``).
 """
 
 from __future__ import annotations
@@ -19,15 +23,20 @@ from traceforensics.analysis.findings.busy_losses import (
     attention_scores,
     comm_finding,
     efficiency_finding,
-    transfer_finding,
     window_share,
     within_window,
 )
+from traceforensics.analysis.findings.copies import transfer_finding
+from traceforensics.analysis.findings.dispatch import dispatch_finding, median_kernel_ns
+from traceforensics.analysis.findings.kernel_names import kernel_name_findings
+from traceforensics.analysis.findings.preconditions import apply
 from traceforensics.analysis.findings.program import Program
 from traceforensics.analysis.findings.remedies import remedy
-from traceforensics.analysis.findings.results import ONE_OFF, Finding, ranked
-from traceforensics.analysis.findings.steady import SteadySplit, steady_split
-from traceforensics.analysis.idle.gaps import IdleAnalysis
+from traceforensics.analysis.findings.results import Finding, ranked
+from traceforensics.analysis.findings.steady import one_off_finding, steady_split
+from traceforensics.analysis.findings.zero_grad import zero_grad_finding
+from traceforensics.analysis.idle.gaps import Gap, IdleAnalysis
+from traceforensics.analysis.idle.results import Evidence
 from traceforensics.analysis.kernels.results import KernelAnalysis
 from traceforensics.model.units import fmt_ns, fmt_pct
 
@@ -46,20 +55,27 @@ def build_findings(
     out: list[Finding] = []
     for rec in records:
         key = (rec.rank, rec.device)
-        split = steady_split(rec, idle)
+        split = steady_split(ctx, rec, idle)
         where = f" in {split.steps} step{'s' * (split.steps != 1)}" if split.steps else ""
-        out += _idle_findings(rec, split.steady, where, idle, program)
-        out += _one_off_finding(rec, split, idle, program)
+        idle_found = _idle_findings(rec, split.steady, where, idle, program)
+        if any(f.category == "cpu_compute" for f in idle_found):
+            gaps = [g for g in idle.gaps if (g.rank, g.device) == key]
+            median = median_kernel_ns(ctx, rec)
+            idle_found = [dispatch_finding(f, gaps, median, program) for f in idle_found]
+        out += idle_found
+        out += one_off_finding(rec, split, idle, program)
         if rec.exposed_comm_ns > 0:
             out.append(comm_finding(ctx, rec, program))
         if rec.exposed_copy_ns > 0:
             dev = info.get(key)
             gen = est.pcie_generation(dev.compute_capability if dev else None, _vendor(dev))
-            out += transfer_finding(rec, gen, bw.get(key), program)
+            out += transfer_finding(ctx, rec, gen, bw.get(key), program)
         ops = [o for o in kernels.ops if (o.rank, o.device) == key]
         out += efficiency_finding(rec, ops, program, scores.get(rec.rank))
+        out += kernel_name_findings(ctx, rec, program)
+        out += zero_grad_finding(ctx, rec, program)
     by_key = {(r.rank, r.device): r for r in records}
-    capped = [_within_window(f, by_key[(f.rank, f.device)]) for f in out]
+    capped = [apply(_within_window(f, by_key[(f.rank, f.device)]), program) for f in out]
     return ranked([f for f in capped if f.recoverable_ns > 0])
 
 
@@ -81,11 +97,13 @@ def _idle_findings(
 ) -> list[Finding]:
     """One finding per idle cause of the device's steady state (``steady.steady_split``)."""
     out: list[Finding] = []
-    gaps = [g for g in idle.gaps if (g.rank, g.device) == (rec.rank, rec.device)]
+    key = (rec.rank, rec.device)
+    listed = [g for g in idle.gaps if (g.rank, g.device) == key]
+    examples = [g for g in idle.examples if (g.rank, g.device) == key]
     for cause, ns in by_cause.items():
         if ns <= 0:
             continue
-        proof = [e for g in gaps for e in g.evidence if e.cause == cause][:EVIDENCE_KEPT]
+        proof = _idle_evidence(cause, listed, examples)
         share = window_share(ns, rec)
         title = f"GPU idle {fmt_ns(ns)}{where} ({fmt_pct(share)} of the window): {cause}"
         out.append(
@@ -105,41 +123,12 @@ def _idle_findings(
     return out
 
 
-def _one_off_finding(
-    rec: DeviceRecord, split: SteadySplit, idle: IdleAnalysis, program: Program
-) -> list[Finding]:
-    """Idle outside the steps (start-up, wind-down): happens once, not per step."""
-    ns = sum(split.one_off.values())
-    if ns <= 0 or split.first_step_ns is None:
-        return []
-    lo, hi = split.first_step_ns, split.last_step_end_ns or split.first_step_ns
-    proof = [
-        e
-        for g in idle.gaps
-        if (g.rank, g.device) == (rec.rank, rec.device) and not lo <= g.start_ns < hi
-        for e in g.evidence
-        if e.cause
-    ][:EVIDENCE_KEPT]
-    top = sorted(((c, v) for c, v in split.one_off.items() if v), key=lambda t: -t[1])[:3]
-    causes = ", ".join(f"{c} {fmt_ns(v)}" for c, v in top)
-    share = window_share(ns, rec)
-    title = (
-        f"{fmt_ns(ns)} of idle ({fmt_pct(share)} of the window) outside the "
-        f"{split.steps} step{'s' * (split.steps != 1)}, once per run (start-up, wind-down): "
-        f"{causes}"
-    )
-    figures = {"one_off_by_cause": dict(split.one_off), "steps": split.steps}
-    return [
-        Finding(
-            ONE_OFF,
-            rec.rank,
-            rec.device,
-            ns,
-            share,
-            title,
-            remedy(ONE_OFF, program),
-            "medium",
-            proof,
-            figures,
-        )
-    ]
+def _idle_evidence(cause: str, listed: list[Gap], examples: list[Gap]) -> list[Evidence]:
+    """Evidence of an idle-cause finding: first the device's gap with the most of ``cause``
+    (``IdleAnalysis.examples``: tiny pick-up gaps never make the listed top-N), then the listed
+    gaps' items for the cause, that gap left out. The example comes first so the list does
+    not depend on the job-wide ``top_gaps`` cut beyond its listed tail (``fanout.merge``)."""
+    best = max(examples, key=lambda g: g.causes.get(cause, 0), default=None)
+    head = [] if best is None or not best.causes.get(cause) else [best]
+    rest = [g for g in listed if not head or g.start_ns != head[0].start_ns]
+    return [e for g in head + rest for e in g.evidence if e.cause == cause][:EVIDENCE_KEPT]

@@ -6,19 +6,17 @@ Each builder takes one device record and returns its finding (or none); the esti
 
 from __future__ import annotations
 
-from typing import Any
-
 import polars as pl
 
 from traceforensics.analysis.context import OP_DUR_NS, AnalysisContext
 from traceforensics.analysis.devices import DeviceRecord
 from traceforensics.analysis.findings import estimates as est
+from traceforensics.analysis.findings.preconditions import apply
 from traceforensics.analysis.findings.program import Program
 from traceforensics.analysis.findings.remedies import attention_remedy, remedy
 from traceforensics.analysis.findings.results import (
     EXPOSED_COMMUNICATION,
     KERNEL_EFFICIENCY,
-    TRANSFER_BOUND,
     Finding,
 )
 from traceforensics.analysis.idle.results import Evidence
@@ -26,7 +24,7 @@ from traceforensics.analysis.kernels.flops import parse_json_list
 from traceforensics.analysis.kernels.results import OpRow
 from traceforensics.analysis.names import matching
 from traceforensics.model.schema import ARG_INPUT_DIMS
-from traceforensics.model.units import fmt_bytes, fmt_ns, fmt_pct, fmt_rate
+from traceforensics.model.units import fmt_ns, fmt_pct
 
 #: Evidence items kept per finding.
 EVIDENCE_KEPT = 3
@@ -44,6 +42,19 @@ def within_window(ns: float, rec: DeviceRecord) -> int:
     the window holds. A sum of per-op kernel times exceeds it only on impossible input
     (duplicated rows, a kernel lasting years: ``ingest.suspects`` warns of both)."""
     return int(max(0, min(ns, rec.window_ns)))
+
+
+def window_kernels(ctx: AnalysisContext, rec: DeviceRecord) -> pl.DataFrame:
+    """The device's kernel rows of ``ctx.work`` that lie inside its window (the one filter the
+    kernel-name findings share)."""
+    lo, hi = rec.window_start_ns, rec.window_start_ns + rec.window_ns
+    return ctx.work.filter(
+        (pl.col("rank") == rec.rank)
+        & (pl.col("device") == rec.device)
+        & (pl.col("kind") == "kernel")
+        & (pl.col("start_ns") >= lo)
+        & (pl.col("end_ns") <= hi)
+    )
 
 
 def comm_finding(ctx: AnalysisContext, rec: DeviceRecord, program: Program) -> Finding:
@@ -82,56 +93,6 @@ def comm_finding(ctx: AnalysisContext, rec: DeviceRecord, program: Program) -> F
         proof,
         figures,
     )
-
-
-def transfer_finding(
-    rec: DeviceRecord, gen: int, mem_bw: float | None, program: Program
-) -> list[Finding]:
-    """One finding: the exposed copy time split over directions by their copy time."""
-    total_time = sum(r.time_ns for r in rec.transfers)
-    if total_time <= 0:
-        return []
-    recoverable, confidence, parts = 0.0, "medium", []
-    for r in rec.transfers:
-        attainable = est.attainable_gbps(r.direction, gen, mem_bw)
-        missing, conf = est.shortfall(r.count, r.bytes, r.time_ns, attainable)
-        recoverable += rec.exposed_copy_ns * r.time_ns / total_time * missing
-        confidence = "low" if conf == "low" and r.time_ns * 2 > total_time else confidence
-        parts.append(_direction_text(r, attainable))
-    ns = int(recoverable)
-    share = window_share(rec.exposed_copy_ns, rec)
-    title = (
-        f"{fmt_ns(rec.exposed_copy_ns)} of copies ({fmt_pct(share)} of the window) not "
-        f"overlapped by compute: " + "; ".join(parts[:3])
-    )
-    figures: dict[str, Any] = {
-        "copy_ns": rec.copy_ns,
-        "exposed_copy_ns": rec.exposed_copy_ns,
-        "pcie_generation_assumed": gen,
-        "by_direction": [r.to_json() for r in rec.transfers],
-    }
-    return [
-        Finding(
-            TRANSFER_BOUND,
-            rec.rank,
-            rec.device,
-            ns,
-            window_share(ns, rec),
-            title,
-            remedy(TRANSFER_BOUND, program),
-            confidence,
-            [],
-            figures,
-        )
-    ]
-
-
-def _direction_text(r: Any, attainable: float | None) -> str:
-    size = fmt_bytes(r.bytes)
-    speed = f" at {fmt_rate(r.gbps)}" if r.gbps is not None else ""
-    goal = f" (attainable ~{attainable:.0f} GB/s)" if attainable is not None and r.gbps else ""
-    paged = f", {r.pageable_count} of {r.count} pageable" if r.pageable_count else ""
-    return f"{r.direction.upper()} {size} in {fmt_ns(r.time_ns)}{speed}{goal}{paged}"
 
 
 def attention_scores(ctx: AnalysisContext) -> dict[int, tuple[int, Evidence]]:
@@ -184,7 +145,8 @@ def efficiency_finding(
     rec: DeviceRecord, ops: list[OpRow], program: Program, scores: tuple[int, Evidence] | None
 ) -> list[Finding]:
     """Roofline shortfall summed over the device's modelled ops (suspect figures skipped);
-    a materialised attention on the rank is named in the title and the evidence."""
+    a materialised attention on the rank is named in the title and the evidence. The remedy
+    is checked against the trace (``preconditions.apply``)."""
     scored: list[tuple[float, OpRow, str]] = []
     for o in ops:
         if o.suspect:  # above peak or against a guessed peak (kernels.suspect): no shortfall
@@ -237,17 +199,8 @@ def efficiency_finding(
         "attainable_membw": est.ATTAINABLE_MEMBW,
         "ops_scored": len(scored),
     }
-    return [
-        Finding(
-            KERNEL_EFFICIENCY,
-            rec.rank,
-            rec.device,
-            ns,
-            share,
-            title,
-            fix,
-            "low",
-            proof,
-            figures,
-        )
-    ]
+    # checked here too: a job's merge rebuilds this finding without ``findings.build``
+    found = Finding(
+        KERNEL_EFFICIENCY, rec.rank, rec.device, ns, share, title, fix, "low", proof, figures
+    )
+    return [apply(found, program)]

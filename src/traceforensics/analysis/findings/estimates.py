@@ -8,18 +8,31 @@
 - ``exposed_communication``: communication that no compute overlaps could at best be hidden
   behind compute: ``recoverable = exposed_comm_ns`` (``medium``: it needs compute to hide
   behind, and a straggler elsewhere can be the real cause).
-- ``transfer_bound``: the copy time no compute overlaps, per direction (its share of the
-  exposed copy time, split by each direction's copy time), times ``1 - ideal/actual``, where
+- ``transfer_bound`` (steady-state copies only: copies starting in a one-off window, such as
+  ``init_model`` or the lead-in, are one-off): two parts, each stated in the finding.
+  *Bandwidth*: the copy time no compute overlaps, per direction (its share of the exposed copy
+  time, split by each direction's copy time), times ``1 - ideal/actual``, where
   ``ideal = count * COPY_LATENCY_NS + bytes / attainable``: the time the same copies would take
   at the bandwidth the link reaches with pinned memory, each still paying a fixed start-up
   cost (so many tiny copies are not judged against the link's bandwidth)::
 
       exposed copy:  |==========================|      (achieved 4 GB/s)
       at 25 GB/s:    |====|                            (attainable)
-      recoverable:        |=====================|
+      bandwidth:          |=====================|
+
+  *Overlap*: what is left of the exposed copy time at full speed could run under compute (an
+  asynchronous copy from pinned memory on its own stream, issued ahead of use), as far as there
+  is compute to hide it: ``overlap = min(exposed - bandwidth, compute_free)``, where
+  ``compute_free`` = the steady kernels and collectives not already overlapping a copy::
+
+      compute:   |====|      |====|          copies at full speed, serialised with compute
+      copies:         |======|    |======|
+      overlap:        |====|      |====|     (bounded by the compute free to hide them)
+
+  ``recoverable = bandwidth + overlap`` (never more than the exposed copy time).
 
   Attainable host<->device bandwidth is assumed from the compute capability (PCIe generation;
-  the trace does not record the link): ``LINK_GBPS``. Device-to-device copies and memsets
+  the trace does not record the link): ``PCIE_GBPS``. Device-to-device copies and memsets
   against half the memory bandwidth (read + write). Unknown bandwidth: half the exposed time,
   ``low`` confidence.
 - ``kernel_efficiency``: per op with a FLOP/byte model (roofline), compute-bound ops against
@@ -45,6 +58,7 @@ IDLE_CONFIDENCE: Final[dict[str, str]] = {
     c.LAUNCH_OVERHEAD: "medium",
     c.CPU_COMPUTE: "medium",
     c.CROSS_STREAM_WAIT: "medium",
+    c.GPU_PICKUP: "medium",
     c.PROFILER_OVERHEAD: "low",
     c.UNTRACED: "low",
 }
@@ -95,3 +109,13 @@ def shortfall(count: int, nbytes: int, time_ns: int, attainable: float | None) -
         return UNKNOWN_BW_SHARE, "low"
     ideal = count * COPY_LATENCY_NS + nbytes / attainable  # GB/s = bytes per ns
     return max(0.0, 1.0 - ideal / time_ns), "medium"
+
+
+def transfer_recoverable(
+    exposed_ns: int, bandwidth_ns: float, compute_free_ns: int
+) -> tuple[int, int]:
+    """``(bandwidth, overlap)`` ns of exposed copies (the module's ``transfer_bound`` rule):
+    ``bandwidth_ns`` (the shortfall part) capped at ``exposed_ns``, and the rest of the exposed
+    time that ``compute_free_ns`` of compute could hide."""
+    bw = int(min(max(bandwidth_ns, 0.0), exposed_ns))
+    return bw, int(min(exposed_ns - bw, max(compute_free_ns, 0)))

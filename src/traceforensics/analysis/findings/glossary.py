@@ -24,9 +24,12 @@ GLOSSARY: Final[dict[str, Entry]] = {
         "data/batch/load/prefetch) during the gap",
     ),
     "host_sync": Entry(
-        "the host waited for the GPU to drain (a synchronizing call), then caught up",
+        "the host waited for the GPU to drain (a synchronizing call), then caught up: the "
+        "relaunch into the emptied queue is the sync's cost",
         "a synchronizing call (cudaStreamSynchronize, .item(), cudaEventSynchronize, a "
-        "blocking D2H copy) returned just after the GPU went idle",
+        "blocking D2H copy) returned just after the GPU went idle; in that gap, for 1 ms after "
+        "it returns, the host's generic work, the launch call and the pick-up latency of the "
+        "relaunched work count too",
     ),
     "memcpy": Entry(
         "the host was blocked inside a copy call",
@@ -35,7 +38,8 @@ GLOSSARY: Final[dict[str, Entry]] = {
     "launch_overhead": Entry(
         "the host was issuing this very work: operator dispatch and the launch API",
         "the time from the launching op's last child that did other work to its launch call, "
-        "or a short GPU pick-up latency of queued work (<= 50 us)",
+        "and the GPU's short pick-up latency (<= 50 us) after a launch call it waited for "
+        "(work queued before the gap began is gpu_pickup)",
     ),
     "memory_management": Entry(
         "allocator calls held the host (cudaMalloc/cudaFree synchronize the device)",
@@ -72,6 +76,13 @@ GLOSSARY: Final[dict[str, Entry]] = {
         "nothing recorded explains the idle time",
         "no classified host range, sync, wait or collective covers the gap",
     ),
+    "gpu_pickup": Entry(
+        "work was already queued (launched before the gap began) and the GPU took a few µs to "
+        "start it: the time between back-to-back kernels, not a wait for a launch",
+        "the launch call of the work ending the gap had returned before the gap began, nothing "
+        "recorded held it back (no stream wait, not a collective) and it started at most 50 us "
+        "after the GPU went idle; large only where many tiny kernels run back to back",
+    ),
     "exposed_communication": Entry(
         "collective/peer kernels ran while no compute ran: communication not hidden",
         "|communication ∪ compute| - |compute| inside the window (communication kernels by name: "
@@ -97,6 +108,21 @@ GLOSSARY: Final[dict[str, Entry]] = {
         "a rank waited inside collectives for the job's straggler (the rank that arrives last)",
         "collectives matched across ranks; each rank's wait = the last rank's start minus its "
         "own (clock offsets removed), at most the kernel's duration",
+    ),
+    "fp32_matmul": Entry(
+        "GEMM/convolution kernels ran in plain FP32, leaving the tensor (matrix) cores idle",
+        "kernel names that say FP32 without tensor cores (sgemm, scudnn, simt, Tensile _SB_) "
+        "on a GPU that has tensor cores; no shapes needed (nsys exports too)",
+    ),
+    "layout_conversion": Entry(
+        "the convolution library converted tensors between NCHW and NHWC around each layer",
+        "cuDNN nchwToNhwc/nhwcToNchw and MIOpen transpose kernels by name; channels_last "
+        "removes the conversions between layers",
+    ),
+    "zero_grad": Entry(
+        "optimizer.zero_grad() zeroed every gradient with its own fill kernel",
+        "fill kernels and memsets launched inside Optimizer.zero_grad ranges, plus the GPU idle "
+        "inside those ranges (set_to_none=True launches none)",
     ),
 }
 

@@ -36,12 +36,13 @@ host called ``cuda*``/``cu*`` APIs; else ``unknown``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 import polars as pl
 
 from traceforensics.analysis.engines import engine_for
+from traceforensics.analysis.findings.facts import TraceFacts, facts_from
 from traceforensics.model.session import TraceMeta, TraceSession
 
 FRAMEWORKS: Final[tuple[str, ...]] = (
@@ -59,11 +60,14 @@ VENDORS: Final[tuple[str, ...]] = ("nvidia", "amd", "unknown")
 @dataclass(frozen=True)
 class Program:
     """The program behind a trace: ``framework`` (one of ``FRAMEWORKS``), ``vendor`` (one of
-    ``VENDORS``) and ``evidence``, one short line saying which names decided it."""
+    ``VENDORS``) and ``evidence``, one short line saying which names decided it; ``facts``:
+    what the trace shows already applied and what its chip can do (``findings.facts``, read
+    from the same name counts; not part of equality: two programs are the same program)."""
 
     framework: str
     vendor: str
     evidence: str
+    facts: TraceFacts = field(default_factory=TraceFacts, compare=False)
 
 
 class _Sign(NamedTuple):
@@ -202,6 +206,7 @@ def program_from(names: pl.DataFrame, meta: TraceMeta) -> Program:
     # the first sign with rows names the framework: the first one (``aten::``, nearly every
     # PyTorch trace) is tried with the vendor's counts, the others only when it finds none
     # (each regex costs ~0.1-0.3 ms to compile and run, ~4 ms for all of them)
+    facts = facts_from(names, meta)
     counts = names.select(*exprs, _sign_counts(0)).row(0, named=True)
     if not counts["s0"]["rows"]:
         counts |= names.select(_sign_counts(i) for i in range(1, len(SIGNS))).row(0, named=True)
@@ -209,11 +214,12 @@ def program_from(names: pl.DataFrame, meta: TraceMeta) -> Program:
     for i, sign in enumerate(SIGNS):
         hit = counts[f"s{i}"]
         if hit["rows"]:
-            return Program(sign.framework, vendor, _count(hit["rows"], hit["distinct"], sign.label))
+            evidence = _count(hit["rows"], hit["distinct"], sign.label)
+            return Program(sign.framework, vendor, evidence, facts)
     framework = "hip" if vendor == "amd" else "cuda"
     kernels = int(counts["kernels"] or 0)
     return Program(
-        framework, vendor, f"no framework names in {kernels:,} kernel rows; {why_vendor}"
+        framework, vendor, f"no framework names in {kernels:,} kernel rows; {why_vendor}", facts
     )
 
 

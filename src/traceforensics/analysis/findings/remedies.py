@@ -6,10 +6,16 @@ tools of the program's vendor through three placeholders, filled from ``VENDOR_W
 ``{prof}`` (system profiler), ``{kprof}`` (kernel profiler) and ``{rt}`` (runtime API prefix),
 so an AMD program is never told to run nsys or Nsight.
 
-Categories: the 12 idle causes (``analysis.idle.causes.CAUSES``) plus ``exposed_communication``
+Categories: the idle causes (``analysis.idle.causes.CAUSES``) plus ``exposed_communication``
 (collectives not hidden behind compute), ``transfer_bound`` (host<->device copies dominate),
-``kernel_efficiency`` (the kernels themselves are slow) and ``one_off`` (start-up: lazy module
-loading, autotuning, compilation before the first step).
+``kernel_efficiency`` (the kernels themselves are slow), ``one_off`` (start-up: lazy module
+loading, autotuning, compilation before the first step), ``straggler_wait``, ``fp32_matmul``
+(GEMMs/convolutions in FP32 without tensor cores), ``layout_conversion`` (NCHW<->NHWC
+transposes) and ``zero_grad`` (gradient-zeroing fill kernels).
+
+These texts are what to do when the trace shows nothing of it applied: every finding's remedy
+then passes through ``preconditions`` (the one table of what the trace must not already show,
+and the next step where it does, and of what the chip can do).
 """
 
 from __future__ import annotations
@@ -39,7 +45,11 @@ VENDOR_WORDS: Final[dict[str, dict[str, str]]] = {
 }
 
 #: Framework-neutral wording: the fallback for every (category, framework) not in REMEDIES.
-GENERIC: Final[dict[str, str]] = {
+#: Holds ids a later version adds to ``CAUSES`` (``gpu_pickup``); ``GENERIC`` keeps the ids of
+#: ``CATEGORIES`` only, so the table and the category list always agree.
+_GENERIC_ALL: Final[dict[str, str]] = {
+    "gpu_pickup": "fewer, larger kernels (the GPU's own pick-up time between queued kernels): "
+    "fuse adjacent kernels, batch more work per kernel",
     "data_loading": "feed the GPU faster: prepare the next batch on other threads while this "
     "one computes, and double-buffer its upload",
     "host_sync": "remove host waits from the step: read results back every N steps, wait on "
@@ -73,7 +83,14 @@ GENERIC: Final[dict[str, str]] = {
     "warm up before profiling and profile the steady state",
     "straggler_wait": "nothing on this rank shortens the wait: fix the straggler rank's cause "
     "first (its own findings say how), then balance work and data across the ranks",
+    "fp32_matmul": "run the GEMMs/convolutions on the tensor (matrix) cores: TF32 or BF16 data "
+    "where the chip has them, FP16 with loss scaling otherwise",
+    "layout_conversion": "keep activations in the layout the convolution kernels use (NHWC, "
+    "channels-last) so no transposes run between layers",
+    "zero_grad": "stop zeroing gradients with one fill kernel per parameter: release the "
+    "buffers instead, or zero them all in one kernel",
 }
+GENERIC: Final[dict[str, str]] = {c: _GENERIC_ALL[c] for c in CATEGORIES if c in _GENERIC_ALL}
 
 REMEDIES: Final[dict[tuple[str, str], str]] = {
     # -- PyTorch: the idle-cause wording the reports always gave, plus the other findings
@@ -106,6 +123,20 @@ REMEDIES: Final[dict[tuple[str, str], str]] = {
     "torch.compile to fuse memory-bound elementwise chains",
     ("one_off", "pytorch"): "start-up cost before the first step: warm up before profiling, or "
     "profile the steady state with torch.profiler.schedule(wait, warmup, active)",
+    ("fp32_matmul", "pytorch"): "use the tensor cores: torch.set_float32_matmul_precision('high')"
+    " and torch.backends.cudnn.allow_tf32 (TF32), or torch.autocast(dtype=torch.bfloat16)",
+    ("layout_conversion", "pytorch"): "channels_last: model.to(memory_format=torch.channels_last)"
+    " and the inputs too, so convolutions run NHWC kernels without NCHW<->NHWC transposes",
+    ("zero_grad", "pytorch"): "optimizer.zero_grad(set_to_none=True) (the default since PyTorch "
+    "2.0): no fill kernel per parameter; or one torch._foreach_zero_ over the grads",
+    ("fp32_matmul", "cuda"): "tensor-core math in cuBLAS/cuDNN: CUBLAS_COMPUTE_32F_FAST_TF32, or "
+    "16-bit data (cublasGemmEx with CUDA_R_16BF/CUDA_R_16F)",
+    ("fp32_matmul", "hip"): "16-bit data (bf16/fp16) in rocBLAS/hipBLASLt/MIOpen calls so the "
+    "GEMMs and convolutions run on the matrix cores at full rate",
+    ("fp32_matmul", "jax"): "bf16 matmuls (dtype=jnp.bfloat16) or "
+    "jax.default_matmul_precision('tensorfloat32') so XLA uses the tensor cores",
+    ("fp32_matmul", "tensorrt"): "build the engine with FP16/BF16 precision (TF32 is on by "
+    "default unless disabled) so the layers run on the tensor cores",
     # -- plain CUDA C/C++/Fortran
     ("data_loading", "cuda"): "overlap input preparation with compute: a producer thread fills "
     "cudaMallocHost buffers, double-buffered with cudaMemcpyAsync on a second stream",

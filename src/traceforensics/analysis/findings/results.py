@@ -1,8 +1,8 @@
 """The typed result of the findings step: one ``Finding`` per way a device loses time.
 
-``category`` is a contract (docs/findings.md, docs/json-output.md): the 12 idle cause ids of
+``category`` is a contract (docs/findings.md, docs/json-output.md): the idle cause ids of
 docs/causes.md, plus ``exposed_communication``, ``transfer_bound``, ``kernel_efficiency``,
-``one_off`` and ``straggler_wait``.
+``one_off``, ``straggler_wait``, ``fp32_matmul``, ``layout_conversion`` and ``zero_grad``.
 ``recoverable_ns`` is an estimate of the time the change would give back (integer ns; the rule
 per category is in docs/findings.md); findings are sorted by it, largest first.
 """
@@ -22,6 +22,12 @@ KERNEL_EFFICIENCY: Final = "kernel_efficiency"
 ONE_OFF: Final = "one_off"
 #: A rank's collective wait for the job's straggler (``findings.stragglers``).
 STRAGGLER_WAIT: Final = "straggler_wait"
+#: GEMM/convolution kernels whose names say FP32 without tensor cores on a tensor-core GPU.
+FP32_MATMUL: Final = "fp32_matmul"
+#: Memory-layout conversion kernels (cuDNN nchwToNhwc/nhwcToNchw, MIOpen transposes).
+LAYOUT_CONVERSION: Final = "layout_conversion"
+#: Gradient-zeroing fill kernels launched by optimizer.zero_grad (no set_to_none).
+ZERO_GRAD: Final = "zero_grad"
 #: Every category id, in tie-break order (idle causes first, as in docs/causes.md).
 CATEGORIES: Final[tuple[str, ...]] = (
     *CAUSES,
@@ -30,6 +36,9 @@ CATEGORIES: Final[tuple[str, ...]] = (
     KERNEL_EFFICIENCY,
     ONE_OFF,
     STRAGGLER_WAIT,
+    FP32_MATMUL,
+    LAYOUT_CONVERSION,
+    ZERO_GRAD,
 )
 #: Below this share of the window a finding is minor: the verdict says nothing large was lost.
 MINOR_SHARE: Final = 0.02
@@ -71,9 +80,22 @@ class Finding:
 
 
 def ranked(findings: list[Finding]) -> list[Finding]:
-    """Largest ``recoverable_ns`` first; ties in ``CATEGORIES`` order, then rank and device."""
+    """Largest ``recoverable_ns`` first; ties in ``CATEGORIES`` order, then rank and device.
+
+    One-off work (``one_off``: set-up, warm-up, the lead-in before the first kernel) is never
+    the first change for the steady state: while any steady finding is not minor, every
+    ``one_off`` finding ranks after the steady ones (issue 44). When all steady findings are
+    minor, the one-off time leads: the run is mostly warm-up, and the advice is to profile
+    steady steps."""
     order = {c: i for i, c in enumerate(CATEGORIES)}
+    major = any(f.category != ONE_OFF and not f.minor for f in findings)
     return sorted(
         findings,
-        key=lambda f: (-f.recoverable_ns, order.get(f.category, len(order)), f.rank, f.device),
+        key=lambda f: (
+            major and f.category == ONE_OFF,
+            -f.recoverable_ns,
+            order.get(f.category, len(order)),
+            f.rank,
+            f.device,
+        ),
     )

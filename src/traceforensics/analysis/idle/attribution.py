@@ -17,7 +17,11 @@ e)``; the three parts tile the gap::
    *Sync drain* (takes precedence): a synchronizing call on that thread that was blocking when
    the GPU ran dry and returned within ``SYNC_DRAIN_SLACK_NS`` of ``s`` drained the queue:
    ``host_sync`` until it returned, and generic host work for ``SYNC_CATCHUP_MAX_NS`` after it
-   (``late.sync_drain``, ``late.host_late``).
+   (``late.sync_drain``, ``late.host_late``). *Relaunch*: in that catch-up the launch call
+   of the work ending the gap and its pick-up latency (``launch_overhead`` parts) are
+   ``host_sync`` too: the relaunch into the queue the sync emptied is the sync's cost.
+   Bound: only the gap the sync drained (the first gap after it returns), and only before
+   ``drain_end + SYNC_CATCHUP_MAX_NS``; later gaps are attributed as any other gap.
    *Dispatch*, read from the launching operator and its children
    (``late.dispatch_window_start``): the launching operator is the outermost generic operator
    enclosing L (nested operators on the way to L belong to it). From its start, or from the end
@@ -45,14 +49,15 @@ e)``; the three parts tile the gap::
    ``Stream Wait Event`` record on op's stream) held it behind work recorded on another stream,
    until that work ended (``streamwait``); (b) the op's own stream busy is no gap at all;
    (c) ``communication`` when op or the op that ended just before the gap is a collective;
-   (d) ``launch_overhead`` when what is left is at most ``QUEUED_LAUNCH_LATENCY_MAX_NS`` (GPU
-   pick-up latency); else ``untraced``::
+   (d) when what is left is at most ``QUEUED_LAUNCH_LATENCY_MAX_NS`` (GPU pick-up latency):
+   ``gpu_pickup`` if L had returned before the gap began (the work was queued all along; it
+   waited for no launch), else ``launch_overhead``; longer is ``untraced``::
 
        host      [L y s13][EventRecord][StreamWaitEvent][L x s7]      (all before s)
        device 1  s13 |=================== y ===================|
        device 0  s7  ==k1==|.....................................|.|== x ==
                            s = t2                        wait_end  e
-                 [t2, wait_end) cross_stream_wait   [wait_end, e) launch_overhead (<= 50 µs)
+                 [t2, wait_end) cross_stream_wait   [wait_end, e) gpu_pickup (<= 50 µs)
 
 4. A gap whose op has no launch call is ``untraced``. A gap with no op after it inside the
    data (the trailing gap of the trace) is host-late as a whole, classified on the thread that
@@ -74,6 +79,7 @@ from traceforensics.analysis.idle.causes import (
     CROSS_STREAM_WAIT,
     HOST_SYNC,
     LAUNCH_OVERHEAD,
+    SYNC_CATCHUP_MAX_NS,
 )
 from traceforensics.analysis.idle.late import (
     dispatch_window_start,
@@ -96,7 +102,9 @@ _WAIT = CAUSE_INDEX[CROSS_STREAM_WAIT]
 class Parts:
     """Per-gap boundaries of the rule (for evidence), ns: drain end, dispatch start, ``tl``,
     ``t2``, the end of the cross-stream wait (``wait_end``, ``t2`` when none) and the cause
-    index of the queued time after it (``qcause``); the waits found (``waits``)."""
+    index of the queued time after it (``qcause``); the waits found (``waits``); the end of a
+    drain's catch-up (``catch_end``: generic time, launch call and pick-up before it are
+    ``host_sync``; ``s`` when there is no drain)."""
 
     drain_end: I64
     dispatch_from: I64
@@ -108,6 +116,7 @@ class Parts:
     qcause: I64
     wait_end: I64
     waits: GapWaits
+    catch_end: I64
 
     def take(self, rows: I64) -> Parts:
         """These parts for gaps ``rows`` only (row j of the result is gap ``rows[j]``)."""
@@ -172,7 +181,8 @@ def attribute_gaps(
     on and the whole gap is host-late (``gap_thread``).
 
     ``s0``: where each gap really began when ``[s, e)`` is a gap clipped to a window (the
-    sync-drain test uses it, so clipping never changes what a part is attributed to).
+    sync-drain and pick-up tests use it, so clipping never changes what a part is attributed
+    to).
 
     Returns ``(matrix, parts)``: ``matrix[i, c]`` = ns of gap i attributed to cause c; every
     row sums to ``e - s``.
@@ -191,15 +201,34 @@ def attribute_gaps(
     disp = dispatch_window_start(ops.dispatch_start[safe], child_end, drain_end, tl)
     disp_start = np.where(ended, disp, tl)
 
+    # a drain's catch-up ends SYNC_CATCHUP_MAX_NS after the wait part (none: at s)
+    catch_end = np.where(drain, drain_end + SYNC_CATCHUP_MAX_NS, s)
+
     rows = np.arange(n)
     # part 1a: sync drain wait; part 1b: host-late time by thread class
     mat = host_late(host.tline, thr, drain, drain_end, disp_start, tl)
     mat[:, _SYNC] += drain_end - s
     # part 2: inside the launch call (causes.launch_part_cause)
-    mat[rows, np.where(ended, ops.launch_cause[safe], _LAUNCH)] += t2 - tl
+    lcause = np.where(ended, ops.launch_cause[safe], _LAUNCH)
+    mat[rows, lcause] += t2 - tl
     # part 3: queued: a cross-stream wait, then the rest
-    wait_end, qcause = queued_split(op, ended, t2, e, prev_comm=prev_comm, ops=ops, waits=waits)
+    wait_end, qcause = queued_split(
+        op, ended, t2, e, prev_comm=prev_comm, ops=ops, waits=waits, begin=begin
+    )
     mat[:, _WAIT] += wait_end - t2
     mat[rows, qcause] += e - wait_end
-    parts = Parts(drain_end, disp_start, tl, t2, drain, srow, thr, qcause, wait_end, waits)
+    # relaunch: the call and pick-up latency inside a drain's catch-up are the sync's cost
+    _to_sync(mat, drain & (lcause == _LAUNCH), tl, t2, catch_end)
+    _to_sync(mat, drain & (qcause == _LAUNCH), wait_end, e, catch_end)
+    parts = Parts(
+        drain_end, disp_start, tl, t2, drain, srow, thr, qcause, wait_end, waits, catch_end
+    )
     return mat, parts
+
+
+def _to_sync(mat: I64, m: BoolArr, a: I64, b: I64, until: I64) -> None:
+    """Move the ``launch_overhead`` ns of part ``[a, b)`` before ``until`` to ``host_sync``, in
+    the gaps ``m`` (in place)."""
+    ns = np.where(m, np.clip(until, a, b) - a, 0)
+    mat[:, _LAUNCH] -= ns
+    mat[:, _SYNC] += ns

@@ -27,8 +27,12 @@ CROSS_STREAM_WAIT: Final = "cross_stream_wait"
 CPU_COMPUTE: Final = "cpu_compute"
 PROFILER_OVERHEAD: Final = "profiler_overhead"
 UNTRACED: Final = "untraced"
+#: Queued work the GPU started after a short pick-up latency, its launch call having returned
+#: before the gap began (it did not wait for a launch): ``queued.queued_cause``.
+GPU_PICKUP: Final = "gpu_pickup"
 
-#: Every cause id, in report order.
+#: Every cause id, in report order (ids added later go at the end: the order is a tie-break
+#: of reports and ``findings.results.CATEGORIES``, never a rename).
 CAUSES: Final[tuple[str, ...]] = (
     DATA_LOADING,
     HOST_SYNC,
@@ -42,6 +46,7 @@ CAUSES: Final[tuple[str, ...]] = (
     CPU_COMPUTE,
     PROFILER_OVERHEAD,
     UNTRACED,
+    GPU_PICKUP,
 )
 CAUSE_INDEX: Final[dict[str, int]] = {c: i for i, c in enumerate(CAUSES)}
 #: Host-range classes, highest priority first (an instant takes the first class covering it).
@@ -63,15 +68,17 @@ PRIORITY: Final[tuple[str, ...]] = (
 #: queue that ran dry at the gap start (the sync returns a few µs after the GPU finishes).
 #: Sync-drain rule and its timeline: ``late.sync_drain``.
 SYNC_DRAIN_SLACK_NS: Final = 20_000
-#: After a drain, generic host work (CPU ops, dispatch, untraced time) counts as the host
-#: catching up (``host_sync``) for at most this long after the sync returned; later time is
-#: attributed by what the thread was doing, as in any other gap (timeline:
-#: ``late.host_late``).
+#: After a drain, generic host work (CPU ops, dispatch, untraced time), the launch call of the
+#: work ending the gap and its pick-up latency (the host relaunching into the queue the sync
+#: emptied) count as the host catching up (``host_sync``) for at most this long after the sync
+#: returned; only in the gap the sync drained: later time, and later gaps, are attributed by
+#: what the thread was doing, as in any other gap (timeline: ``late.host_late``).
 SYNC_CATCHUP_MAX_NS: Final = 1_000_000
-#: Work already queued that starts at most this long after the GPU went idle, with no
-#: dependency recorded, is GPU-side launch latency (``launch_overhead``); longer is ``untraced``.
-#: HTA's launch-delay cutoff is 100 µs; a GPU picks queued work up within a few µs.
-#: Queued-part outcomes and their timeline: ``queued.queued_split``.
+#: Queued work that starts at most this long after the GPU went idle, with no dependency
+#: recorded, is GPU-side pick-up latency: ``gpu_pickup`` when its launch call had returned
+#: before the gap began (it was queued all along), ``launch_overhead`` when the GPU waited
+#: for that launch call first; longer is ``untraced``. HTA's launch-delay cutoff is 100 µs; a
+#: GPU picks queued work up within a few µs. Queued-part outcomes: ``queued.queued_split``.
 QUEUED_LAUNCH_LATENCY_MAX_NS: Final = 50_000
 #: Sanity bound on a dispatch window (the launching operator's own time from its start, or
 #: from the end of its last child that did other work, to its launch call;

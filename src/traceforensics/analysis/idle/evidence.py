@@ -5,6 +5,8 @@ Built only for the gaps that are reported (the largest N), so plain Python is fi
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from traceforensics.analysis.context import AnalysisContext
@@ -14,6 +16,7 @@ from traceforensics.analysis.idle.causes import (
     CAUSES,
     CPU_COMPUTE,
     CROSS_STREAM_WAIT,
+    GPU_PICKUP,
     HOST_SYNC,
     LAUNCH_OVERHEAD,
     UNTRACED,
@@ -23,6 +26,7 @@ from traceforensics.analysis.idle.results import Evidence
 from traceforensics.analysis.idle.results import duration_text as _us
 
 _MAX_PER_CAUSE = 2
+_RELAUNCH = "the host relaunching into the queue a sync drained: host_sync"
 
 
 def gap_evidence(
@@ -59,7 +63,11 @@ def gap_evidence(
         return out
     tid = _tid(ctx, thr)
     tl = int(parts.tl[i])
-    out.append(_launch_evidence(ctx, op, str(row["l_name"]), tid, late=tl - s))
+    launch = _launch_evidence(ctx, op, str(row["l_name"]), tid, late=tl - s)
+    if launch.cause == LAUNCH_OVERHEAD and int(parts.catch_end[i]) > tl:
+        launch = replace(launch, cause=HOST_SYNC, detail=f"{launch.detail}; {_RELAUNCH}")
+    if CAUSES[int(parts.qcause[i])] != GPU_PICKUP or int(parts.t2[i]) > s:
+        out.append(launch)  # (a pick-up's launch call is named by its own line, queued_evidence)
     out.extend(_sync_evidence(ctx, i, s, parts, tid))
     queued = queued_evidence(ctx, i, s=s, e=e, op=op, parts=parts, tid=tid)
     out.extend(queued)
@@ -87,7 +95,12 @@ def _queued_cause(i: int, e: int, parts: Parts) -> str:
     the cause of the queued time; "" when the op was not queued."""
     if int(parts.wait_end[i]) > int(parts.t2[i]):
         return CROSS_STREAM_WAIT
-    return CAUSES[int(parts.qcause[i])] if e > int(parts.t2[i]) else ""
+    if e <= int(parts.t2[i]):
+        return ""
+    cause = CAUSES[int(parts.qcause[i])]
+    # the relaunch's pick-up inside a sync's catch-up is the sync's (attribution._to_sync)
+    relaunch = cause == LAUNCH_OVERHEAD and int(parts.catch_end[i]) > int(parts.wait_end[i])
+    return HOST_SYNC if relaunch else cause
 
 
 def _trailing_gap_evidence(

@@ -15,7 +15,7 @@ import polars as pl
 
 from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.idle.attribution import Parts
-from traceforensics.analysis.idle.causes import CAUSES, CROSS_STREAM_WAIT, UNTRACED
+from traceforensics.analysis.idle.causes import CAUSES, CROSS_STREAM_WAIT, GPU_PICKUP, UNTRACED
 from traceforensics.analysis.idle.results import Evidence, duration_text
 from traceforensics.analysis.names import matching
 
@@ -54,7 +54,32 @@ def queued_evidence(
                 f"{why}; nothing recorded explains the wait",
             )
         )
+    if rest > 0 and CAUSES[int(parts.qcause[i])] == GPU_PICKUP:
+        out.append(_pickup(ctx, op, s=s, rest=rest, tid=tid))
     return out
+
+
+def _pickup(ctx: AnalysisContext, op: int, *, s: int, rest: int, tid: int | None) -> Evidence:
+    """The launch call of queued work the GPU picked up ``rest`` ns after going idle at ``s``:
+    it had returned before the gap began (``queued.prequeued``)."""
+    o = ctx.ops
+    ls, le = int(o.launch_start[op]), int(o.launch_end[op])
+    return Evidence(
+        GPU_PICKUP,
+        "cuda_api",
+        str(ctx.work.row(op, named=True)["l_name"]),
+        ls,
+        le - ls,
+        tid,
+        f"launched {_ago(s - ls)} before the gap began (the call returned {_ago(s - le)} "
+        f"before): the work was already queued; the GPU started it {duration_text(rest)} "
+        "after going idle (pick-up, no launch waited for)",
+    )
+
+
+def _ago(ns: int) -> str:
+    """``ns`` as a duration; "0 ns" for a time at or after the reference."""
+    return duration_text(max(ns, 0))
 
 
 def _wait_calls(

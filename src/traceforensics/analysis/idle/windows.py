@@ -29,12 +29,13 @@ import numpy as np
 from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.idle.attribution import Parts, attribute_gaps
 from traceforensics.analysis.idle.causes import CAUSES, N_CAUSES
+from traceforensics.analysis.idle.examples import CauseBest
 from traceforensics.analysis.idle.late import dispatch_cuts
 from traceforensics.analysis.idle.streamwait import LaunchIndex, gap_waits
 from traceforensics.analysis.intervals import holes, sorted_unique
 from traceforensics.model.units import I64
 
-#: Gaps attributed per ``attribute_gaps`` call: 131 072 gaps x 12 causes x 8 bytes = 12.6 MB
+#: Gaps attributed per ``attribute_gaps`` call: 131 072 gaps x 13 causes x 8 bytes = 13.6 MB
 #: per gap x cause matrix (the rule holds a few at a time). Any size gives the same results.
 CHUNK_GAPS = 1 << 17
 
@@ -50,6 +51,8 @@ class WindowGaps:
     Kept gaps: ``kept[j]`` is a gap index (longest first; ties: earliest start, then window
     order); row j of ``op`` (the op ending the gap, -1: none), ``matrix`` (ns per cause, sums to
     the gap's length) and ``parts`` belongs to gap ``kept[j]``.
+    ``best[k, c]`` (with ``window_gaps(..., best=True)``; else None): the gap of window k with
+    the most ns of cause c (ties: the earliest), -1 when no gap of k has any.
     """
 
     win: I64
@@ -63,6 +66,7 @@ class WindowGaps:
     op: I64
     matrix: I64
     parts: Parts
+    best: I64 | None = None
 
 
 def causes_dict(row: I64) -> dict[str, int]:
@@ -85,10 +89,18 @@ def in_window(starts: I64, ends: I64, lo: int, hi: int) -> tuple[I64, I64]:
 
 
 def window_gaps(
-    ctx: AnalysisContext, dev: I64, lo: I64, hi: I64, *, keep: int | None = None
+    ctx: AnalysisContext,
+    dev: I64,
+    lo: I64,
+    hi: I64,
+    *,
+    keep: int | None = None,
+    best: bool = False,
 ) -> WindowGaps:
     """Find and attribute the idle gaps of device ``dev[k]`` inside ``[lo[k], hi[k])`` (ns), in
-    chunks of ``CHUNK_GAPS`` gaps; keep the rows of the ``keep`` longest gaps (all: None)."""
+    chunks of ``CHUNK_GAPS`` gaps; keep the rows of the ``keep`` longest gaps (all: None);
+    with ``best``, also the gap with the most ns of each cause per window (``WindowGaps.best``:
+    two ints per window and cause)."""
     parts_s: list[I64] = []
     parts_e: list[I64] = []
     parts_w: list[I64] = []
@@ -105,13 +117,9 @@ def window_gaps(
     n_win, n = dev.size, s.size
     kept = longest(s, e, keep)
     kept_sorted = np.sort(kept)
-    # read by the dispatch cuts and the stream-wait rule only: 16 bytes per launched op, not
-    # built when neither has anything to look at (no cutting rows, no wait calls)
-    needed = ctx.host.cut_rows.size > 0 or ctx.host.waits.wait_keys.size > 0
-    launches = LaunchIndex.of(ctx) if needed else LaunchIndex.empty()
-    cuts = dispatch_cuts(ctx.host, launches)
-    linked = last_linked(ctx)
+    launches, cuts, linked = _rule_inputs(ctx)
     by_window = np.zeros((n_win, N_CAUSES), dtype=np.int64)
+    tops = CauseBest(n_win) if best else None
     ops: list[I64] = []
     rows: list[I64] = []
     parts: list[Parts] = []
@@ -120,6 +128,8 @@ def window_gaps(
         g = dev[w[a:b]]  # the chunk's devices
         op, mat, pt = _attribute(ctx, g, s[a:b], e[a:b], launches, cuts, linked)
         by_window += window_sums(w[a:b], mat, n_win)
+        if tops is not None:
+            tops.update(w[a:b], mat, a)
         j = kept_sorted[np.searchsorted(kept_sorted, a) : np.searchsorted(kept_sorted, b)] - a
         ops.append(op[j])
         rows.append(mat[j])
@@ -138,7 +148,26 @@ def window_gaps(
         np.concatenate(ops)[pos],
         np.concatenate(rows)[pos],
         Parts.concat(parts).take(pos),
+        None if tops is None else tops.gap,
     )
+
+
+def _rule_inputs(ctx: AnalysisContext) -> tuple[LaunchIndex, I64, I64]:
+    """What the rule reads besides the gaps: the launch index, the dispatch cuts and
+    ``last_linked``. The launch index is read by the dispatch cuts and the stream-wait rule
+    only: 16 bytes per launched op, not built when neither has anything to look at (no cutting
+    rows, no wait calls)."""
+    needed = ctx.host.cut_rows.size > 0 or ctx.host.waits.wait_keys.size > 0
+    launches = LaunchIndex.of(ctx) if needed else LaunchIndex.empty()
+    return launches, dispatch_cuts(ctx.host, launches), last_linked(ctx)
+
+
+def attribute_some(ctx: AnalysisContext, dev: I64, s: I64, e: I64) -> tuple[I64, I64, Parts]:
+    """Attribute a few gaps ``[s, e)`` of devices ``dev`` (ns) again, on their own: each gap is
+    attributed independently, so the result is the one ``window_gaps`` had for them
+    (``(op ending each gap, matrix, parts)``)."""
+    launches, cuts, linked = _rule_inputs(ctx)
+    return _attribute(ctx, dev, s, e, launches, cuts, linked)
 
 
 def _attribute(

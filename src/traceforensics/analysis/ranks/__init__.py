@@ -24,9 +24,11 @@ from traceforensics.analysis.ranks.results import RankAnalysis, RankRow, StepRow
 from traceforensics.analysis.ranks.straggler import (
     blame,
     find_straggler,
+    most_waited_for,
     rank_rows,
     step_medians,
     step_rows,
+    waits_for,
 )
 from traceforensics.model.session import TraceSession
 
@@ -41,7 +43,7 @@ def analyze_ranks(
     ctx = as_context(source, options)
     records, idle = done if done is not None else _records(ctx)
     return rank_analysis(
-        collective_kernels(ctx.work, ctx.session.args, ctx.device_table),
+        collective_kernels(ctx.work, ctx.session.args, ctx.device_table, ctx.tree),
         ctx.steps,
         ctx.devices,
         records,
@@ -67,10 +69,7 @@ def rank_analysis(
     charged = blame(coll)
     rows = rank_rows(records, coll, charged, steps, devs)
     straggler = find_straggler(rows, charged, devs, step_medians(idle))
-    if straggler is not None:
-        rows = [
-            r if r.rank == straggler.rank else replace(r, waiting_for=straggler.rank) for r in rows
-        ]
+    rows = _who_waits_for_whom(rows, coll.rows, devs, straggler)
     loaded = len({r.rank for r in rows})
     return RankAnalysis(
         world_size=_world_size(distributed.get("world_size"), loaded),
@@ -83,6 +82,31 @@ def rank_analysis(
         collectives=coll.rows,
         notes=coll.notes,
     )
+
+
+def _who_waits_for_whom(
+    rows: list[RankRow],
+    coll: pl.DataFrame,
+    devs: list[tuple[int, int]],
+    straggler: Straggler | None,
+) -> list[RankRow]:
+    """``rows`` with the rank each waits for: the straggler (``waiting_for``, and the time
+    waiting for it) and the rank it waited on longest (``waits_most_for``)."""
+    index = {rd: g for g, rd in enumerate(devs)}
+    most = most_waited_for(coll)
+    lead = None if straggler is None else index.get((straggler.rank, straggler.device))
+    for_lead = {} if lead is None else waits_for(coll, lead)
+    out = []
+    for row in rows:
+        g = index.get((row.rank, row.device), -1)
+        last, ns = most.get(g, (None, 0))
+        new = replace(
+            row, waits_most_for=None if last is None else devs[last][0], waits_most_for_ns=ns
+        )
+        if straggler is not None and row.rank != straggler.rank:
+            new = replace(new, waiting_for=straggler.rank, wait_for_straggler_ns=for_lead.get(g, 0))
+        out.append(new)
+    return out
 
 
 def _world_size(value: object, loaded: int) -> int:

@@ -36,7 +36,13 @@ class RankRow:
     last_arrivals: int
     clock_offset_ns: int
     mfu: float | None
+    #: the job's straggler, when this participant waits for it
     waiting_for: int | None = None
+    #: wall-clock ns waiting in matched collectives the straggler arrived last at
+    wait_for_straggler_ns: int = 0
+    #: the rank whose late arrival it waited on longest (matched collectives), and that wait
+    waits_most_for: int | None = None
+    waits_most_for_ns: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -58,12 +64,23 @@ class RankRow:
             "clock_offset_ns": self.clock_offset_ns,
             "mfu": None if self.mfu is None else round(self.mfu, 6),
             "waiting_for_rank": self.waiting_for,
+            "wait_for_straggler_ns": self.wait_for_straggler_ns,
+            "waits_most_for_rank": self.waits_most_for,
+            "waits_most_for_ns": self.waits_most_for_ns,
         }
 
 
 @dataclass(frozen=True)
 class Straggler:
-    """The rank the others wait for, and why."""
+    """The rank the others wait for, and why.
+
+    Figures (ns): ``others_wait_ns``, the other participants' mean time waiting in any
+    collective over the trace (whoever was late); ``waited_for_ns``, their mean time waiting
+    for this rank (the others' mean wait in each matched collective it arrived last at, summed
+    over the trace: the figure a report states as "the others wait X each for it"; the steps'
+    ``StepRow.slowest_rank_wait_ns`` of the steps it is slowest in add up to it, plus what
+    lies outside steps); ``waited_for_total_ns``, the same summed over the others;
+    ``wait_share``, its share of all waiting in matched collectives."""
 
     rank: int
     device: int
@@ -72,6 +89,11 @@ class Straggler:
     others_wait_ns: int
     last_share: float
     evidence: list[str] = field(default_factory=list)
+    waited_for_ns: int = 0
+    waited_for_total_ns: int = 0
+    wait_share: float = 0.0
+    last_arrivals: int = 0
+    matched_collectives: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -82,27 +104,43 @@ class Straggler:
             "others_wait_ns": self.others_wait_ns,
             "last_share": round(self.last_share, 6),
             "evidence": list(self.evidence),
+            "waited_for_ns": self.waited_for_ns,
+            "waited_for_total_ns": self.waited_for_total_ns,
+            "wait_share": round(self.wait_share, 6),
+            "last_arrivals": self.last_arrivals,
+            "matched_collectives": self.matched_collectives,
         }
 
     def pointer(self) -> str:
-        """What a waiting rank is told: ``waiting for rank 2: data_loading 31.0 ms/step``."""
-        per_step = f" {self.cause_excess_ns_per_step / 1e6:.1f} ms/step"
-        return f"waiting for rank {self.rank}: {self.cause}{per_step}"
+        """What a waiting rank is told: ``waiting for rank 2 (data_loading, +31.0 ms/step)``."""
+        excess = self.cause_excess_ns_per_step
+        per_step = f", +{excess / 1e6:.1f} ms/step" if excess else ""
+        return f"waiting for rank {self.rank} ({self.cause}{per_step})"
 
 
 @dataclass(frozen=True)
 class StepRow:
-    """One step (by number) across ranks: who arrived last and what it cost the others."""
+    """One step (by number) across ranks: who arrived last and what it cost the others.
+
+    ``slowest_rank``: the rank waited for longest in the step (the others' wait in the matched
+    collectives it arrived last at, weighted by that wait); ``slowest_rank_wait_ns``: the
+    others' mean wait for it in the step (ns each), ``slowest_rank_wait_total_ns``: summed over
+    them; ``others_wait_ns``: the others' mean wait in all the step's matched collectives,
+    whoever arrived last (ns each)."""
 
     step: int
     slowest_rank: int | None
     others_wait_ns: int
+    slowest_rank_wait_ns: int = 0
+    slowest_rank_wait_total_ns: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
             "step": self.step,
             "slowest_rank": self.slowest_rank,
             "others_wait_ns": self.others_wait_ns,
+            "slowest_rank_wait_ns": self.slowest_rank_wait_ns,
+            "slowest_rank_wait_total_ns": self.slowest_rank_wait_total_ns,
         }
 
 
@@ -156,6 +194,9 @@ RANK_SCHEMA: Final[dict[str, Any]] = {
     "clock_offset_ns": pl.Int64,
     "mfu": pl.Float64,
     "waiting_for_rank": pl.Int64,
+    "wait_for_straggler_ns": pl.Int64,
+    "waits_most_for_rank": pl.Int64,
+    "waits_most_for_ns": pl.Int64,
     **{f"idle_{c}_ns": pl.Int64 for c in CAUSES},
 }
 

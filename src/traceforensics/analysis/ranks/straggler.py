@@ -1,11 +1,17 @@
 """Per-rank table, per-step slowest rank, and the straggler with its cause.
 
-Blame: in each matched collective the participant that arrived last (``last_dev``) made every
-other one wait; it is charged the mean wait of the others. Per step (by step number, each
-rank's own step windows) the slowest rank is the one charged most.
+Blame: in each matched collective (every kind: all-reduce, all-to-all...) the participant that
+arrived last (``last_dev``) made every other one wait; it is charged the mean wait of the
+others (``blame_ns``) and their total (``wait_total_ns``). Per step (by step number, each
+rank's own step windows) the slowest rank is the one charged most: the others' wait for it,
+not how often it is last. The figures a report states come from this one quantity: the
+straggler's ``waited_for_ns`` is the sum of its charges over the trace, a step's
+``slowest_rank_wait_ns`` the sum of the slowest rank's charges in that step.
 
-Straggler: the participant charged most over the whole trace, when the others' mean collective
-wait is at least ``MIN_WAIT_SHARE`` of their window, it is charged at least
+Straggler: the participant charged most over the whole trace (weighted by the others' wait
+over all matched collectives), when the others' mean wait for it in matched collectives
+(its ``waited_for_ns``; estimated splits say nothing about whom a rank waited for) is at least
+``MIN_WAIT_SHARE`` of their window, it is charged at least
 ``MIN_BLAME_SHARE`` of all blame, and its cause's excess per step explains at least
 ``MIN_EXPLAINED`` of the others' wait per step (else jitter alone makes some rank last most
 often) unless that wait is ``LARGE_WAIT_SHARE`` of the window or more (then it is named with
@@ -39,22 +45,57 @@ MIN_EXPLAINED: Final = 0.5
 LARGE_WAIT_SHARE: Final = 0.1
 
 
+_BLAME_SCHEMA: Final = {
+    "dev": pl.Int64,
+    "blame_ns": pl.Int64,
+    "wait_total_ns": pl.Int64,
+    "start_ns": pl.Int64,
+}
+
+
 def blame(coll: Collectives) -> pl.DataFrame:
-    """Per matched collective: ``dev`` charged (the last to arrive) and ``blame_ns`` (the
-    others' mean wait), with the collective's start on that participant."""
+    """Per matched collective: ``dev`` charged (the last to arrive), ``blame_ns`` (the
+    others' mean wait) and ``wait_total_ns`` (their summed wait), with the collective's start
+    on that participant."""
     rows = coll.rows.filter(pl.col("matched"))
     if rows.height == 0:
-        return pl.DataFrame(schema={"dev": pl.Int64, "blame_ns": pl.Int64, "start_ns": pl.Int64})
+        return pl.DataFrame(schema=_BLAME_SCHEMA)
     per = rows.group_by("group", "k").agg(
         pl.col("last_dev").first().alias("dev"),
         (pl.col("wait_ns").sum() / (pl.len() - 1).clip(lower_bound=1)).alias("blame_ns"),
+        pl.col("wait_ns").sum().alias("wait_total_ns"),
         pl.col("start_ns").filter(pl.col("dev") == pl.col("last_dev")).first(),
     )
     return per.select(
         pl.col("dev").cast(pl.Int64),
         pl.col("blame_ns").round(0).cast(pl.Int64),
+        pl.col("wait_total_ns").cast(pl.Int64),
         pl.col("start_ns").cast(pl.Int64),
     )
+
+
+def waits_for(rows: pl.DataFrame, last: int) -> dict[int, int]:
+    """Per participant: wall-clock ns (union of waiting heads) spent in the matched
+    collectives participant ``last`` arrived last at."""
+    mine = rows.filter(pl.col("matched") & (pl.col("last_dev") == last) & (pl.col("dev") != last))
+    return {dev: int(v["wait"]) for dev, v in comm_time(mine).items()}
+
+
+def most_waited_for(rows: pl.DataFrame) -> dict[int, tuple[int, int]]:
+    """Per participant that waited in matched collectives: the participant whose late arrival
+    it waited on longest (summed wait; ties: the lower index) and that wait as a union (ns)."""
+    waited = (
+        rows.filter(pl.col("matched") & (pl.col("dev") != pl.col("last_dev")))
+        .group_by("dev", "last_dev")
+        .agg(pl.col("wait_ns").sum())
+        .filter(pl.col("wait_ns") > 0)
+        .sort("dev", "wait_ns", "last_dev", descending=[False, True, False])
+        .unique("dev", keep="first")
+    )
+    out = {}
+    for dev, last, _ in waited.iter_rows():
+        out[int(dev)] = (int(last), waits_for(rows, int(last)).get(int(dev), 0))
+    return out
 
 
 def step_rows(charged: pl.DataFrame, steps: pl.DataFrame) -> list[StepRow]:
@@ -72,15 +113,23 @@ def step_rows(charged: pl.DataFrame, steps: pl.DataFrame) -> list[StepRow]:
     )
     per = (
         placed.group_by("number", "rank")
-        .agg(pl.col("blame_ns").sum())
+        .agg(pl.col("blame_ns", "wait_total_ns").sum())
         .sort("number", "blame_ns", "rank", descending=[False, True, False])
     )
     out = []
     for number, group in per.group_by("number", maintain_order=True):
         first = group.row(0, named=True)
         total = int(group["blame_ns"].sum())
-        slowest = int(first["rank"]) if first["blame_ns"] > 0 else None
-        out.append(StepRow(step=int(number[0]), slowest_rank=slowest, others_wait_ns=total))
+        late = first["blame_ns"] > 0
+        out.append(
+            StepRow(
+                step=int(number[0]),
+                slowest_rank=int(first["rank"]) if late else None,
+                others_wait_ns=total,
+                slowest_rank_wait_ns=int(first["blame_ns"]) if late else 0,
+                slowest_rank_wait_total_ns=int(first["wait_total_ns"]) if late else 0,
+            )
+        )
     return out
 
 
@@ -108,7 +157,7 @@ def find_straggler(
     """The straggler and its cause, or None when the ranks arrive together."""
     if len(rows) < 2 or charged.height == 0:
         return None
-    totals = charged.group_by("dev").agg(pl.col("blame_ns").sum())
+    totals = charged.group_by("dev").agg(pl.col("blame_ns", "wait_total_ns").sum())
     top = totals.sort("blame_ns", "dev", descending=[True, False]).row(0, named=True)
     all_blame = int(totals["blame_ns"].sum())
     rank, device = devs[int(top["dev"])]
@@ -116,23 +165,40 @@ def find_straggler(
     others = [r for r in rows if r is not me]
     mean_wait = sum(r.comm_wait_ns for r in others) / len(others)
     mean_window = sum(r.window_ns for r in others) / len(others) or 1
-    if not all_blame or mean_wait < MIN_WAIT_SHARE * mean_window:
+    # the tests read the others' wait for it in matched collectives: an estimated split (a
+    # collective not matched across ranks) says nothing about whom they waited for
+    waited = int(top["blame_ns"])
+    if not all_blame or waited < MIN_WAIT_SHARE * mean_window:
         return None
     if int(top["blame_ns"]) < MIN_BLAME_SHARE * all_blame:
         return None
     cause, excess, evidence = _cause(me, others, step_idle)
     # jitter also makes some rank last most often: a straggler's own excess must explain
     # the others' wait, unless the wait is large whatever its cause
-    wait_per_step = mean_wait / max(me.steps, 1)
-    if excess < MIN_EXPLAINED * wait_per_step and mean_wait < LARGE_WAIT_SHARE * mean_window:
+    wait_per_step = waited / max(me.steps, 1)
+    if excess < MIN_EXPLAINED * wait_per_step and waited < LARGE_WAIT_SHARE * mean_window:
         return None
     share = me.last_arrivals / charged.height
     evidence.insert(
         0,
-        f"rank {rank} arrives last at {me.last_arrivals} of {charged.height} matched collectives; "
-        f"the other ranks wait {mean_wait / 1e6:.2f} ms each in collectives",
+        f"the other ranks wait {waited / 1e6:.2f} ms each for rank {rank} "
+        f"({waited / all_blame:.0%} of their waiting in matched collectives): it arrives last "
+        f"at {me.last_arrivals} of {charged.height} matched collectives",
     )
-    return Straggler(rank, device, cause, excess, int(mean_wait), share, evidence)
+    return Straggler(
+        rank,
+        device,
+        cause,
+        excess,
+        int(mean_wait),
+        share,
+        evidence,
+        waited_for_ns=waited,
+        waited_for_total_ns=int(top["wait_total_ns"]),
+        wait_share=waited / all_blame,
+        last_arrivals=me.last_arrivals,
+        matched_collectives=charged.height,
+    )
 
 
 def _cause(

@@ -37,6 +37,7 @@ from traceforensics.ingest.rocprof.decode import Event, decode, integer, us_to_n
 from traceforensics.ingest.rocprof.flows import flow_correlation
 from traceforensics.ingest.rocprof.lanes import lane_of, producer_of
 from traceforensics.ingest.rocprof.meta import devices_of
+from traceforensics.model.comm import COMM_KERNEL_RE, NOT_COMM_KERNEL_RE
 from traceforensics.model.errors import CorruptTraceError
 from traceforensics.model.schema import conform_events
 from traceforensics.model.session import InputInfo, TraceMeta, TraceSession
@@ -256,5 +257,12 @@ def load_rocprof(path: Path) -> TraceSession:
         devices=devices_of(used, other),
         warnings=warnings,
         extra={FORMAT: {"producer": producer, "lanes": sorted(labels.values())}},
+    )
+    # RCCL kernels are communication, by the one table of names (model.comm)
+    comm = pl.col("name").cast(pl.String).str.replace_all(NOT_COMM_KERNEL_RE, " ")
+    frame = frame.with_columns(
+        ((pl.col("kind") == "kernel") & comm.str.contains(COMM_KERNEL_RE))
+        .fill_null(False)
+        .alias("is_comm")
     )
     return TraceSession(conform_events(frame), meta)
