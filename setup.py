@@ -1,10 +1,8 @@
-"""The compiled parts of the package (issue 12): the Kineto column scanner, the row-list
-packer and the host op tree's stack sweep.
+"""The compiled part of the package: the Kineto column scanner (``_colscan.c``).
 
-Everything else is declared in ``pyproject.toml``. The extensions are optional: without a C
-compiler the install still succeeds: the Kineto reader uses its pure-Python decoder
-(``traceforensics.ingest.kineto.colscan.AVAILABLE`` says which one runs), the early scan sends
-its row lists as lists (``rows.PACKER``) and the op tree is found columnar (``optree.SWEEP``).
+Everything else is declared in ``pyproject.toml``. The extension is optional: without a C
+compiler the install still succeeds and the Kineto reader reads every file by its generic path
+(``traceforensics.ingest.kineto.colscan.AVAILABLE`` says whether the scanner runs).
 """
 
 from setuptools import Extension, setup
@@ -21,18 +19,6 @@ setup(
                 "-Wextra",
                 "-Wno-missing-field-initializers",
             ],
-            optional=True,
-        ),
-        Extension(
-            "traceforensics.analysis._optree",
-            ["src/traceforensics/analysis/_optree.c"],
-            extra_compile_args=["-O2", "-std=c99", "-Wall", "-Wextra"],
-            optional=True,
-        ),
-        Extension(
-            "traceforensics.ingest.kineto._intpack",
-            ["src/traceforensics/ingest/kineto/_intpack.c"],
-            extra_compile_args=["-O2", "-std=c99", "-Wall", "-Wextra"],
             optional=True,
         ),
     ]

@@ -6,13 +6,13 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from traceforensics.analysis.findings.facts import TraceFacts, facts_from
+from traceforensics.analysis.facts import TraceFacts, facts_from
 from traceforensics.analysis.findings.preconditions import RULES, apply, checked
-from traceforensics.analysis.findings.program import Program, program_from
 from traceforensics.analysis.findings.remedies import GENERIC, remedy
 from traceforensics.analysis.findings.results import CATEGORIES, Finding
 from traceforensics.analysis.idle.causes import CAUSES
-from traceforensics.analysis.kernels.tensor_cores import is_layout_conversion, matmul_dtype
+from traceforensics.analysis.program import Program, program_from
+from traceforensics.analysis.tensor_cores import is_layout_conversion, matmul_dtype
 from traceforensics.model.session import DeviceInfo, TraceMeta
 
 A100 = DeviceInfo(0, 0, "NVIDIA A100-SXM4-80GB", 108, "8.0", vendor="nvidia")

@@ -1,8 +1,10 @@
-"""Session cache: lives under XDG_CACHE_HOME, keyed by input identity, never beside the input."""
+"""The cache (``traceforensics.cache``): lives under XDG_CACHE_HOME, keyed by input identity
+and code, never beside the input; the session entries."""
 
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import subprocess
@@ -12,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from traceforensics.ingest.cache import cache_root, cached_load, input_key, source_fingerprint
+from traceforensics.cache import cache_dir, cached_session, code_fingerprint, entry_path
 from traceforensics.model import TraceMeta, TraceSession
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples/synthetic_training.pt.trace.json.gz"
@@ -50,12 +52,12 @@ def test_second_load_comes_from_cache_and_is_equal(tmp_path: Path, xdg: Path) ->
         calls.append(p)
         return _session("k1")
 
-    first = cached_load(src, loader)
-    second = cached_load(src, loader)
+    first = cached_session(src, loader)
+    second = cached_session(src, loader)
     assert len(calls) == 1
     assert second.events.equals(first.events)
-    assert cache_root() == xdg / "traceforensics" / "sessions"
-    assert any(cache_root().iterdir())
+    assert cache_dir() == xdg / "traceforensics"
+    assert any((cache_dir() / "sessions").iterdir())
     # nothing written beside the input
     assert sorted(os.listdir(src.parent)) == ["t.json"]
 
@@ -63,38 +65,60 @@ def test_second_load_comes_from_cache_and_is_equal(tmp_path: Path, xdg: Path) ->
 def test_changed_input_misses_the_cache(tmp_path: Path, xdg: Path) -> None:
     src = tmp_path / "t.json"
     src.write_text("{}")
-    k1 = input_key(src)
+    k1 = entry_path("sessions", src)
     src.write_text('{"x": 1}')
     os.utime(src, ns=(1, 1))
-    assert input_key(src) != k1
+    assert entry_path("sessions", src) != k1
     names: list[str] = []
 
     def loader(p: Path) -> TraceSession:
         names.append("load")
         return _session(f"v{len(names)}")
 
-    cached_load(src, loader)
+    cached_session(src, loader)
     src.write_text('{"x": 22}')
-    cached_load(src, loader)
+    cached_session(src, loader)
     assert names == ["load", "load"]
 
 
 def test_broken_cache_entry_is_rebuilt(tmp_path: Path, xdg: Path) -> None:
     src = tmp_path / "t.json"
     src.write_text("{}")
-    entry = cache_root() / input_key(src)
-    entry.mkdir(parents=True)
-    (entry / "meta.json").write_text("not json")
-    s = cached_load(src, lambda p: _session("fresh"))
+    entry = entry_path("sessions", src)
+    entry.parent.mkdir(parents=True)
+    entry.write_text("not json")
+    s = cached_session(src, lambda p: _session("fresh"))
+    assert s.events.get_column("name").cast(pl.String).to_list() == ["fresh"]
+    # written whole again: the next load reads it
+    assert cached_session(src, lambda p: _session("again")).events.equals(s.events)
+
+
+@pytest.mark.parametrize("cut", ["head", "tail", "flip"])
+def test_a_damaged_session_entry_is_never_served(tmp_path: Path, xdg: Path, cut: str) -> None:
+    """The one integrity rule: a part whose bytes do not match its SHA-256 is a miss (a byte
+    changed inside a Parquet page can decode into other values without an error)."""
+    src = tmp_path / "t.json"
+    src.write_text("{}")
+    cached_session(src, lambda p: _session("first"))
+    entry = entry_path("sessions", src)
+    data = bytearray(entry.read_bytes())
+    if cut == "head":
+        data = data[:10]
+    elif cut == "tail":
+        data = data[:-10]
+    else:
+        data[-100] ^= 0x40
+    entry.write_bytes(bytes(data))
+    s = cached_session(src, lambda p: _session("fresh"))
     assert s.events.get_column("name").cast(pl.String).to_list() == ["fresh"]
 
 
 def test_cache_hit_names_the_path_typed_this_time(
     tmp_path: Path, xdg: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The key is the resolved path: a second run typing the same file differently (relative,
-    absolute, through a rank directory) hits the cache and must print its own path (issue 10:
-    the text header used to print the path of whichever run filled the cache)."""
+    """A second run typing the same file differently (relative, absolute, through a rank
+    directory) must print its own path (issue 10: the text header used to print the path of
+    whichever run filled the cache); the path as typed is part of the key."""
     from tests.conftest import run_cli
 
     example = Path(__file__).resolve().parents[1] / "examples/synthetic_training.pt.trace.json.gz"
@@ -112,11 +136,11 @@ def test_cache_hit_names_the_path_typed_this_time(
             head = out.splitlines()[0]
             want = typed if typed.endswith(".gz") else f"{typed}/rank-0.pt.trace.json.gz"
             assert f"· {want} (rank" in head, (typed, head)
-    assert any(xdg.rglob("meta.json")), "the cache was never filled: nothing was tested"
+    assert any((xdg / "traceforensics" / "sessions").iterdir()), "the cache was never filled"
 
 
 def test_a_changed_reader_misses_the_cache(tmp_path: Path) -> None:
-    """The key carries a hash of the ingest and model source, so a session an older reader made
+    """The key carries a hash of every file of the package, so a session an older reader made
     (say, with a device name it could not read) is never served after the reader changes."""
     import shutil
 
@@ -124,19 +148,18 @@ def test_a_changed_reader_misses_the_cache(tmp_path: Path) -> None:
 
     package = Path(traceforensics.__file__).parent
     copy = tmp_path / "pkg"
-    for part in ("ingest", "model"):
-        shutil.copytree(package / part, copy / part)
-    before = source_fingerprint(copy)
-    assert before == source_fingerprint(package)
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    before = code_fingerprint(copy)
+    assert before == code_fingerprint(package)
     reader = copy / "ingest" / "nsys" / "meta.py"
     reader.write_text(reader.read_text() + "\n# changed\n")
-    assert source_fingerprint(copy) != before
-    (copy / "report.py").write_text("# not a reader\n")  # outside ingest/model: no effect
+    assert code_fingerprint.__wrapped__(copy) != before
     reader.write_text(reader.read_text().removesuffix("\n# changed\n"))
-    assert source_fingerprint(copy) == before
+    (copy / "cli" / "stray.pyc").write_bytes(b"x")  # bytecode is not what runs the rules
+    assert code_fingerprint.__wrapped__(copy) == before
     scanner = copy / "ingest" / "kineto" / "_colscan.c"  # the compiled reader's source counts
     scanner.write_text(scanner.read_text() + "\n/* changed */\n")
-    assert source_fingerprint(copy) != before
+    assert code_fingerprint.__wrapped__(copy) != before
 
 
 def _full_disk_run(tmp_path: Path, limit_bytes: int) -> subprocess.CompletedProcess[str]:
@@ -180,16 +203,17 @@ def test_an_enospc_while_saving_leaves_nothing_behind(
     tmp_path: Path, xdg: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def full(self: pl.DataFrame, target: object, *args: object, **kwargs: object) -> None:
-        Path(str(target)).write_bytes(b"PAR1")  # a part was written before the disk filled
+        assert isinstance(target, io.BytesIO)
+        target.write(b"PAR1")  # a part was written before the disk filled
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(pl.DataFrame, "write_parquet", full)
     src = tmp_path / "t.json"
     src.write_text("{}")
-    session = cached_load(src, lambda p: _session("a"))
+    session = cached_session(src, lambda p: _session("a"))
     assert [w for w in session.meta.warnings if "No space left on device" in w]
-    assert list(xdg.rglob("*.parquet")) == []
+    assert [p for p in xdg.rglob("*") if p.is_file()] == []
     assert [p for p in xdg.rglob(".tmp-*")] == []
     # a second failing run warns once, not twice
-    again = cached_load(src, lambda p: session)
+    again = cached_session(src, lambda p: session)
     assert sum("could not be written" in w for w in again.meta.warnings) == 1

@@ -19,8 +19,8 @@ import polars as pl
 import pytest
 
 import traceforensics
+from traceforensics.analysis.classify import classify_host
 from traceforensics.analysis.idle.causes import CAUSE_INDEX, DATA_LOADING
-from traceforensics.analysis.idle.classify import classify_host
 from traceforensics.model.errors import InputError, OptionError
 from traceforensics.model.session import TraceSession
 from traceforensics.recording.settings import INSTALL_HINT

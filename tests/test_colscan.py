@@ -1,9 +1,10 @@
-"""The compiled column scanner (``ingest/kineto/_colscan.c``) against the typed decoder.
+"""The compiled column scanner (``ingest/kineto/_colscan.c``) against a JSON parser.
 
-Whatever text the scanner accepts it must read exactly as msgspec's typed decoding does (the
-same values of the same types, the kept args' text byte for byte); whatever it refuses goes
-to that decoder. Events are generated (hypothesis), cut, damaged, and taken from real traces;
-the columns a chunk gives are compared with those of the typed path.
+Whatever text the scanner accepts it must read exactly as ``json.loads`` does (the same values
+of the same types; each kept arg's text as written in the input); whatever it refuses goes to
+the generic path. Events are generated (hypothesis), cut, damaged, and taken from real traces;
+the columns a chunk gives are compared with those the generic path builds of its parsed events
+(``ColumnBuilder.add_dicts``).
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ from traceforensics.ingest.kineto import chunks, colscan, load_kineto
 from traceforensics.ingest.kineto.batches import ColumnBuilder, build_batch
 from traceforensics.ingest.kineto.columns import Columns
 from traceforensics.ingest.kineto.parts import ExternalPart, KeptPart
-from traceforensics.ingest.kineto.scanner import KEPT_KEYS
-from traceforensics.ingest.kineto.typed import KEPT_FIELDS, RULE_FIELDS, UNSET, decode_events
+from traceforensics.ingest.kineto.scanner import KEPT_FIELDS, KEPT_KEYS, RULE_FIELDS
 from traceforensics.model.session import TraceSession
 
 needs_scanner = pytest.mark.skipif(
@@ -67,7 +67,7 @@ _clean_args = st.dictionaries(
     st.one_of(_arg_value, st.lists(_arg_value, max_size=3), _json),
     max_size=6,
 ).map(lambda d: {k: v for k, v in d.items() if k not in RULE_FIELDS.values() or _plain(v)})
-#: The top-level keys the scanner reads, in the typed ``Event``'s names.
+#: The top-level keys the scanner reads.
 _READ_KEYS = (*colscan.CODED_KEYS, *colscan.NUMBER_KEYS)
 _EVENT_KEYS = [*_READ_KEYS, "s", "bp", "other"]
 
@@ -107,7 +107,20 @@ def _dump(events: list[Any], style: int) -> bytes:
     )  # a lone surrogate as invalid UTF-8: refused
 
 
-# -- expectations from the typed decoder ------------------------------------------------------
+# -- expectations from a JSON parser ----------------------------------------------------------
+
+UNSET = colscan.UNSET
+
+
+def decode_events(text: bytes) -> list[Any]:
+    """The events of a chunk as the generic path parses them."""
+    events: list[Any] = json.loads(text)
+    return events
+
+
+def _canonical(value: Any) -> str:
+    """One text per value and type (``1``, ``1.0`` and ``True`` differ; key order kept)."""
+    return json.dumps(value, ensure_ascii=True)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -123,32 +136,25 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _expected(text: bytes) -> tuple[list[list[Any]], list[Any], set[tuple[int, str, bytes]]]:
+def _expected(text: bytes) -> tuple[list[list[Any]], list[Any], set[tuple[int, str, str]]]:
     events = decode_events(text)
-    columns = [[getattr(e, key) for e in events] for key in _READ_KEYS]
+    columns = [[e.get(key) for e in events] for key in _READ_KEYS]
     rule: list[Any] = []
-    kept: set[tuple[int, str, bytes]] = set()
+    kept: set[tuple[int, str, str]] = set()
     for i, e in enumerate(events):
-        a = e.args
+        a = e.get("args")
         if a is None:
             rule.append(None)
             continue
-        rule.append(
-            {
-                key: getattr(a, attr)
-                for attr, key in RULE_FIELDS.items()
-                if getattr(a, attr) is not UNSET
-            }
-        )
-        for attr, key in KEPT_FIELDS.items():
-            raw = getattr(a, attr)
-            if raw is not UNSET:
-                kept.add((i, key, bytes(raw)))
+        rule.append({key: a[key] for key in RULE_FIELDS.values() if key in a})
+        for key in KEPT_FIELDS.values():
+            if key in a:
+                kept.add((i, key, _canonical(a[key])))
     return columns, rule, kept
 
 
 def _as_read(got: colscan.Scanned) -> tuple[list[list[Any]], list[Any]]:
-    """The scanned chunk as the typed decoder's values: columns of ``_READ_KEYS`` and per
+    """The scanned chunk as the parser's values: columns of ``_READ_KEYS`` and per
     event the rule args present (None without args)."""
     columns = [
         [got.values[c] for c in got.codes[:, j].tolist()] for j in range(len(colscan.CODED_KEYS))
@@ -187,21 +193,23 @@ def _check(text: bytes, got: colscan.Scanned) -> None:
             assert mine_d.keys() == theirs_d.keys()
             assert all(_same(mine_d[k], theirs_d[k]) for k in mine_d)
     triples = {
-        (int(e), colscan.KEPT_KEYS[k], got.kept_texts[v].encode())
+        (int(e), colscan.KEPT_KEYS[k], _canonical(json.loads(got.kept_texts[v])))
         for e, k, v in zip(got.kept_events, got.kept_keys, got.kept_values, strict=True)
     }
     assert len(triples) == len(got.kept_events)
     assert triples == kept
+    # each kept text as written in the input
+    assert all(t.encode() in text for t in got.kept_texts), got.kept_texts
 
 
 @needs_scanner
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_clean_event(), max_size=6), st.integers(0, 2))
-def test_clean_events_read_as_the_typed_decoder_reads_them(
+def test_clean_events_read_as_the_parser_reads_them(
     events: list[dict[str, Any]], style: int
 ) -> None:
     """Objects of scalars (any strings, escapes, numbers of int64, floats) with args of
-    scalars and lists: always accepted, and read as msgspec reads them."""
+    scalars and lists: always accepted, and read as ``json.loads`` reads them."""
     text = _dump(events, style)
     got = colscan.scan(text)
     assert got is not None, text
@@ -211,7 +219,7 @@ def test_clean_events_read_as_the_typed_decoder_reads_them(
 @needs_scanner
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_wild_event | _clean_event(), max_size=5), st.integers(0, 2))
-def test_any_json_is_read_the_same_or_left_to_the_typed_decoder(
+def test_any_json_is_read_the_same_or_left_to_the_generic_path(
     events: list[dict[str, Any]], style: int
 ) -> None:
     text = _dump(events, style)
@@ -250,7 +258,7 @@ def test_cut_or_damaged_text_is_refused(events: list[dict[str, Any]], data: st.D
         b'[{"ph": "\\ud800"}]',  # lone surrogate
         b'[{"ph": "a\tb"}]',  # raw control character
         b'[{"ph": tru}]',
-        b"[1]",  # an element that is not an object (the typed path's case)
+        b"[1]",  # an element that is not an object (the generic path's case)
         b'[{"ph": [1]}]',  # a nested top-level value
         b'[{"args": [1]}]',  # args that are not an object
         b'[{"ph": "X", "ph": "i"}]',  # duplicate key
@@ -260,7 +268,7 @@ def test_cut_or_damaged_text_is_refused(events: list[dict[str, Any]], data: st.D
         b'[{"zz": "\\ud800"}]',  # a lone surrogate, even in a value nobody reads
         b'[{"args": {"Call stack": "\\udc00"}}]',  # ... or in a kept value
         b'[{"args": {"o": "\\ud83d\\u0041"}}]',  # a high surrogate without its low half
-        b'[{"ts": 1' + b"0" * 2000 + b"e-2000}]",  # a number msgspec's parser gives up on
+        b'[{"ts": 1' + b"0" * 2000 + b"e-2000}]",  # a number too long for the fast parse
     ],
 )
 def test_texts_outside_the_clean_case_are_refused(text: bytes) -> None:
@@ -273,7 +281,6 @@ def test_the_switch_turns_the_scanner_off(monkeypatch: pytest.MonkeyPatch) -> No
     assert colscan.scan(text) is not None
     monkeypatch.setenv("TRACEFORENSICS_PURE_DECODE", "1")
     assert colscan.scan(text) is None
-    assert isinstance(colscan.decode(text), list)  # typed structs
 
 
 # -- columns of real chunks -------------------------------------------------------------------
@@ -286,17 +293,25 @@ def _external_ids(part: ExternalPart) -> list[int | None]:
 
 
 def _kept_rows(part: KeptPart) -> list[tuple[int, str, str]]:
-    """A part's (row position, key, JSON text) rows, in order."""
+    """A part's (row position, key, value) rows, in order; the value's JSON text in one
+    spelling (the scanner keeps the text as written, the generic path re-encodes it)."""
     return [
-        (e, KEPT_KEYS[k], part.texts[v])
+        (e, KEPT_KEYS[k], _canonical(json.loads(part.texts[v])))
         for e, k, v in zip(part.event.tolist(), part.key.tolist(), part.value.tolist(), strict=True)
     ]
 
 
+def _rule_args(c: Columns) -> list[dict[str, Any]]:
+    """Each row's rule args, a kept key's value decoded where the scanner left it as its JSON
+    text (bytes; the generic path has the parsed value)."""
+    return [{k: json.loads(v) if type(v) is bytes else v for k, v in d.items()} for d in c.args]
+
+
 def _assert_columns_equal(a: Columns, b: Columns) -> None:
     # with the types: ``1 == 1.0 == True``, but a pid shared as True is no pid downstream
-    for name in ("cat", "kind", "name", "pid_raw", "tid_raw", "args", "correlation", "meta"):
+    for name in ("cat", "kind", "name", "pid_raw", "tid_raw", "correlation", "meta"):
         assert _same(getattr(a, name), getattr(b, name)), name
+    assert _same(_rule_args(a), _rule_args(b))
     for name in ("start_parts", "dur_parts"):
         np.testing.assert_array_equal(
             np.concatenate([np.zeros(0, np.int64), *getattr(a, name)]),
@@ -379,9 +394,9 @@ def _kineto_event(i: int) -> st.SearchStrategy[dict[str, Any]]:
 @needs_scanner
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.integers(0, 1).flatmap(_kineto_event), max_size=30), st.integers(0, 2))
-def test_a_chunk_gives_the_columns_of_the_typed_path(events: list[Any], style: int) -> None:
+def test_a_chunk_gives_the_columns_of_the_generic_path(events: list[Any], style: int) -> None:
     """Rows, kinds, rule args, correlations, kept args, flows, metadata and times built from a
-    scanned chunk equal those built from its typed structs."""
+    scanned chunk equal those built from its parsed events."""
     text = _dump(events, style)
     scanned = colscan.scan(text)
     assert scanned is not None
@@ -429,24 +444,27 @@ def _odd_event() -> st.SearchStrategy[dict[str, Any]]:
 @needs_scanner
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.lists(_odd_event(), max_size=12), min_size=1, max_size=4), st.data())
-def test_chunks_of_odd_values_give_the_columns_of_the_typed_path(
+def test_chunks_of_odd_values_give_the_columns_of_the_generic_path(
     chunks: list[list[Any]], data: st.DataObject
 ) -> None:
     """Several chunks into one builder (the shared values carried from chunk to chunk), each
-    scanned or typed as drawn: the same columns, with the same types, as all typed."""
-    mixed, typed_only = ColumnBuilder(), ColumnBuilder()
+    scanned or parsed as drawn: the same columns, with the same types, as all parsed."""
+    mixed, parsed_only = ColumnBuilder(), ColumnBuilder()
     for events in chunks:
         text = _dump(events, data.draw(st.integers(0, 2)))
         scanned = colscan.scan(text) if data.draw(st.booleans()) else None
-        mixed.add(scanned if scanned is not None else decode_events(text))
-        typed_only.add(decode_events(text))
-    _assert_columns_equal(mixed.c, typed_only.c)
+        if scanned is not None:
+            mixed.add(scanned)
+        else:
+            mixed.add_dicts(decode_events(text))
+        parsed_only.add_dicts(decode_events(text))
+    _assert_columns_equal(mixed.c, parsed_only.c)
 
 
 @needs_scanner
 def test_equal_values_of_two_types_are_shared_in_the_order_the_column_meets_them() -> None:
     """``tid`` 1.0 is read before ``pid`` 1 (so its code is the lower), but the pid column
-    meets 1 first: as on the typed path, the pid column holds the int 1 twice."""
+    meets 1 first: as on the generic path, the pid column holds the int 1 twice."""
     text = b'[{"ph":"X","cat":"cpu_op","name":"a","tid":1.0,"pid":1,"ts":0},' + (
         b'{"ph":"X","cat":"cpu_op","name":"a","tid":2,"pid":1.0,"ts":1}]'
     )
@@ -537,10 +555,17 @@ def test_ids_beyond_int64_are_no_ids(tmp_path: Any) -> None:
 
 
 def _same_session(a: TraceSession, b: TraceSession) -> None:
+    """The same tables; kept-arg values compared decoded (the scanner keeps each as written,
+    the generic path re-encodes it compactly)."""
     assert a.events.equals(b.events)
-    assert a.args.with_columns(pl.col(pl.Categorical).cast(pl.String)).equals(
-        b.args.with_columns(pl.col(pl.Categorical).cast(pl.String))
-    )
+
+    def decoded(s: TraceSession) -> list[tuple[int, str, Any]]:
+        rows = s.args.with_columns(pl.col(pl.Categorical).cast(pl.String))
+        return [
+            (e, k, json.loads(v)) for e, k, v in rows.select("event_id", "key", "value").iter_rows()
+        ]
+
+    assert decoded(a) == decoded(b)
     assert a.meta.warnings == b.meta.warnings
     assert a.meta.devices == b.meta.devices
 
@@ -675,8 +700,8 @@ def test_scans_on_threads_at_once_read_what_one_scan_reads() -> None:
 def test_real_traces_load_the_same_with_and_without_the_scanner(
     path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every real Kineto trace loads to the same table with the scanner as with the typed
-    decoder alone, and the scanner read at least one chunk of each (else it tested nothing)."""
+    """Every real Kineto trace loads to the same table with the scanner as by the generic path
+    alone, and the scanner read at least one chunk of each (else it tested nothing)."""
     trace = shared_trace(path)
     scanned = [0]
     real = colscan.scan

@@ -14,7 +14,7 @@ import pytest
 from synth import SynthTrace, training_loop
 from tests.conftest import FIXTURES, run_cli
 from traceforensics import load
-from traceforensics.analysis.kernels.peaks import resolve_device_peak
+from traceforensics.analysis.peaks import resolve_device_peak
 from traceforensics.model.session import UNKNOWN_DEVICE, DeviceInfo
 
 #: The legacy table as early-2021 exports wrote it (columns from the schema reference).

@@ -74,14 +74,14 @@ def test_a_child_that_ends_without_saying_gives_no_answer(
 
 
 def test_a_file_read_whole_by_the_child_is_loaded_without_the_decoders() -> None:
-    # (the stream, the compiled scanner's reader and msgspec's: ~5 ms of imports a small trace
+    # (the stream and the compiled scanner's reader: imports a small trace
     # does not need once the child built its columns); without the early scan they are used
     code = (
         "import os, sys\n"
         "from pathlib import Path\n"
         "from traceforensics.ingest.kineto import early, load_kineto\n"
         "k = 'traceforensics.ingest.kineto.'\n"
-        "decoders = ('msgspec', k + 'batches', k + 'stream', k + 'colscan')\n"
+        "decoders = (k + 'batches', k + 'stream', k + 'colscan')\n"
         f"path = Path({str(SAMPLE)!r})\n"
         "early.start(path)\n"
         "session = load_kineto([path])\n"

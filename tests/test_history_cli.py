@@ -176,8 +176,9 @@ def test_trend_takes_every_fail_on_name_and_refuses_others(
     code, out, err = run_cli(["analyze", str(trace), "--json", "--store", url], capsys)
     assert code == 0, err
     figures = analysis_figures(json.loads(out))
-    # one per cause (13 since issue 44: gpu_pickup) and 13 others (step, idle, busy, kinds, mfu)
-    assert len(figures) == 13 + len(CAUSES) and len(CAUSES) == 13
+    # one per cause (``CAUSES``: the cause table's rows) and 13 others (step, idle, busy, kinds,
+    # mfu)
+    assert len(figures) == 13 + len(CAUSES)
     for name, want in figures.items():
         code, out, err = run_cli(["history", "--store", url, "--trend", name, "--json"], capsys)
         assert code == 0 and err == "", (name, err)

@@ -9,8 +9,8 @@ import random
 import numpy as np
 import pytest
 
+from traceforensics.analysis.host_timeline import build_timeline
 from traceforensics.analysis.idle.causes import CAUSE_INDEX, N_CAUSES, PRIORITY
-from traceforensics.analysis.idle.host_timeline import build_timeline
 
 T0 = 1_000
 

@@ -1,8 +1,7 @@
-"""The parent assignment of the host op tree, compiled and columnar, against a plain sweep.
+"""The parent assignment of the host op tree (columnar) against a plain sweep.
 
-``optree._parents`` runs the compiled stack sweep (``_optree.c``) where it is built;
-``optree._columnar_parents`` computes each range's parent with numpy (nearest earlier range
-still open) and falls back to the sweep on threads whose ranges overlap without nesting. The
+``optree._parents`` computes each range's parent with numpy (nearest earlier range still open)
+and falls back to the sweep on threads whose ranges overlap without nesting. The
 reference here is an independent plain-Python walk written from the rule: for every row, keep
 a stack of earlier can-parent ranges of the same thread, drop the top while it has ended, the
 top is the parent.
@@ -17,7 +16,7 @@ import pytest
 from tests.conftest import tree_parents
 from traceforensics.analysis import optree
 from traceforensics.analysis.context import prepare
-from traceforensics.analysis.optree import _columnar_parents, _parents
+from traceforensics.analysis.optree import _parents
 from traceforensics.model.session import TraceMeta, TraceSession
 
 
@@ -48,7 +47,6 @@ def _check(rng: np.random.Generator, n: int, max_len: int) -> None:
     ids = rng.permutation(10 * n + 1)[:n].astype(np.int64)
     want = _reference(group.tolist(), start.tolist(), end.tolist(), can.tolist(), ids.tolist())
     assert _parents(group, start, end, can, ids).tolist() == want
-    assert _columnar_parents(group, start, end, can, ids).tolist() == want
 
 
 def test_parents_match_stack_sweep_nested_and_overlapping() -> None:
@@ -83,7 +81,9 @@ def test_host_tree_nested_ranges() -> None:
 
 def _nested(rng: np.random.Generator, n: int) -> tuple[np.ndarray, ...]:
     """``n`` properly nested ranges on 2 threads (each range splits its parent's time)."""
-    group, start, end = [], [], []
+    group: list[int] = []
+    start: list[int] = []
+    end: list[int] = []
     for g in (0, 1):
         todo = [(0, 1 << 40)]
         while todo and len(start) < (g + 1) * n // 2:
@@ -111,36 +111,14 @@ def test_parents_deep_nesting_every_level_stride(monkeypatch: pytest.MonkeyPatch
     assert sum(p >= 0 for p in want) > len(want) // 2  # really nested
     for stride in (1, 2, 3, 4, 7):
         monkeypatch.setattr(optree, "LEVEL_STRIDE", stride)
-        assert _columnar_parents(group, start, end, can, ids).tolist() == want
-    assert _parents(group, start, end, can, ids).tolist() == want
+        assert _parents(group, start, end, can, ids).tolist() == want
 
 
-@pytest.mark.skipif(not optree.SWEEP, reason="the compiled sweep was not built")
-def test_the_compiled_sweep_takes_deep_stacks_and_checks_its_arrays() -> None:
-    # one thread of 5000 ranges each inside the last (its stack grows past its first size)
+def test_parents_of_one_deep_stack() -> None:
+    # one thread of 5000 ranges each inside the last: 4999 levels of nesting
     n = 5000
     start = np.arange(n, dtype=np.int64)
     end = 2 * n - start
     group, ids = np.zeros(n, dtype=np.int64), np.arange(n, dtype=np.int64) + 100
     got = _parents(group, start, end, np.ones(n, dtype=bool), ids)
     assert got.tolist() == [-1, *range(100, 100 + n - 1)]
-    with pytest.raises(ValueError, match="one length"):
-        optree._optree.parents(group, start[:-1], end, np.ones(n, bool), ids, np.empty(n, np.int64))
-    with pytest.raises(TypeError, match="8 bytes"):
-        optree._optree.parents(group.astype(np.int32), start, end, np.ones(n, bool), ids, got)
-    sweep, can = optree._optree.parents, np.ones(n, dtype=bool)
-    # items of the right size but another type would be read as other numbers: refused
-    with pytest.raises(TypeError, match=r"start: .*int64"):
-        sweep(group, start.astype(np.float64), end, can, ids, got)
-    with pytest.raises(TypeError, match=r"can_parent: .*bools"):
-        sweep(group, start, end, can.view(np.uint8), ids, got)
-    with pytest.raises(TypeError, match="one-dimensional"):
-        sweep(group.reshape(50, 100), start, end, can, ids, got)
-    # an answer written over what it reads would corrupt the sweep as it goes
-    for i, name in enumerate(("group", "start", "end", "ids")):
-        arrays = [group, start, end, ids]
-        shared = arrays[i].copy()
-        arrays[i] = shared
-        with pytest.raises(ValueError, match=f"out shares memory with {name}"):
-            sweep(*arrays[:3], can, arrays[3], shared)
-    assert _parents(group, start, end, can, ids).tolist() == got.tolist()  # (still usable)

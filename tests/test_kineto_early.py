@@ -276,9 +276,8 @@ def test_an_answer_without_columns_is_built_by_the_stream(
 
 
 def test_the_child_builds_the_columns_without_polars_or_msgspec() -> None:
-    # numpy is imported in the child; polars would make it finish after the parent's imports,
-    # and msgspec (the typed decoder's) is ~5 ms of its start: the file's end is read by the
-    # scanner too (``chunks.scanned_tail``)
+    # numpy is imported in the child; polars would make it finish after the parent's imports
+    # (msgspec, which the reader no longer uses, stays out too)
     code = (
         "import sys\n"
         "from pathlib import Path\n"
@@ -367,8 +366,8 @@ def test_a_file_changed_after_its_scan_started_is_read_again(
 def test_a_chunk_the_scanner_does_not_read_gives_the_scan_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # tiny chunks cut inside strings ("}, {" in names): the stream then tries the typed decoder
-    # and other boundaries, the early scan gives up and leaves the file to the stream
+    # tiny chunks cut inside strings ("}, {" in names): the stream then tries other
+    # boundaries, the early scan gives up and leaves the file to the stream
     path = _tricky_trace(tmp_path / "tricky.json")
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)
     monkeypatch.setattr(chunks, "READ_BYTES", 1000)
@@ -382,7 +381,9 @@ def test_a_chunk_the_scanner_does_not_read_gives_the_scan_up(
 def test_a_tail_the_child_does_not_read_is_read_by_the_stream(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(chunks, "scanned_tail", lambda _: None)  # (early's: typed keeps its own)
+    monkeypatch.setattr(
+        chunks, "scanned_tail", lambda _: None
+    )  # (early's: the stream keeps its own)
     scanned = early.scan_file(SAMPLE)
     assert scanned is not None and scanned.tail is None and scanned.rest.startswith(b"[")
     got, used = _load_early(SAMPLE, monkeypatch)

@@ -14,7 +14,6 @@ import pytest
 from traceforensics.ingest.kineto.batches import build_batch
 from traceforensics.ingest.kineto.flows import thread_key
 from traceforensics.ingest.kineto.gpu import parse_int
-from traceforensics.ingest.kineto.typed import from_dicts
 
 _THREADS: list[tuple[Any, Any]] = [(1, 1), (1, 2), (0, 7), (0, "stream 7"), ("1", 2), (0, 8)]
 
@@ -59,7 +58,7 @@ def _expected(events: list[dict[str, Any]]) -> dict[Any, tuple[list[int], list[i
 @pytest.mark.parametrize(("seed", "huge_id"), [(1, False), (2, False), (3, True)])
 def test_flow_endpoints_grouped_by_thread_in_file_order(seed: int, huge_id: bool) -> None:
     events = _flow_events(3000, seed, huge_id=huge_id)
-    got = build_batch(from_dicts(events)).flows
+    got = build_batch(events).flows
     want = _expected(events)
     assert set(got) == set(want)
     # "stream 7" and 7 are one thread: five keys for six spellings
@@ -73,4 +72,4 @@ def test_no_usable_flow_id_gives_no_endpoints() -> None:
     events = _flow_events(50, 4)
     for e in events:
         e["id"] = None
-    assert build_batch(from_dicts(events)).flows == {}
+    assert build_batch(events).flows == {}

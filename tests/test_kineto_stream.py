@@ -1,17 +1,14 @@
 """The streamed Kineto reader (issue 12) gives the same session as the generic whole-file reader.
 
-The stream cuts the event list into chunks at ``}``, ``{`` boundaries and decodes each into typed
-structs, optionally in a worker process; every way of cutting must give the same table. Tiny
+The stream cuts the event list into chunks at ``}``, ``{`` boundaries and scans each with the
+compiled scanner; every way of cutting must give the same table. Tiny
 chunks force hundreds of cuts, including candidates inside strings and nested objects; the
 generic path (``orjson`` over the whole file, the reader used before issue 12) is the reference.
 """
 
 from __future__ import annotations
 
-import gc
-import gzip
 import json
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +16,7 @@ import polars as pl
 import pytest
 
 from tests.conftest import ROOT, shared_trace
-from traceforensics.ingest.kineto import chunks, load_kineto, parallel, stream
+from traceforensics.ingest.kineto import chunks, load_kineto, stream
 from traceforensics.model.session import TraceSession
 
 SAMPLE = ROOT / "examples" / "synthetic_training.pt.trace.json.gz"
@@ -149,52 +146,6 @@ def test_real_traces_stream_as_the_generic_reader_reads_them(
     _same(load_kineto([path]), want)
 
 
-def test_worker_process_gives_the_same_session(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    trace = _tricky_trace(tmp_path / "tricky.json")
-    with gzip.open(tmp_path / "tricky.json.gz", "wb") as fh:
-        fh.write(trace.read_bytes())
-    want = _generic(trace, monkeypatch)
-    monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)
-    monkeypatch.setattr(chunks, "READ_BYTES", 1000)
-    monkeypatch.setattr(parallel, "MIN_PARALLEL_BYTES", 0)
-    monkeypatch.setenv("TF_INGEST_WORKERS", "1")
-    parallel.set_workers(1)
-    try:
-        used: list[int] = []
-        real_submit = parallel.submit
-
-        def counting(pool: Any, text: bytes) -> Any:
-            used.append(pool is not None)
-            return real_submit(pool, text)
-
-        monkeypatch.setattr(parallel, "submit", counting)
-        _same(load_kineto([tmp_path / "tricky.json.gz"]), want)
-        assert any(used), "no chunk went to the worker"
-    finally:
-        parallel.set_workers(0)
-
-
-def test_a_failing_worker_costs_nothing_but_time(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    trace = _tricky_trace(tmp_path / "tricky.json")
-    want = _generic(trace, monkeypatch)
-
-    class Broken:
-        def submit(self, *_: Any) -> Future[Any]:
-            f: Future[Any] = Future()
-            f.set_exception(RuntimeError("worker died"))
-            return f
-
-    monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)
-    monkeypatch.setattr(chunks, "READ_BYTES", 1000)
-    monkeypatch.setattr(parallel, "pool_for", lambda _size: Broken())
-    monkeypatch.setattr("traceforensics.ingest.kineto.parallel.pool_for", lambda _size: Broken())
-    _same(load_kineto([trace]), want)
-
-
 def test_files_the_stream_cannot_take_go_to_the_generic_reader(tmp_path: Path) -> None:
     """The Chrome array format and NaN literals: refused by the stream, read as before."""
     arr = tmp_path / "array.json"
@@ -236,58 +187,6 @@ class _Sink:
 
     def add(self, events: list[Any]) -> None:
         self.c.events_seen += len(events)
-
-
-def test_decode_worker_pauses_the_cyclic_gc(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A worker is a fresh interpreter with the GC on; a chunk is reduced with it paused (it
-    scans the growing, cycle-free lists over and over) and the previous state comes back."""
-    seen: list[bool] = []
-    real = parallel.build_batch
-
-    def watching(events: list[Any]) -> Any:
-        seen.append(gc.isenabled())
-        return real(events)
-
-    monkeypatch.setattr(parallel, "build_batch", watching)
-    text = b'[{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]'
-    was = gc.isenabled()
-    try:
-        gc.enable()
-        cols = parallel.decode_batch(text)
-        assert seen == [False] and gc.isenabled()
-        gc.disable()  # a caller that had paused it keeps it paused
-        parallel.decode_batch(text)
-        assert seen == [False, False] and not gc.isenabled()
-    finally:
-        if was:
-            gc.enable()
-    assert cols is not None and cols.rows == 1
-
-
-def test_decode_worker_round_trip_death_and_cleanup() -> None:
-    """Chunks go to the worker as files and come back as columns; a worker that dies fails
-    its chunks (the caller decodes them itself) and its folder is removed at shutdown."""
-    from traceforensics.ingest.kineto.worker import DecodeWorker
-
-    text = b'[{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]'
-    worker = DecodeWorker()
-    try:
-        first = worker.submit(text)
-        worker.wait(first)
-        assert first.result().rows == 1
-        assert not any(Path(worker.folder).iterdir())  # chunk and result files are gone
-        worker.proc.terminate()
-        worker.proc.join()
-        try:
-            second = worker.submit(text)
-        except RuntimeError:
-            pass  # the pipe is already broken: refused at once
-        else:
-            worker.wait(second)
-            assert isinstance(second.exception(), RuntimeError)
-    finally:
-        worker.shutdown()
-    assert not Path(worker.folder).exists()
 
 
 def test_columns_built_behind_the_scan_keep_file_order_and_report_their_error(

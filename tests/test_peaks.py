@@ -11,7 +11,7 @@ from importlib import resources
 import pytest
 
 from tests.conftest import TRACES, kineto_trace_files, nonempty
-from traceforensics.analysis.kernels.peaks import (
+from traceforensics.analysis.peaks import (
     DTYPES,
     match_by_name,
     match_by_shape,

@@ -13,7 +13,6 @@ import pytest
 
 import traceforensics
 from tests.conftest import TRACES, kineto_trace_files, nonempty, nsys_trace_files, shared_trace
-from traceforensics.analysis.findings.program import FRAMEWORKS, VENDORS, Program, detect_program
 from traceforensics.analysis.findings.remedies import (
     CATEGORIES,
     GENERIC,
@@ -21,6 +20,7 @@ from traceforensics.analysis.findings.remedies import (
     remedy,
 )
 from traceforensics.analysis.idle.causes import CAUSES
+from traceforensics.analysis.program import FRAMEWORKS, VENDORS, Program, detect_program
 
 # What each shared trace is, checked by reading its names (and nsys/SOURCES.md):
 # (framework, vendor, a piece of the evidence line).

@@ -1,4 +1,4 @@
-"""``cli.replay``: a repeat ``tf analyze TRACE --json`` is answered with the first run's bytes,
+"""``cache.serve``: a repeat ``tf analyze TRACE --json`` is answered with the first run's bytes,
 by the console script (``cli.entry``) without importing polars; anything that could change
 the answer misses. Each run is a fresh interpreter, as the console script is."""
 
@@ -14,13 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from traceforensics.cli.replay import servable
+from traceforensics.cache import read_parts, servable
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "synthetic_training.pt.trace.json.gz"
 
-#: The console script, reporting on a pipe whether polars was imported.
-#: (at exit: a command the replay does not serve ends the process, running the atexit handlers
-#: but no ``finally`` block after it, ``cli.main.end_process``)
+#: The console script, reporting on a pipe (from an atexit handler) whether polars was imported.
 _SCRIPT = (
     "import atexit, os, sys\n"
     "sys.argv = ['tf', *sys.argv[1:]]\n"
@@ -63,8 +61,18 @@ def _warned_trace(tmp_path: Path) -> Path:
 
 
 def _entries(cache: Path) -> list[Path]:
+    """The analysis entries holding an answer to replay (parts stdout and stderr)."""
     results = cache / "traceforensics" / "results"
-    return sorted(results.glob("replay-*")) if results.exists() else []
+    found = sorted(results.iterdir()) if results.exists() else []
+    return [p for p in found if _answers(p)]
+
+
+def _answers(entry: Path) -> bool:
+    try:
+        read_parts(entry, ("stdout", "stderr"))
+    except (KeyError, ValueError):
+        return False
+    return True
 
 
 def test_a_repeat_is_the_first_runs_bytes_without_polars(tmp_path: Path) -> None:
@@ -162,22 +170,20 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     assert proc.returncode == 1 and b"Traceback" not in proc.stderr
 
 
-def test_the_package_hash_covers_its_data_files(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_package_hash_covers_its_data_files(tmp_path: Path) -> None:
     """A peak-FLOPS table edited changes the answer: it changes the key too."""
-    from traceforensics.cli import replay
+    from traceforensics import cache
 
     copy = tmp_path / "pkg"
-    shutil.copytree(replay.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
-    monkeypatch.setattr(replay, "PACKAGE", copy)
-    before = replay._package()
+    shutil.copytree(cache.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    fingerprint = cache.code_fingerprint.__wrapped__
+    before = fingerprint(copy)
     data = next(p for p in copy.rglob("*.csv"))
     data.write_text(data.read_text() + "\n")
-    assert replay._package() != before
+    assert fingerprint(copy) != before
     (copy / "cli" / "stray.pyc").write_bytes(b"x")  # bytecode is not what runs the rules
     data.write_text(data.read_text()[:-1])
-    assert replay._package() == before
+    assert fingerprint(copy) == before
 
 
 def test_a_directory_is_not_replayed(tmp_path: Path) -> None:

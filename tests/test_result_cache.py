@@ -25,7 +25,7 @@ def xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _results(xdg: Path) -> list[Path]:
     root = xdg / "traceforensics" / "results"
-    return sorted(root.glob("*.pkl")) if root.exists() else []
+    return sorted(root.iterdir()) if root.exists() else []
 
 
 def _forbid_analysis(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -80,7 +80,7 @@ def test_a_changed_entry_is_recomputed_not_served(
     tmp_path: Path, xdg: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """An entry changed where it still unpickles (another float: no pickle error) is never
-    served: its first line, the SHA-256 of the pickle, no longer matches."""
+    served: its first line, the SHA-256 of each part, no longer matches."""
     import pickletools
 
     trace = tmp_path / "t.json.gz"
@@ -115,52 +115,37 @@ def test_bypassed(
     assert _results(xdg) == []
 
 
-def test_a_run_the_cache_serves_reads_no_table(
+def test_a_run_the_cache_serves_reads_no_input(
     tmp_path: Path, xdg: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A repeat ``--json`` run reads the cached session's metadata and the finished analysis,
-    never the session's tables (at 10x they were ~0.1 s of a 0.6 s repeat): reading any
-    parquet file fails here, and the JSON is still the first run's, ``event_count`` included.
-    A damaged table is read from the input instead when a run does need it."""
-    import polars as pl
+    """A repeat run (``--json`` with an option, the text report) reads the finished analysis
+    and the session entry, never the input; a damaged session entry is read from the input
+    instead, the report unchanged, and written again whole."""
+    from traceforensics import ingest
+    from traceforensics.cache import read_parts
 
     trace = tmp_path / "t.pt.trace.json.gz"
     shutil.copyfile(EXAMPLE, trace)
-    code, first, err = run_cli(["analyze", "--json", str(trace)], capsys)
-    assert code == 0, err
-    assert json.loads(first)["event_count"] > 0
+    argv = ["analyze", "--json", "--top", "3", str(trace)]
+    code, first, err = run_cli(argv, capsys)
+    assert code == 0 and json.loads(first)["event_count"] > 0, err
+    text = ["analyze", "--top", "3", str(trace)]
+    code, text_first, _ = run_cli([*text, "--no-cache"], capsys)
 
-    def no_read(*_: object, **__: object) -> None:
-        raise AssertionError("a cached table was read")
-
-    with monkeypatch.context() as m:
-        _forbid_analysis(m)
-        m.setattr(pl, "read_parquet", no_read)
-        code, again, err = run_cli(["analyze", "--json", str(trace)], capsys)
-    assert code == 0, err
-    assert again == first
-    # the text report reads two event columns (its lead-in note), and only those
-    code, text_first, _ = run_cli(["analyze", "--no-cache", str(trace)], capsys)
-    real = pl.read_parquet
-
-    def columns_only(source: object, *a: object, columns: list[str], **k: object) -> object:
-        assert columns == ["rank", "start_ns"], columns
-        return real(source, *a, columns=columns, **k)  # type: ignore[arg-type]
+    def no_load(*_: object, **__: object) -> None:
+        raise AssertionError("the input was read")
 
     with monkeypatch.context() as m:
         _forbid_analysis(m)
-        m.setattr(pl, "read_parquet", columns_only)
-        code, text_again, err = run_cli(["analyze", str(trace)], capsys)
-    assert code == 0, err
-    assert text_again == text_first
-    # a damaged cached table is read from the input instead, the report unchanged
-    (events,) = (xdg / "traceforensics" / "sessions").glob("*/events.parquet")
-    events.write_bytes(b"not parquet")
-    code, text_again, err = run_cli(["analyze", str(trace)], capsys)
-    assert code == 0, err
-    assert text_again == text_first
-    (events,) = (xdg / "traceforensics" / "sessions").glob("*/events.parquet")
-    assert events.read_bytes()[:4] == b"PAR1"  # the entry was written again
+        m.setattr(ingest, "_load_uncached", no_load)
+        assert run_cli(argv, capsys)[1] == first
+        code, text_again, err = run_cli(text, capsys)
+        assert code == 0 and text_again == text_first, err
+    (entry,) = (xdg / "traceforensics" / "sessions").iterdir()
+    entry.write_bytes(entry.read_bytes()[:-100])
+    code, text_again, err = run_cli(text, capsys)
+    assert code == 0 and text_again == text_first, err
+    assert set(read_parts(entry, ("meta", "events", "args"))) == {"meta", "events", "args"}
 
 
 def test_a_run_the_cache_serves_imports_no_trace_reader(tmp_path: Path) -> None:

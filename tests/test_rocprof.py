@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import FIXTURES, ROOT, kineto_trace_files, nonempty, plain_union, run_cli
 from traceforensics.ingest import load_path
-from traceforensics.ingest.detect import sniff_file
+from traceforensics.ingest.readers import sniff_file
 from traceforensics.model.errors import UnsupportedFormatError
 
 ROCPROF = FIXTURES / "rocprof"

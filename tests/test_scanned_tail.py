@@ -1,13 +1,14 @@
 """The end of a file (its last events, then the keys after the event list) split by the scanner
-(``chunks.scanned_tail``: the early-scan child, without msgspec) gives what a JSON parser reads
-there, and refuses what is not plain JSON; ``typed.split_tail`` (the stream) agrees with it."""
+(``chunks.scanned_tail``: the stream and the early-scan child) gives what a JSON parser reads
+there, and refuses what is not plain JSON or not the scanner's clean case (the file then goes
+to the generic reader, which reads it as a JSON parser does)."""
 
 from __future__ import annotations
 
 import orjson
 import pytest
 
-from traceforensics.ingest.kineto import chunks, scanner, typed
+from traceforensics.ingest.kineto import chunks, scanner
 
 needs_scanner = pytest.mark.skipif(not scanner.enabled(), reason="the scanner is off")
 
@@ -49,25 +50,17 @@ def test_the_scanner_splits_a_tail_as_json_reads_it(case: str) -> None:
         assert got is not None
         keys, events = got
         assert (keys, orjson.loads(events)) == want
-    # the stream's split, msgspec's where the scanner refuses: the same answer
-    split = typed.split_tail(bytearray(tail))
-    assert (None if split is None else (split[0], orjson.loads(split[1]))) == want
 
 
 @needs_scanner
-def test_a_second_event_list_is_left_to_the_typed_decoder() -> None:
+def test_a_second_event_list_is_left_to_the_generic_reader() -> None:
     # (JSON's last value wins there; the scanner's split would have kept the first)
     tail = b"[" + EVENT + b'], "traceEvents": [], "k": 1}'
     assert chunks.scanned_tail(bytearray(tail)) is None
-    split = typed.split_tail(bytearray(tail))
-    assert split is not None and split[0] == {"k": 1} and orjson.loads(split[1]) == []
 
 
 @needs_scanner
-def test_events_the_scanner_refuses_are_split_by_msgspec() -> None:
+def test_events_the_scanner_refuses_are_left_to_the_generic_reader() -> None:
     # an integer beyond int64: valid JSON the scanner does not read
     tail = b'[{"ph": "X", "ts": 99999999999999999999}], "k": 2}'
     assert chunks.scanned_tail(bytearray(tail)) is None
-    split = typed.split_tail(bytearray(tail))
-    assert split is not None and split[0] == {"k": 2}
-    assert split[1] == b'[{"ph": "X", "ts": 99999999999999999999}]'  # (as written)

@@ -121,109 +121,31 @@ def test_to_pandas_has_end_ns() -> None:
     ]
 
 
-def test_a_deferred_load_reads_its_tables_once_when_first_needed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_saved_session_loads_back_and_its_part_holds_only_what_it_keeps(
+    tmp_path: Path,
 ) -> None:
-    """``load(defer=True)``: the metadata now, the tables on the first read of ``events`` or
-    ``args`` (once), the same tables as a plain load; ``only`` of a deferred session stays
-    deferred; a pickle carries the tables; a table that does not read or validate gives the
-    fallback's."""
+    """``load``: the same tables as saved; a damaged table is refused by its record, or by
+    polars for a session saved before the checks existed; ``only`` keeps its columns (another
+    is a ``SchemaError``); a pickle carries the tables."""
     import pickle
 
     s = TraceSession.from_frames(_frame(), _meta())
     s.save(tmp_path / "sess")
-    reads: list[str] = []
-    real = pl.read_parquet
-
-    def counted(path: Path, *a: object, **k: object) -> pl.DataFrame:
-        reads.append(Path(path).name)
-        return real(path, *a, **k)  # type: ignore[arg-type]
-
-    with monkeypatch.context() as m:
-        m.setattr(pl, "read_parquet", counted)
-        back = TraceSession.load(tmp_path / "sess", defer=True)
-        part = back.only(["event_id", "kind", "start_ns"], ["x"])
-        assert back.is_deferred and part.is_deferred and reads == []
-        assert back.meta.inputs == s.meta.inputs
-        # some columns alone: read without the tables, still deferred; a column the part
-        # does not keep is refused
-        assert part.event_columns(["start_ns", "kind"]).equals(s.events.select("start_ns", "kind"))
-        assert reads == ["events.parquet"] and back.is_deferred and part.is_deferred
-        with pytest.raises(SchemaError):
-            part.event_columns(["name"])
-        reads.clear()
-        assert part.events.columns == ["event_id", "kind", "start_ns"]
-        assert not back.is_deferred and reads == ["events.parquet", "args.parquet"]
-        assert back.events.equals(s.events) and back.args.equals(s.args)
-        assert reads == ["events.parquet", "args.parquet"]  # read once
-    again = pickle.loads(pickle.dumps(TraceSession.load(tmp_path / "sess", defer=True)))
-    assert again.events.equals(s.events) and not again.is_deferred
+    back = TraceSession.load(tmp_path / "sess")
+    assert back.events.equals(s.events) and back.args.equals(s.args)
+    assert back.meta.inputs == s.meta.inputs
+    part = back.only(["event_id", "kind", "start_ns"], ["x"])
+    assert part.events.columns == ["event_id", "kind", "start_ns"]
+    assert part.event_columns(["start_ns", "kind"]).equals(s.events.select("start_ns", "kind"))
+    with pytest.raises(SchemaError):
+        part.event_columns(["name"])
+    again = pickle.loads(pickle.dumps(back))
+    assert again.events.equals(s.events) and again.args.equals(s.args)
     (tmp_path / "sess" / "events.parquet").write_bytes(b"damaged")
-    other = TraceSession.from_frames(_frame(name=["a", "b", "c"]), _meta())
-    damaged = TraceSession.load(
-        tmp_path / "sess", defer=True, fallback=lambda: (other.events, other.args)
-    )
-    assert damaged.event_columns(["name"]).equals(other.events.select("name"))
-    assert damaged.events.equals(other.events)
-    # no fallback: the error of the read, here the file's check against its record
     with pytest.raises(CorruptTraceError, match=r"events\.parquet: its bytes do not match"):
-        _ = TraceSession.load(tmp_path / "sess", defer=True).events
-    # a session saved before the checks existed (no ``files``, no ``sha256``) gets polars' own
+        TraceSession.load(tmp_path / "sess")
     sidecar = json.loads((tmp_path / "sess" / "meta.json").read_text())
     del sidecar["files"], sidecar["sha256"]
     (tmp_path / "sess" / "meta.json").write_text(json.dumps(sidecar))
     with pytest.raises(pl.exceptions.PolarsError):
-        _ = TraceSession.load(tmp_path / "sess", defer=True).events
-
-
-def test_a_deferred_session_reads_once_across_threads_and_lets_its_parent_go(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Threads reading a deferred session at once read its tables once; a part (``only``)
-    that has read its tables no longer holds the session it was cut from; a polars panic on
-    a damaged file (not an ``Exception``) still gives the fallback's tables; a column a
-    session does not hold is a ``SchemaError`` whether its tables were read or not."""
-    import gc
-    import threading
-    import time
-    import weakref
-
-    s = TraceSession.from_frames(_frame(), _meta())
-    s.save(tmp_path / "sess")
-    calls: list[int] = []
-
-    def slow() -> tuple[pl.DataFrame, pl.DataFrame]:
-        calls.append(1)
-        time.sleep(0.05)
-        return s.events, s.args
-
-    shared = TraceSession.deferred(_meta(), slow)
-    seen: list[int] = []
-    threads = [threading.Thread(target=lambda: seen.append(shared.events.height)) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert calls == [1] and seen == [3] * 8
-
-    back = TraceSession.load(tmp_path / "sess", defer=True)
-    part = back.only(["event_id", "kind", "start_ns"], [])
-    parent = weakref.ref(back)
-    del back
-    assert part.events.height == 3
-    gc.collect()
-    assert parent() is None, "the part still holds the whole session"
-    for session in (part, TraceSession.load(tmp_path / "sess", defer=True).only(["kind"], [])):
-        with pytest.raises(SchemaError):
-            session.event_columns(["name"])
-
-    def panics(*_: object, **__: object) -> None:
-        raise pl.exceptions.PanicException("a corrupt page")
-
-    other = TraceSession.from_frames(_frame(name=["a", "b", "c"]), _meta())
-    with monkeypatch.context() as m:
-        m.setattr(pl, "read_parquet", panics)
-        damaged = TraceSession.load(
-            tmp_path / "sess", defer=True, fallback=lambda: (other.events, other.args)
-        )
-        assert damaged.event_columns(["name"]).equals(other.events.select("name"))
+        TraceSession.load(tmp_path / "sess")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT
 from traceforensics.model import TraceMeta, TraceSession
 from traceforensics.model.errors import CorruptTraceError
 from traceforensics.model.integrity import check_file, file_record, sealed
@@ -106,25 +105,6 @@ def test_check_file_sees_any_change(tmp_path: Path, change: str) -> None:
         check_file(path, record)
 
 
-def test_a_deferred_session_reads_a_changed_table_from_its_fallback(tmp_path: Path) -> None:
-    out = _session().save(tmp_path / "s")
-    _flip(out / "args.parquet", count=8)
-    _flip(out / "events.parquet")
-    fresh = _session()
-    calls: list[int] = []
-
-    def fallback() -> tuple[pl.DataFrame, pl.DataFrame]:
-        calls.append(1)
-        return fresh.events, fresh.args
-
-    session = TraceSession.load(out, defer=True, fallback=fallback)
-    # a column read alone checks the whole file too: a damaged page may hold any column
-    assert session.event_columns(["start_ns"]).get_column("start_ns").to_list() == [
-        10 * i for i in range(2000)
-    ]
-    assert calls == [1] and session.events.equals(fresh.events)
-
-
 def test_a_session_saved_without_records_still_loads(tmp_path: Path) -> None:
     """Sessions saved before the checks existed (no ``files``, no ``sha256``) are read
     unchecked, except by a reader that requires them (the session cache)."""
@@ -166,34 +146,16 @@ def test_a_changed_meta_json_is_refused(
         TraceSession.load(out)
 
 
-def test_a_column_read_alone_is_checked_too(tmp_path: Path) -> None:
-    """``event_columns`` of a deferred session: the file is checked before its columns are
-    read, with or without a fallback, and stays refused on a later read. The file is swapped
-    for another valid one (polars reads it without an error)."""
+def test_a_swapped_valid_table_is_refused(tmp_path: Path) -> None:
+    """A table file swapped for another valid one (polars reads it without an error) is
+    refused by its record."""
     out = _session().save(tmp_path / "s")
-    moved = _session()
     moved = TraceSession.from_frames(
-        moved.events.with_columns(pl.col("start_ns") + 1), TraceMeta(source_format="test")
+        _session().events.with_columns(pl.col("start_ns") + 1), TraceMeta(source_format="test")
     )
     moved.events.write_parquet(out / "events.parquet")
-    calls: list[int] = []
-
-    def fallback() -> tuple[pl.DataFrame, pl.DataFrame]:
-        calls.append(1)
-        good = _session()
-        return good.events, good.args
-
-    session = TraceSession.load(out, defer=True, fallback=fallback)
-    assert session.event_columns(["start_ns"]).get_column("start_ns").to_list() == [
-        10 * i for i in range(2000)
-    ]
-    assert calls == [1]
-    alone = TraceSession.load(out, defer=True)
-    for _ in range(2):  # refused each time: a failed check never marks the file checked
-        with pytest.raises(CorruptTraceError):
-            alone.event_columns(["start_ns"])
     with pytest.raises(CorruptTraceError):
-        _ = alone.events
+        TraceSession.load(out)
 
 
 @pytest.mark.parametrize("required", [False, True])
@@ -209,57 +171,3 @@ def test_a_missing_table_file_is_one_line(tmp_path: Path) -> None:
     (out / "args.parquet").unlink()
     with pytest.raises(CorruptTraceError, match=r"args\.parquet: cannot be read"):
         TraceSession.load(out)
-
-
-def test_the_session_cache_never_serves_a_changed_table(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A cached table polars would read into other values is read from the input instead."""
-    from traceforensics.ingest.cache import cached_load
-
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    src = tmp_path / "t.json"
-    src.write_text("{}")
-    calls: list[int] = []
-
-    def loader(_: Path) -> TraceSession:
-        calls.append(1)
-        return _session()
-
-    first = cached_load(src, loader)
-    (table,) = (tmp_path / "xdg").rglob("events.parquet")
-    _flip_silently(table)
-    again = cached_load(src, loader)
-    assert again.events.equals(first.events)
-    assert calls == [1, 1]  # read from the input again
-    # an entry without its checks is not one this code wrote whole: read from the input too
-    _edit_sidecar(table.parent, lambda c: [c.pop("files"), c.pop("sha256")])
-    _flip_silently(table)
-    assert cached_load(src, loader).events.equals(first.events)
-    assert calls == [1, 1, 1]
-
-
-def test_a_cached_run_on_a_changed_table_gives_the_uncached_analysis(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Through the command: a changed cached table is read from the input instead, the
-    analysis the same as without any cache, and the entry written again whole."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    trace = tmp_path / "t.pt.trace.json.gz"
-    shutil.copyfile(EXAMPLE, trace)
-    # ``--steps 2:`` bypasses the analysis cache (a part of the trace), not the session cache
-    argv = ["analyze", "--json", "--steps", "2:", str(trace)]
-    code, uncached, err = run_cli([*argv, "--no-cache"], capsys)
-    assert code == 0, err
-    code, first, err = run_cli(argv, capsys)
-    assert code == 0 and first == uncached, err
-    sessions = tmp_path / "xdg" / "traceforensics" / "sessions"
-    for name in ("events.parquet", "args.parquet"):
-        (table,) = sessions.glob(f"*/{name}")
-        _flip_silently(table)
-        code, again, err = run_cli(argv, capsys)
-        assert code == 0, err
-        assert json.loads(again) == json.loads(uncached), name
-        (meta,) = sessions.glob("*/meta.json")
-        record = json.loads(meta.read_text())["files"][name]
-        assert file_record(meta.parent / name) == record  # written again, whole

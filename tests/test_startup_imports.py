@@ -26,7 +26,6 @@ NOT_ON_THE_ANALYZE_PATH = (
     "traceforensics.ingest.monitor",  # only with --monitor
     "traceforensics.compare",  # only with --fail-on
     "traceforensics.fanout",  # only for a directory of rank files
-    "traceforensics.ingest.kineto.worker",  # only when a big file starts the decode worker
     "multiprocessing",
     "traceforensics.report.tables",  # the text renderers (``report.terminal``)
     "traceforensics.report.ranks_text",
@@ -36,9 +35,8 @@ NOT_ON_THE_ANALYZE_PATH = (
 )
 
 
-def _modules_after(argv: list[str], tmp_path: Path) -> tuple[set[str], int | None]:
-    """Run ``tf ARGV`` through ``main`` in a fresh interpreter; the modules it imported and
-    the Kineto decode worker setting."""
+def _modules_after(argv: list[str], tmp_path: Path) -> set[str]:
+    """Run ``tf ARGV`` through ``main`` in a fresh interpreter; the modules it imported."""
     code = (
         "import json, sys\n"
         "from traceforensics.cli.main import main\n"
@@ -46,28 +44,24 @@ def _modules_after(argv: list[str], tmp_path: Path) -> tuple[set[str], int | Non
         f"    main({argv!r})\n"
         "except SystemExit as exc:\n"
         "    assert not exc.code, exc.code\n"
-        "from traceforensics.ingest.workers import decode_workers\n"
-        "workers = decode_workers()\n"
-        "sys.stderr.write(json.dumps({'modules': sorted(sys.modules), 'workers': workers}))\n"
+        "sys.stderr.write(json.dumps(sorted(sys.modules)))\n"
     )
     env = os.environ | {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
-    found = json.loads(out.stderr)
-    return set(found["modules"]), found["workers"]
+    return set(json.loads(out.stderr))
 
 
 def test_analyze_json_imports_nothing_it_does_not_run(tmp_path: Path) -> None:
-    modules, workers = _modules_after(["analyze", str(EXAMPLE), "--json", "--no-cache"], tmp_path)
+    modules = _modules_after(["analyze", str(EXAMPLE), "--json", "--no-cache"], tmp_path)
     assert "traceforensics.analysis.pipeline" in modules  # (the check itself works)
     assert sorted(m for m in NOT_ON_THE_ANALYZE_PATH if m in modules) == []
-    assert workers == 1  # big Kineto files still get the decode worker
 
 
 @pytest.mark.parametrize("argv", [["--version"], ["explain", "host_sync"]])
 def test_commands_without_traces_import_no_trace_reader(argv: list[str], tmp_path: Path) -> None:
-    modules, _ = _modules_after(argv, tmp_path)
+    modules = _modules_after(argv, tmp_path)
     assert "traceforensics.ingest.kineto" not in modules
     assert "traceforensics.cli.analyze" not in modules
 

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from tests.conftest import ROOT, shared_trace
-from traceforensics.ingest.kineto import early, events, typed
+from traceforensics.ingest.kineto import early, events
 from traceforensics.ingest.kineto.batches import ColumnBuilder
 from traceforensics.ingest.kineto.columns import Columns
 from traceforensics.ingest.kineto.parts import ROW_KINDS, KeptPart, TextCodes, joined_parts
@@ -83,15 +83,11 @@ def test_codes_of_chunks_share_a_code_per_value_in_first_row_order() -> None:
     assert codes.kind[0].tolist() == [0, 1, 1, 1, 2, 2]
 
 
-def test_a_typed_batch_or_a_joined_batch_drops_the_codes() -> None:
+def test_a_parsed_batch_or_a_joined_batch_drops_the_codes() -> None:
     # codes come from scanned chunks only: once a row came otherwise the lists hold them all
     builder = ColumnBuilder(coded=True)
-    text = (
-        b'[{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 5, "dur": 1}]'
-    )
-    batch = typed.decode_chunk(text)
-    assert batch is not None
-    builder.add(batch)
+    event = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 5, "dur": 1}
+    builder.add_dicts([event])
     assert builder.c.coded is None and builder.c.rows == 1 and builder.c.kind == ["cpu_op"]
     scanned = ColumnBuilder(coded=True)
     early.build_columns(early.scan_file(SAMPLE), scanned)  # type: ignore[arg-type]

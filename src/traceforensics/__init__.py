@@ -62,11 +62,9 @@ def load_monitor_log(
     """Read an nvidia-smi / dmon / dcgmi / table log; ``utc_offset`` is the zone of its
     timestamps (nvidia-smi prints local time), e.g. ``"+08:00"``; ``columns`` maps columns
     (``"util=GPU Util,time=Timestamp"``)."""
-    from traceforensics.ingest.monitor import load_monitor_log as _load
-    from traceforensics.ingest.monitor import parse_utc_offset, shift_to_utc
+    from traceforensics.ingest.monitor import load_monitor_log_utc
 
-    offset = parse_utc_offset(utc_offset)  # a bad option fails before the file is read
-    return shift_to_utc(_load(os.fspath(path), columns=columns), offset)
+    return load_monitor_log_utc(os.fspath(path), columns=columns, utc_offset=utc_offset)
 
 
 def analyze(

@@ -17,15 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Final
 
 import numpy as np
 import polars as pl
 
 from traceforensics.analysis.intervals import grouped_union, pack_shift
+from traceforensics.model.schema import BUSY_CLASSES
 from traceforensics.model.units import I8, I64, Mask
 
-BUSY_CLASSES: Final[tuple[str, ...]] = ("kernel", "communication", "memcpy", "memset")
 KERNEL, COMMUNICATION, MEMCPY, MEMSET = range(len(BUSY_CLASSES))
 
 

@@ -9,7 +9,7 @@ Python loops:
 - ``busy``: the per-device busy union (``intervals.grouped_union``), and per kind;
 - ``windows``: the analysis window of each device (``IdleOptions.window``);
 - ``steps``: the step table (``steps.detect_steps``, honouring the step pattern);
-- ``host``: host rows classified into causes, as a per-thread timeline (``idle.prepare``);
+- ``host``: host rows classified into causes, as a per-thread timeline (``host_classes``);
 - ``tree``: the host op tree (``optree.host_tree``) without its leaves, the launch calls:
   once the launches are linked, no pass reads them (one row per launch call less);
 - ``cpu_ops`` and ``args``: the operator rows and the args (shapes, dtypes, sequence numbers)
@@ -28,33 +28,39 @@ import numpy as np
 import polars as pl
 
 from traceforensics.analysis.busy import DeviceBusy, device_busy
-from traceforensics.analysis.findings.program import Program, name_counts, program_from
-from traceforensics.analysis.idle.classify import launch_part_cause
-from traceforensics.analysis.idle.prepare import (
+from traceforensics.analysis.classify import launch_part_cause
+from traceforensics.analysis.host_classes import (
     HostClasses,
     classify_rows,
     host_classes,
     stream_wait_flags,
 )
 from traceforensics.analysis.intervals import pack_shift
-from traceforensics.analysis.kernels.throughput import FLOP_ARG_KEYS
 from traceforensics.analysis.links import launch_links
 from traceforensics.analysis.names import matching
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.optree import TreeIndex, host_tree
+from traceforensics.analysis.program import Program, name_counts, program_from
 from traceforensics.analysis.restrict import restrict
 from traceforensics.analysis.steps import detect_steps
 from traceforensics.model.errors import OptionError
 from traceforensics.model.memory import nulls_as_constants, release_free_memory
-from traceforensics.model.schema import BUSY_KINDS
+from traceforensics.model.schema import (
+    ARG_CONCRETE_INPUTS,
+    ARG_INPUT_DIMS,
+    ARG_INPUT_TYPE,
+    ARG_SEQUENCE,
+    BUSY_KINDS,
+)
 from traceforensics.model.session import TraceSession
 from traceforensics.model.units import I8, I64, Mask
 
 #: Kinds whose rows can be step ranges (left out of the trace window: the profiler may leave a
 #: step open until it stops).
 STEP_RANGE_KINDS = ("annotation", "cpu_op", "gpu_annotation")
-#: Args side-table keys the passes read.
-ANALYSIS_ARG_KEYS = FLOP_ARG_KEYS
+#: Args side-table keys the passes read: the FLOPs model's shapes, dtypes and scalar inputs,
+#: and the sequence numbers the conv links follow (``kernels.throughput.FLOP_ARG_KEYS``).
+ANALYSIS_ARG_KEYS = (ARG_INPUT_DIMS, ARG_INPUT_TYPE, ARG_CONCRETE_INPUTS, ARG_SEQUENCE)
 #: ``work`` columns only ``prepare`` reads (the launch linker, the step detector, the busy
 #: unions), left out of ``AnalysisContext.work``: 8 bytes per GPU op each (400 MB at 10M GPU
 #: ops). The launching thread's pid and tid follow from ``l_thr``
@@ -69,7 +75,7 @@ STEP_ONLY_COLUMNS = PREPARE_ONLY_COLUMNS[3:]
 #: A GPU op's duration (ns) in ``AnalysisContext.work``, which holds its start and end only (the
 #: event table's ``dur_ns`` is ``end_ns - start_ns`` exactly: 80 MB less at 10M GPU ops).
 OP_DUR_NS = (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns")
-#: Columns of the prepared host rows that ``idle.prepare.host_classes`` reads.
+#: Columns of the prepared host rows that ``host_classes.host_classes`` reads.
 HOST_CLASS_COLUMNS = ("event_id", "thr", "kind", "name", "tid", "start_ns", "end_ns")
 #: Host kinds that can explain idle time (each host row belongs to one thread).
 HOST_KINDS = ("cpu_op", "annotation", "python", "os_call", "cuda_api", "overhead")
@@ -122,7 +128,7 @@ class AnalysisContext:
 
     @cached_property
     def name_counts(self) -> pl.DataFrame:
-        """Rows per distinct (kind, name) of the session (``findings.program.name_counts``),
+        """Rows per distinct (kind, name) of the session (``program.name_counts``),
         counted once: the program detection reads them, and a rank analysed apart sends them
         on to be summed over the job."""
         return name_counts(self.session)

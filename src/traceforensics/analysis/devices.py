@@ -30,8 +30,8 @@ from typing import Any
 
 import polars as pl
 
+from traceforensics.analysis.cause_table import ranked_causes
 from traceforensics.analysis.context import OP_DUR_NS, AnalysisContext
-from traceforensics.analysis.idle.causes import ranked_causes
 from traceforensics.analysis.idle.gaps import IdleAnalysis
 from traceforensics.analysis.kernels.results import KernelAnalysis
 from traceforensics.analysis.transfers import DeviceTransfers, TransferRow, device_transfers

@@ -1,4 +1,5 @@
-"""The machine-readable analysis object, schema ``traceforensics.analysis/1``.
+"""The machine-readable analysis object, schema ``traceforensics.analysis/1``: its id and the
+``devices[]`` entries; ``pipeline.Analysis.to_json`` assembles the object.
 
 Fields are contracts: add, never rename (docs/json-output.md documents every one). Every value
 is a plain JSON type (str, int, float, bool, None, list, dict with str keys); times are int ns.
@@ -6,13 +7,9 @@ is a plain JSON type (str, int, float, bool, None, list, dict with str keys); ti
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from traceforensics._version import __version__
 from traceforensics.analysis.devices import DeviceRecord
-
-if TYPE_CHECKING:
-    from traceforensics.analysis.pipeline import Analysis
 
 SCHEMA_ID: Final = "traceforensics.analysis/1"
 
@@ -51,45 +48,3 @@ def device_json(d: DeviceRecord) -> dict[str, Any]:
         obj["pattern"] = d.pattern.pattern.to_json()
         obj["pattern_causes"] = [v.to_json() for v in d.pattern_causes]
     return obj
-
-
-def analysis_json(analysis: Analysis) -> dict[str, Any]:
-    """Assemble the JSON-ready dict of one analysis."""
-    meta = analysis.session.meta
-    idle = analysis.idle
-    out: dict[str, Any] = {
-        "schema": SCHEMA_ID,
-        "tool_version": __version__,
-        "inputs": [
-            {"path": i.path, "format": i.format, "rank": i.rank, "format_version": i.format_version}
-            for i in meta.inputs
-        ],
-        "source_format": meta.source_format,
-        "event_count": analysis.event_count,
-        "program": {
-            "framework": analysis.program.framework,
-            "vendor": analysis.program.vendor,
-            "evidence": analysis.program.evidence,
-            "facts": analysis.program.facts.to_json(),
-        },
-        "findings": [f.to_json() for f in analysis.findings],
-        "range": {
-            "steps": analysis.options.range.steps,
-            "start_ns": analysis.options.range.start_ns,
-            "end_ns": analysis.options.range.end_ns,
-        },
-        "devices": [device_json(d) for d in analysis.devices],
-        "steps": [s.to_json() for s in idle.steps],
-        "step_summary": [s.to_json() for s in idle.step_summary],
-        "gaps": [g.to_json() for g in idle.gaps],
-        "stream_gaps": [s.to_json() for s in idle.stream_gaps],
-    }
-    out.update(analysis.kernels.to_json())
-    if analysis.ranks is not None:
-        out["ranks"] = analysis.ranks.to_json()
-    out["warnings"] = list(analysis.warnings)
-    out["diagnostics"] = [d.to_json() for d in analysis.diagnostics]
-    out["host"] = analysis.host.to_json() if analysis.host is not None else None
-    if analysis.monitor is not None:
-        out["monitor"] = analysis.monitor.to_json()
-    return out

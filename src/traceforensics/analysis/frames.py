@@ -16,13 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from traceforensics.analysis.busy import BUSY_CLASSES
-from traceforensics.analysis.idle.causes import CAUSES, ranked_causes
+from traceforensics.analysis.cause_table import CAUSES, ranked_causes
 from traceforensics.analysis.kernels.results import OpRow, ShortKernelRow
 from traceforensics.analysis.ranks.results import rank_frame
+from traceforensics.model.schema import BUSY_CLASSES
 
 if TYPE_CHECKING:
-    from traceforensics.analysis.pipeline import Analysis
+    from traceforensics.analysis.devices import DeviceRecord
+    from traceforensics.analysis.findings.results import Finding
+    from traceforensics.analysis.idle.gaps import IdleAnalysis
+    from traceforensics.analysis.kernels.results import KernelAnalysis
+    from traceforensics.analysis.ranks import RankAnalysis
 
 _CAUSE_COLS = {f"idle_{c}_ns": pl.Int64 for c in CAUSES}
 _DEVICE_SCHEMA: dict[str, Any] = {
@@ -112,19 +116,25 @@ def _schema_of(row_type: type[Any]) -> dict[str, Any]:
     }
 
 
-def analysis_frames(analysis: Analysis) -> dict[str, pl.DataFrame]:
-    """The tables of one analysis (see module docstring)."""
-    devices = [
+def analysis_frames(
+    devices: list[DeviceRecord],
+    idle: IdleAnalysis,
+    kernels: KernelAnalysis,
+    findings: list[Finding],
+    ranks: RankAnalysis | None,
+) -> dict[str, pl.DataFrame]:
+    """The tables of one analysis (``Analysis.frames``; see module docstring)."""
+    device_rows = [
         {
             **{k: getattr(d, k) for k in _DEVICE_SCHEMA if hasattr(d, k)},
             **{f"busy_{k}_ns": d.busy_by_kind.get(k, 0) for k in BUSY_CLASSES},
             **{f"idle_{c}_ns": d.idle_by_cause.get(c, 0) for c in CAUSES},
             "pattern": d.pattern.pattern.pattern if d.pattern is not None else None,
         }
-        for d in analysis.devices
+        for d in devices
     ]
     gaps, gap_causes = [], []
-    for k, g in enumerate(analysis.idle.gaps):
+    for k, g in enumerate(idle.gaps):
         ranked = ranked_causes(g.causes)
         top = ranked[0][0] if ranked else None
         gaps.append(
@@ -147,25 +157,23 @@ def analysis_frames(analysis: Analysis) -> dict[str, pl.DataFrame]:
             **{k: getattr(s, k) for k in _STEP_SCHEMA if hasattr(s, k)},
             **{f"idle_{c}_ns": s.idle_by_cause.get(c, 0) for c in CAUSES},
         }
-        for s in analysis.idle.steps
+        for s in idle.steps
     ]
-    kern = analysis.kernels
-    findings = [{k: getattr(f, k) for k in _FINDING_SCHEMA} for f in analysis.findings]
+
+    finding_rows = [{k: getattr(f, k) for k in _FINDING_SCHEMA} for f in findings]
     transfers = [
-        {"rank": d.rank, "device": d.device, **t.to_json()}
-        for d in analysis.devices
-        for t in d.transfers
+        {"rank": d.rank, "device": d.device, **t.to_json()} for d in devices for t in d.transfers
     ]
     return {
-        "findings": pl.DataFrame(findings, schema=_FINDING_SCHEMA),
+        "findings": pl.DataFrame(finding_rows, schema=_FINDING_SCHEMA),
         "transfers": pl.DataFrame(transfers, schema=_TRANSFER_SCHEMA),
-        "devices": pl.DataFrame(devices, schema=_DEVICE_SCHEMA),
+        "devices": pl.DataFrame(device_rows, schema=_DEVICE_SCHEMA),
         "gaps": pl.DataFrame(gaps, schema=_GAP_SCHEMA),
         "gap_causes": pl.DataFrame(gap_causes, schema=_GAP_CAUSE_SCHEMA),
         "steps": pl.DataFrame(steps, schema=_STEP_SCHEMA),
         "short_kernels": pl.DataFrame(
-            [asdict(r) for r in kern.short_kernels], schema=_schema_of(ShortKernelRow)
+            [asdict(r) for r in kernels.short_kernels], schema=_schema_of(ShortKernelRow)
         ),
-        "ops": pl.DataFrame([asdict(r) for r in kern.ops], schema=_schema_of(OpRow)),
-        "ranks": rank_frame(analysis.ranks.per_rank if analysis.ranks is not None else []),
+        "ops": pl.DataFrame([asdict(r) for r in kernels.ops], schema=_schema_of(OpRow)),
+        "ranks": rank_frame(ranks.per_rank if ranks is not None else []),
     }

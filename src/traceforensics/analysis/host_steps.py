@@ -4,8 +4,8 @@
 report says instead where the host time of each step went. One rule, used by ``tf analyze``
 (the ``host`` section of every report) and by ``capture()``'s printout (the loader's share).
 
-Steps, per rank, the first source that yields any (as ``steps.detect_steps`` orders them): the
-user's step pattern (``StepOptions.pattern``) alone when given, else ``ProfilerStep#N`` ranges, else
+Steps, per rank, the first source that yields any (``steps.first_step_ranges``): the user's
+step pattern (``StepOptions.pattern``) alone when given, else ``ProfilerStep#N`` ranges, else
 ranges named like a step or iteration (``GENERIC_STEP_RE``); host ranges (``annotation``,
 ``cpu_op``) only. A step range that starts inside the previous kept one of its rank (nested
 or overlapping step names) is dropped: each host ns is in at most one step. A rank with no
@@ -41,12 +41,10 @@ import numpy as np
 import polars as pl
 
 from traceforensics.analysis import intervals
-from traceforensics.analysis.idle.causes import BUILTIN_DATA_RE
-from traceforensics.analysis.idle.classify import data_regex
-from traceforensics.analysis.kernels.short import OPTIMIZER_RE
-from traceforensics.analysis.names import matching
+from traceforensics.analysis.classify import data_regex
+from traceforensics.analysis.names import BUILTIN_DATA_RE, OPTIMIZER_RE, matching
 from traceforensics.analysis.options import AnalysisOptions
-from traceforensics.analysis.steps import GENERIC_STEP_RE, STEP_MARKER_RE, step_number
+from traceforensics.analysis.steps import first_step_ranges, step_number
 from traceforensics.model.session import TraceSession
 
 #: The phases, in report order (JSON keys of ``phase_ns``).
@@ -157,21 +155,12 @@ def host_breakdown(session: TraceSession, options: AnalysisOptions) -> HostBreak
 def _steps(ev: pl.DataFrame, pattern: str | None) -> tuple[pl.DataFrame, dict[int, str]]:
     """The kept step ranges (``rank, pid, tid, name, start_ns, end_ns``) and each rank's
     source: per rank the first pattern with any range, then nested/overlapping ones dropped."""
-    tried = (
-        [(pattern, "user_pattern")]
-        if pattern
-        else [(STEP_MARKER_RE, "profiler_step"), (GENERIC_STEP_RE, "step_ranges")]
-    )
-    parts: list[pl.DataFrame] = []
-    sources: dict[int, str] = {}
-    for pat, source in tried:
-        found = ev.filter(matching(ev, pat) & ~pl.col("rank").is_in(list(sources)))
-        for rank in found.get_column("rank").unique().to_list():
-            sources[int(rank)] = source
-        parts.append(found)
-    parts.append(_whole_trace(ev.filter(~pl.col("rank").is_in(list(sources)))))
-    for rank in parts[-1].get_column("rank").to_list():
+    found = first_step_ranges(ev, pattern)
+    sources = {int(r): str(s) for r, s in found.select("rank", "source").unique().iter_rows()}
+    whole = _whole_trace(ev.filter(~pl.col("rank").is_in(list(sources))))
+    for rank in whole.get_column("rank").to_list():
         sources[int(rank)] = "whole_trace"
+    parts = [found.drop("source"), whole]
     steps = pl.concat(parts).sort(["rank", "start_ns", "end_ns"], descending=[False, False, True])
     # a step starting before the end of an earlier one of its rank is inside it, or overlaps it
     before = pl.col("end_ns").cum_max().shift(1).over("rank")

@@ -7,7 +7,19 @@ selected with a membership test on the (categorical or string) column.
 
 from __future__ import annotations
 
+from typing import Final
+
 import polars as pl
+
+#: Default user-range words for data loading (``IdleOptions.data_patterns``); matched as words
+#: at a word start (``load_batch``, ``## data ##``, ``DataLoader``), case-insensitively.
+DEFAULT_DATA_PATTERNS: Final[tuple[str, ...]] = ("data", "batch", "load", "prefetch")
+#: PyTorch's own data-fetch ranges, matched on every host kind.
+BUILTIN_DATA_RE: Final = r"enumerate\(DataLoader\)|DataLoaderIter|DataPipe|torch/utils/data/"
+
+#: Host ranges of the optimizer (``Optimizer.step#SGD.step``, ``Optimizer.zero_grad#...``, or
+#: any name saying optimizer): the short-kernel diagnosis and the host step breakdown.
+OPTIMIZER_RE = r"^Optimizer\.(step|zero_grad)#|^Optimizer\.|optimizer"
 
 
 def matching(

@@ -17,7 +17,7 @@ from typing import Any, Final, Literal
 
 import polars as pl
 
-from traceforensics.analysis.idle.causes import DEFAULT_DATA_PATTERNS
+from traceforensics.analysis.names import DEFAULT_DATA_PATTERNS
 from traceforensics.analysis.steps import STEP_MARKER_RE
 from traceforensics.model.errors import InputError, OptionError
 

@@ -7,32 +7,22 @@ at its start, and walks up that tree.
                 [aten::addmm..................]
                    [cudaLaunchKernel]            <- launch call, parent = aten::addmm
 
-Only ``cpu_op``/``annotation`` ranges can parent; ``cuda_api`` calls are leaves. Found by one
-stack sweep in C (``_optree.c``) where the install built it, else columnar (binary lifting),
-with a per-thread Python sweep only for threads whose ranges overlap without nesting: the same
-parents either way. No per-event Python objects on the common path.
+Only ``cpu_op``/``annotation`` ranges can parent; ``cuda_api`` calls are leaves. Found columnar
+(binary lifting, numpy), with a per-thread Python sweep only for threads whose ranges overlap
+without nesting (there the sweep's stack order decides). No per-event Python objects on the
+common path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import polars as pl
 
 from traceforensics.analysis.intervals import sorted_unique
 from traceforensics.model.units import I64, Mask
-
-_optree: Any
-try:  # the compiled stack sweep (``_optree.c``), where the install built it
-    from traceforensics.analysis import _optree
-except ImportError:  # pragma: no cover - built without a C compiler: the columnar form
-    _optree = None
-
-#: Whether parents are found by the compiled sweep (else columnar: ``_columnar_parents``).
-SWEEP = _optree is not None
 
 #: Host kinds that can enclose (parent) other host rows.
 HOST_RANGE_KINDS = ("cpu_op", "annotation")
@@ -66,20 +56,7 @@ def host_tree(host: pl.DataFrame) -> pl.DataFrame:
 
 def _parents(group: I64, start: I64, end: I64, can_parent: Mask, ids: I64) -> I64:
     """Parent event id (or -1) of rows sorted by (group, start, -end), as the stack sweep
-    ``_parents_sweep`` assigns it: by that sweep compiled (``_optree.c``: one pass, ~0.3 ms
-    against ~4 ms columnar for the 1x ResNet-50 trace's host rows) where the install built it,
-    else columnar (``_columnar_parents``)."""
-    if _optree is None:
-        return _columnar_parents(group, start, end, can_parent, ids)
-    out = np.empty(len(ids), dtype=np.int64)
-    arrays = (group, start, end, ids)
-    g, s, e, i = (np.ascontiguousarray(a, dtype=np.int64) for a in arrays)
-    _optree.parents(g, s, e, np.ascontiguousarray(can_parent, dtype=np.bool_), i, out)
-    return out
-
-
-def _columnar_parents(group: I64, start: I64, end: I64, can_parent: Mask, ids: I64) -> I64:
-    """``_parents`` without the compiled sweep, computed columnar.
+    ``_parents_sweep`` assigns it, computed columnar.
 
     When a thread's ranges nest properly (any two are nested or disjoint), the sweep's stack
     holds exactly the ranges still open, so the parent of row k is the *latest* earlier

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import polars as pl
 
+from traceforensics._version import __version__
 from traceforensics.analysis.context import (
     ANALYSIS_ARG_KEYS,
     AnalysisContext,
@@ -59,15 +60,17 @@ from traceforensics.analysis.diagnostics import (
     launch_counts,
     meta_codes,
 )
+from traceforensics.analysis.export import SCHEMA_ID, device_json
 from traceforensics.analysis.findings.build import build_findings
-from traceforensics.analysis.findings.program import Program
 from traceforensics.analysis.findings.results import Finding
 from traceforensics.analysis.findings.stragglers import straggler_findings
+from traceforensics.analysis.frames import analysis_frames
 from traceforensics.analysis.host_steps import HostBreakdown, host_breakdown
 from traceforensics.analysis.idle.gaps import IdleAnalysis, analyze_idle
 from traceforensics.analysis.kernels.forensics import analyze_kernels
 from traceforensics.analysis.kernels.results import KernelAnalysis
 from traceforensics.analysis.options import AnalysisOptions
+from traceforensics.analysis.program import Program
 from traceforensics.analysis.ranks import RankAnalysis, analyze_ranks
 from traceforensics.analysis.ranks.collectives import PG_ARG
 from traceforensics.analysis.ranks.throttle import with_monitor
@@ -153,16 +156,54 @@ class Analysis:
 
     def to_json(self) -> dict[str, Any]:
         """The ``traceforensics.analysis/1`` object (docs/json-output.md): plain JSON types."""
-        from traceforensics.analysis.export import analysis_json
-
-        return analysis_json(self)
+        meta = self.session.meta
+        idle = self.idle
+        out: dict[str, Any] = {
+            "schema": SCHEMA_ID,
+            "tool_version": __version__,
+            "inputs": [
+                {
+                    "path": i.path,
+                    "format": i.format,
+                    "rank": i.rank,
+                    "format_version": i.format_version,
+                }
+                for i in meta.inputs
+            ],
+            "source_format": meta.source_format,
+            "event_count": self.event_count,
+            "program": {
+                "framework": self.program.framework,
+                "vendor": self.program.vendor,
+                "evidence": self.program.evidence,
+                "facts": self.program.facts.to_json(),
+            },
+            "findings": [f.to_json() for f in self.findings],
+            "range": {
+                "steps": self.options.range.steps,
+                "start_ns": self.options.range.start_ns,
+                "end_ns": self.options.range.end_ns,
+            },
+            "devices": [device_json(d) for d in self.devices],
+            "steps": [s.to_json() for s in idle.steps],
+            "step_summary": [s.to_json() for s in idle.step_summary],
+            "gaps": [g.to_json() for g in idle.gaps],
+            "stream_gaps": [s.to_json() for s in idle.stream_gaps],
+        }
+        out.update(self.kernels.to_json())
+        if self.ranks is not None:
+            out["ranks"] = self.ranks.to_json()
+        out["warnings"] = list(self.warnings)
+        out["diagnostics"] = [d.to_json() for d in self.diagnostics]
+        out["host"] = self.host.to_json() if self.host is not None else None
+        if self.monitor is not None:
+            out["monitor"] = self.monitor.to_json()
+        return out
 
     def frames(self) -> dict[str, pl.DataFrame]:
         """Polars tables keyed ``devices``, ``gaps``, ``gap_causes``, ``steps``,
         ``short_kernels``, ``ops`` (``.to_pandas()`` converts each)."""
-        from traceforensics.analysis.frames import analysis_frames
-
-        return analysis_frames(self)
+        return analysis_frames(self.devices, self.idle, self.kernels, self.findings, self.ranks)
 
     def __repr__(self) -> str:
         src = ", ".join(i.path for i in self.session.meta.inputs[:2])

@@ -6,9 +6,10 @@ finding describes only that part (and a pass called alone cuts it the same way).
 Rules (integer ns, per rank):
 
 - ``steps`` ``A:B`` (``A:``, ``:B``, ``A``; inclusive, by step number = the last integer of the
-  step range's name, as the step detector numbers them): the rank's host step ranges (the
-  step pattern, else ``ProfilerStep#N``, else ranges named like steps) with a number in the
-  range; the part kept is ``[first selected start, last selected end)``;
+  step range's name, as the step detector numbers them): the rank's host step ranges
+  (``steps.first_step_ranges``: the step pattern, else ``ProfilerStep#N``, else ranges named
+  like steps) with a number in the range; the part kept is ``[first selected start, last
+  selected end)``;
 - ``start_ns``/``end_ns``: offsets from the session's first event;
 - both: the intersection. Events overlapping the part are kept, clipped to it::
 
@@ -23,9 +24,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceforensics.analysis.names import matching
 from traceforensics.analysis.options import StepRange
-from traceforensics.analysis.steps import GENERIC_STEP_RE, STEP_MARKER_RE, step_number
+from traceforensics.analysis.steps import first_step_ranges, step_number
 from traceforensics.model.errors import OptionError
 from traceforensics.model.session import TraceSession
 
@@ -95,22 +95,14 @@ def _step_parts(ev: pl.DataFrame, sel: StepRange, pattern: str | None) -> pl.Dat
     """Per rank ``[lo, hi)`` of the selected host step ranges (the detector's sources, first
     that has steps per rank)."""
     host = ev.filter(pl.col("kind").cast(pl.String).is_in(["annotation", "cpu_op"]))
-    found = pl.DataFrame(
-        schema={"rank": pl.Int32, "number": pl.Int64, "s": pl.Int64, "e": pl.Int64}
+    found = first_step_ranges(host, pattern).select(
+        pl.col("rank").cast(pl.Int32),
+        step_number(pl.col("name").cast(pl.String)).alias("number"),
+        pl.col("start_ns").alias("s"),
+        (pl.col("start_ns") + pl.col("dur_ns")).alias("e"),
     )
-    for pat in [pattern] if pattern else [STEP_MARKER_RE, GENERIC_STEP_RE]:
-        named = host.filter(matching(host, pat) & ~pl.col("rank").is_in(found["rank"].implode()))
-        found = pl.concat(
-            [
-                found,
-                named.select(
-                    pl.col("rank").cast(pl.Int32),
-                    step_number(pl.col("name").cast(pl.String)).alias("number"),
-                    pl.col("start_ns").alias("s"),
-                    (pl.col("start_ns") + pl.col("dur_ns")).alias("e"),
-                ).drop_nulls("number"),
-            ]
-        )
+    # only numbered ranges can be selected by number (``ProfilerStep#N`` always are)
+    found = found.drop_nulls("number")
     if found.height == 0:
         raise OptionError(
             "steps: the trace has no step ranges (ProfilerStep#N or ranges named like steps); "

@@ -87,6 +87,28 @@ def detect_steps(
     )
 
 
+def step_patterns(pattern: str | None) -> list[tuple[str, str]]:
+    """The step-range patterns, in the order tried, each with its source name: the user's
+    pattern alone when given (``user_pattern``), else ``ProfilerStep#N`` ranges
+    (``profiler_step``), then ranges named like steps (``step_ranges``)."""
+    if pattern:
+        return [(pattern, "user_pattern")]
+    return [(STEP_MARKER_RE, "profiler_step"), (GENERIC_STEP_RE, "step_ranges")]
+
+
+def first_step_ranges(ranges: pl.DataFrame, pattern: str | None) -> pl.DataFrame:
+    """The step ranges of each rank: the rows of ``ranges`` (with ``rank`` and ``name``) named
+    by the first of ``step_patterns(pattern)`` that names any row of that rank, in pattern
+    order, with ``source`` (the pattern's source name). A rank with none has no row."""
+    parts: list[pl.DataFrame] = []
+    done: list[int] = []
+    for pat, source in step_patterns(pattern):
+        found = ranges.filter(matching(ranges, pat) & ~pl.col("rank").is_in(done))
+        parts.append(found.with_columns(pl.lit(source).alias("source")))
+        done += found.get_column("rank").unique().to_list()
+    return pl.concat(parts)
+
+
 def step_number(name: pl.Expr) -> pl.Expr:
     """A step's number: the last integer in its name (``ProfilerStep#7`` -> 7); null when the
     name has none."""
@@ -97,7 +119,9 @@ def _device_spans(
     ranges: pl.DataFrame, launched_q: pl.LazyFrame, pattern: str | None
 ) -> pl.DataFrame:
     """Device-side step spans per source, first source that yields steps per rank."""
-    patterns = [pattern] if pattern else [STEP_MARKER_RE, GENERIC_STEP_RE]
+    # per rank the first pattern that yields device steps (not merely ranges: a rank whose
+    # ``ProfilerStep`` ranges launched nothing tries the generic names next)
+    patterns = [pat for pat, _source in step_patterns(pattern)]
     out: list[pl.DataFrame] = []
     done: set[int] = set()
     launched: pl.DataFrame | None = None

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from traceforensics import load_monitor_log
 from traceforensics.analysis.options import DEFAULTS, AnalysisOptions
 from traceforensics.analysis.pipeline import (
     ARG_KEYS_READ,
@@ -20,7 +19,8 @@ from traceforensics.analysis.pipeline import (
     Analysis,
     analyze,
 )
-from traceforensics.cli import replay
+from traceforensics.cache import DEFAULTS as DEFAULTS_KEY
+from traceforensics.cache import cached_result, entry_path, replay_entry, store_result
 from traceforensics.cli.fail_on import FAIL_ON_EXIT_HELP, check_gate, fail_on_option
 from traceforensics.cli.options import (
     COLUMNS_HELP,
@@ -34,7 +34,6 @@ from traceforensics.cli.options import (
     regex,
     sections_list,
 )
-from traceforensics.cli.result_cache import cached_analyze, cached_apart
 from traceforensics.cli.store import STORE_HELP, label_values, store_run, store_value
 from traceforensics.ingest import load_path
 from traceforensics.ingest.detect import check_input
@@ -274,9 +273,9 @@ def analyze_command(
     # the analysis options' flat names are the flags' parameter names (``analysis.options``)
     options = DEFAULTS.with_(**flat)
     figures = plot_path is not None or report_path is not None
-    # ``tf analyze TRACE --json`` alone is replayed next time (``cli.replay``): keyed by the
+    # ``tf analyze TRACE --json`` alone is replayed next time (``cache.serve``): keyed by the
     # input as it is now, before the run reads it (a file replaced meanwhile is a miss)
-    replay_at = replay.entry_for(_argv()) if as_json and not no_cache else None
+    replay_at = replay_entry(_argv()) if as_json and not no_cache else None
     with progress_line(enabled=not as_json):
         result = analysis_of(
             path,
@@ -286,6 +285,7 @@ def analyze_command(
             dask=dask,
             figures=figures,
             monitor=lambda: _monitor(monitor_path, columns, log_utc_offset),
+            entry=replay_at,
         )
     if as_json:  # a script reads the JSON; the person running it sees the warnings
         for w in result.warnings:
@@ -305,7 +305,7 @@ def analyze_command(
     )
     if replay_at is not None:
         warned = "".join(f"tf: warning: {one_line(w)}\n" for w in result.warnings)
-        replay.remember(replay_at, out, warned)
+        store_result(replay_at, result, answer=(out, warned))
     store_run(document, store, labels, inputs)  # before the gate: a failed run counts
     check_gate(fail_on, lambda: _figures(document(), path))
 
@@ -319,12 +319,14 @@ def analysis_of(
     dask: str | None = None,
     figures: bool = False,
     monitor: Callable[[], MonitorLog | None] | None = None,
+    entry: Path | None = None,
 ) -> Analysis:
     """The analysis of ``path`` exactly as ``tf analyze`` makes it: the rank files of a
     directory apart (``_apart``), else one session (the session cache with ``use_cache``); a
     repeat run reads the finished analysis from the result cache. ``figures``: the run also
     draws figures (they need every rank's events in one table). ``monitor`` loads the
-    monitoring log, after the trace (a trace error is reported first)."""
+    monitoring log, after the trace (a trace error is reported first). ``entry``: the
+    analysis cache's entry, when taken before the run (``cache.replay_entry``)."""
     load_log = monitor or (lambda: None)
     if _apart(path, options, figures, dask):
         log = load_log()
@@ -336,10 +338,18 @@ def analysis_of(
     report("analysing")
     if not use_cache or log is not None or options.range != DEFAULTS.range:
         return _analyze(path, lambda: analyze(session, options, log))
-    # a repeat run reads the finished analysis (``cli.result_cache``)
-    return cached_analyze(
-        Path(path), session, options, lambda: _analyze(path, lambda: analyze(session, options))
-    )
+    # a repeat run reads the finished analysis (``cache.cached_result``)
+    at = entry or _results_entry(path, options)
+    return cached_result(at, lambda: _analyze(path, lambda: analyze(session, options)), session)
+
+
+def _results_entry(path: str, options: AnalysisOptions, how: str = "") -> Path | None:
+    """The analysis cache's entry of ``path`` analysed with ``options`` (``how``: apart)."""
+    text = DEFAULTS_KEY if options == DEFAULTS else repr(options)
+    try:
+        return entry_path("results", path, text + how)
+    except OSError:  # (the load names what is wrong with the input)
+        return None
 
 
 def _figures(document: dict[str, Any], path: str) -> dict[str, FigureDelta]:
@@ -382,7 +392,12 @@ def _argv() -> list[str]:
 
 
 def _monitor(path: str | None, columns: str | None, utc_offset: str) -> MonitorLog | None:
-    return None if path is None else load_monitor_log(path, columns=columns, utc_offset=utc_offset)
+    if path is None:
+        return None
+    # (here: a run without --monitor never imports the log readers)
+    from traceforensics.ingest.monitor import load_monitor_log_utc
+
+    return load_monitor_log_utc(path, columns=columns, utc_offset=utc_offset)
 
 
 def _apart(path: str, options: AnalysisOptions, figures: bool, dask: str | None) -> bool:
@@ -412,7 +427,7 @@ def _analyze_apart(
     log: MonitorLog | None,
 ) -> Analysis:
     """The rank files of directory ``path`` analysed apart and joined; a repeat run reads
-    the joined analysis from the analysis cache (``result_cache.cached_apart``)."""
+    the joined analysis from the analysis cache (``cache.cached_result``)."""
     from traceforensics.fanout import analyze_apart
 
     def run() -> Analysis:
@@ -426,7 +441,7 @@ def _analyze_apart(
     check_input(Path(path))  # before the cache key reads the directory
     if not use_cache or log is not None or options.range != DEFAULTS.range:
         return run()
-    return cached_apart(path, options, run)
+    return cached_result(_results_entry(path, options, "|apart"), run)
 
 
 def _analyze(path: str, run: Callable[[], Analysis]) -> Analysis:

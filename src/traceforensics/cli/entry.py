@@ -1,8 +1,8 @@
 """The console script (``tf``, ``traceforensics``): a repeat ``tf analyze TRACE --json`` from
-``cli.replay`` (the standard library alone: no polars, no analysis imported), anything else
-through the click commands of ``cli.main``; a ``tf analyze`` of a Kineto file starts reading it
-first (``ingest.kineto.early``), while the commands are imported. A command that ran ends the
-process without the interpreter's teardown (``cli.main.end_process``)."""
+the cache (``traceforensics.cache.serve``: the standard library alone, no polars, no analysis
+imported), anything else through the click commands of ``cli.main``; a ``tf analyze`` of a
+Kineto file starts reading it first (``ingest.kineto.early``), while the commands are
+imported."""
 
 from __future__ import annotations
 
@@ -10,29 +10,18 @@ import gc
 import sys
 from pathlib import Path
 
-from traceforensics.cli import replay
+from traceforensics import cache
 
 
 def main() -> None:
-    if replay.serve(sys.argv[1:]):
+    if cache.serve(sys.argv[1:]):
         return
     # no collection while the commands are imported: resumed when they are (``startup_done``)
     gc.disable()
     _scan_early(sys.argv[1:])
-    from traceforensics.cli.main import end_process
     from traceforensics.cli.main import main as run
 
-    code: int | None = None  # the exit code of a command that ended (None: it raised)
-    try:
-        run()
-        code = 0
-    except SystemExit as exc:
-        if exc.code is None or type(exc.code) is int:
-            code = exc.code or 0
-        raise
-    finally:
-        if code is not None:
-            end_process(code)
+    run()
 
 
 def _scan_early(argv: list[str]) -> None:
@@ -49,10 +38,8 @@ def _scan_early(argv: list[str]) -> None:
     path = next(named, None)
     if path is None:
         return
-    from traceforensics.cache_keys import session_entry, session_saved
-
     try:
-        if "--no-cache" not in argv and session_saved(session_entry(Path(path))):
+        if "--no-cache" not in argv and cache.entry_path("sessions", Path(path)).exists():
             return  # (a repeat run: ``early`` is not even imported)
     except Exception:  # a path that cannot be read (a symlink loop): the command says why
         return

@@ -6,8 +6,8 @@ from __future__ import annotations
 import click
 
 from traceforensics.analysis.findings.glossary import DIAGNOSTIC_GLOSSARY, GLOSSARY
-from traceforensics.analysis.findings.program import Program
 from traceforensics.analysis.findings.remedies import remedy
+from traceforensics.analysis.program import Program
 from traceforensics.model.errors import InputError
 
 #: The programs whose wording ``explain`` shows (the others are in ``remedies``).

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from traceforensics.analysis.busy import BUSY_CLASSES
 from traceforensics.analysis.idle.causes import CAUSES
+from traceforensics.model.schema import BUSY_CLASSES
 from traceforensics.report.format import one_line
 
 if TYPE_CHECKING:  # the rules' code (``compare``) is imported only when a rule is given

@@ -11,12 +11,12 @@ from typing import Any
 import click
 
 from traceforensics import history
-from traceforensics.analysis.busy import BUSY_CLASSES
 from traceforensics.analysis.idle.causes import CAUSES
 from traceforensics.cli.options import EXIT_CODES_HELP, non_negative_int
 from traceforensics.cli.store import STORE_HELP
 from traceforensics.history.figures import check_figure, names_shown
 from traceforensics.model.errors import InputError
+from traceforensics.model.schema import BUSY_CLASSES
 from traceforensics.report.format import one_line
 from traceforensics.report.history_text import render_runs, render_trend, runs_json, trend_json
 from traceforensics.report.json_out import dumps

@@ -7,11 +7,9 @@ An unexpected error prints one line and exits 3; ``TF_DEBUG=1`` shows the traceb
 
 from __future__ import annotations
 
-import atexit
 import io
 import os
 import sys
-import threading
 
 import click
 import polars as pl
@@ -41,8 +39,6 @@ COMMANDS = {
     "history": "traceforensics.cli.history:history_command",
     "record": "traceforensics.cli.record:record_command",
 }
-#: The commands that load traces in this process (``_decode_worker``).
-LOADS_TRACES = frozenset({"analyze", "diff", "record"})
 
 
 @click.group(
@@ -76,18 +72,6 @@ def cli(ctx: click.Context) -> None:
     """
     if (ctx.obj or {}).get("console"):
         startup_done()  # the command's modules are imported (click resolves it first)
-    if ctx.invoked_subcommand in LOADS_TRACES and (ctx.obj or {}).get("decode_worker"):
-        _decode_worker()
-
-
-def _decode_worker() -> None:
-    """Big Kineto files may use a second process to decode (``ingest.kineto.parallel``;
-    TF_INGEST_WORKERS=0 turns it off): only from ``main``, whose console script's main module
-    is import-safe, and only for a command that loads traces. The setting is apart from the
-    Kineto reader (``ingest.workers``): a run the caches serve never imports the reader."""
-    from traceforensics.ingest.workers import set_workers
-
-    set_workers(1)
 
 
 def _escape_unencodable() -> None:
@@ -109,30 +93,6 @@ def main(argv: list[str] | None = None) -> None:
             freeze_for_exit()
 
 
-def end_process(code: int) -> None:
-    """End this process now with ``code`` (the console script's, ``cli.entry``: never from a
-    library call), once the standard streams are flushed and the ``atexit`` handlers ran: the
-    interpreter's teardown (every module's objects freed one at a time) took ~9 ms of a 1x
-    ResNet-50 ``tf analyze`` (docs/benchmarks.md) and does nothing a finished command needs.
-    Returns, for the usual shutdown, when another thread still runs (the shutdown joins it)
-    or a stream cannot be flushed (a closed pipe: the interpreter reports it as it always
-    has)."""
-    if threading.active_count() > 1:
-        return
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        return
-    atexit._run_exitfuncs()
-    try:  # (what a handler wrote)
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        code = 120  # (the interpreter's own code when it cannot flush them at its end)
-    os._exit(code)
-
-
 def _run(argv: list[str] | None) -> None:
     _escape_unencodable()
     try:
@@ -142,7 +102,6 @@ def _run(argv: list[str] | None) -> None:
             standalone_mode=False,
             obj={
                 "argv": list(sys.argv[1:] if argv is None else argv),  # for report headers
-                "decode_worker": True,  # (``_decode_worker``)
                 "console": argv is None,  # the console script's process (``startup_done``)
             },
         )

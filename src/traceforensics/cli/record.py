@@ -133,8 +133,8 @@ def _report(path: Path, as_json: bool, no_cache: bool) -> None:
     text = render_text(result)
     if not result.devices:  # no GPU work: the host's loader share still says something
         # (loaded again: the analysis of a folder's rank files keeps no events of its own)
-        from traceforensics import load
+        from traceforensics.ingest import load_path
 
-        extra = host_loader_lines(load(path, use_cache=not no_cache))
+        extra = host_loader_lines(load_path(str(path), use_cache=not no_cache))
         text += "".join(line + "\n" for line in extra)
     sys.stdout.write(text)

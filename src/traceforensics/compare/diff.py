@@ -36,6 +36,7 @@ from traceforensics.compare.figures import (
     figure_names,
     job_side,
 )
+from traceforensics.compare.frames import diff_frames
 from traceforensics.compare.verdict import Verdict, build_verdict
 
 SCHEMA_DIFF = "traceforensics.diff/1"
@@ -117,9 +118,7 @@ class Diff:
 
     def frames(self) -> dict[str, pl.DataFrame]:
         """``figures`` (one row per scope and figure), ``findings``, ``kernels``."""
-        from traceforensics.compare.frames import diff_frames
-
-        return diff_frames(self)
+        return diff_frames(self.job, self.devices, self.findings, self.kernels)
 
 
 def diff_documents(

@@ -25,10 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from traceforensics.model.errors import InputError
+from traceforensics.model.schema import BUSY_CLASSES
 
 SCHEMA_ANALYSIS = "traceforensics.analysis/1"
-#: Busy kinds of ``devices[].busy_by_kind`` (a JSON contract, docs/json-output.md).
-BUSY_KINDS: tuple[str, ...] = ("kernel", "communication", "memcpy", "memset")
 #: Step-time figures: read from the step durations, never summed.
 STEP_FIGURES: tuple[str, ...] = ("step_time", "step_time.mean", "step_time.iqr")
 #: Time figures whose per-step values ``steps[]`` carries (the rest have window totals only).
@@ -38,7 +37,7 @@ _STEP_FIELDS["comm.exposed"] = "exposed_comm_ns"
 _FLOP_PER_TFLOPS_NS = 1e3
 
 
-def figure_names(causes: Sequence[str], kinds: Sequence[str] = BUSY_KINDS) -> tuple[str, ...]:
+def figure_names(causes: Sequence[str], kinds: Sequence[str] = BUSY_CLASSES) -> tuple[str, ...]:
     """Every figure name, in report order, for these cause ids and busy kinds."""
     return (
         *STEP_FIGURES,
@@ -148,7 +147,7 @@ def _device_side(
         "copy.exposed": d.get("exposed_copy_ns") or 0,
     }
     totals.update({f"idle.{c}": ns or 0 for c, ns in by_cause.items()})
-    totals.update({f"busy.{k}": kinds.get(k) or 0 for k in BUSY_KINDS})
+    totals.update({f"busy.{k}": kinds.get(k) or 0 for k in BUSY_CLASSES})
     series: dict[str, list[float]] = {}
     if steps:
         series["step_time"] = [s.get("dur_ns") or 0 for s in steps]
@@ -212,7 +211,9 @@ def job_side(devices: Sequence[Side]) -> Side:
     )
 
 
-def _sum_parts(parts: Iterable[tuple[float, float] | None]) -> tuple[float, float] | None:
+def _sum_parts(
+    parts: Iterable[tuple[float, float] | None],
+) -> tuple[float, float] | None:
     """FLOPs and capacity summed over the parts that have both (a device whose peak is unknown
     adds nothing, so it cannot pull the job's MFU down)."""
     known = [p for p in parts if p is not None and p[1] > 0]

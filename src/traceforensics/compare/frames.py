@@ -9,14 +9,12 @@ keep the figure's unit (``unit`` column: ``ns``, ``ns/step`` or ``fraction``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
+from traceforensics.compare.changes import FindingChange, KernelChange
 from traceforensics.compare.deltas import DeviceDiff, FigureDelta
-
-if TYPE_CHECKING:
-    from traceforensics.compare.diff import Diff
 
 _DELTA_SCHEMA: dict[str, Any] = {
     "unit": pl.String,
@@ -81,18 +79,23 @@ def _figure_rows(dd: DeviceDiff) -> list[dict[str, Any]]:
     ]
 
 
-def diff_frames(diff: Diff) -> dict[str, pl.DataFrame]:
-    """The diff's tables (module doc)."""
-    figures = [r for dd in (diff.job, *diff.devices) for r in _figure_rows(dd)]
+def diff_frames(
+    job: DeviceDiff,
+    devices: list[DeviceDiff],
+    finding_changes: list[FindingChange],
+    kernel_changes: list[KernelChange],
+) -> dict[str, pl.DataFrame]:
+    """The tables of a diff (module doc; ``Diff.frames``)."""
+    figures = [r for dd in (job, *devices) for r in _figure_rows(dd)]
     findings = [
         {"category": f.category, "rank": f.rank, "device": f.device, "change": f.change,
          **_delta_cells(f.recoverable)}
-        for f in diff.findings
+        for f in finding_changes
     ]  # fmt: skip
     kernels = [
         {"name": k.name, "rank": k.rank, "device": k.device, **_delta_cells(k.total),
          "count_before": k.count_before, "count_after": k.count_after}
-        for k in diff.kernels
+        for k in kernel_changes
     ]  # fmt: skip
     return {
         "figures": pl.DataFrame(figures, schema=_FIGURE_SCHEMA, orient="row"),

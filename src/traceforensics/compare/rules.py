@@ -28,9 +28,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from traceforensics.compare.deltas import FigureDelta
-from traceforensics.compare.figures import BUSY_KINDS, STEP_FIGURES, figure_names, is_time_figure
-from traceforensics.compare.words import fmt_change, fmt_delta, fmt_pair, fmt_pct, fmt_value
+from traceforensics.compare.figures import STEP_FIGURES, figure_names, is_time_figure
+from traceforensics.compare.words import (
+    fmt_change,
+    fmt_delta,
+    fmt_pair,
+    fmt_pct,
+    fmt_value,
+)
 from traceforensics.model.errors import OptionError
+from traceforensics.model.schema import BUSY_CLASSES
 
 _RULE_RE = re.compile(
     r"^\s*(?P<figure>[A-Za-z_][\w.]*)\s*(?P<op>>=|<=|>|<)\s*(?P<sign>[+-])?\s*"
@@ -77,7 +84,10 @@ def _fail(text: str, why: str) -> OptionError:
 
 
 def parse_rule(
-    text: str, causes: Sequence[str], kinds: Sequence[str] = BUSY_KINDS, relative: bool = True
+    text: str,
+    causes: Sequence[str],
+    kinds: Sequence[str] = BUSY_CLASSES,
+    relative: bool = True,
 ) -> Rule:
     """One rule (module doc); ``relative=False`` refuses signed values (no baseline).
     Raises ``OptionError`` (option ``fail_on``) with one line saying what is wrong."""
@@ -90,7 +100,10 @@ def parse_rule(
         raise _fail(text, _unknown(figure, causes, kinds, names))
     sign, unit = m["sign"], (m["unit"] or "").lower()
     if not unit:
-        raise _fail(text, f"{m['num']} has no unit; add one of %, pp, ms, us, ns, s ({_EXAMPLES})")
+        raise _fail(
+            text,
+            f"{m['num']} has no unit; add one of %, pp, ms, us, ns, s ({_EXAMPLES})",
+        )
     _check_unit(text, figure, unit, bool(sign))
     if sign and not relative:
         raise _fail(
@@ -127,14 +140,15 @@ def _check_unit(text: str, figure: str, unit: str, signed: bool) -> None:
         )
     if figure == "mfu" and unit in _NS:
         raise _fail(
-            text, "mfu is a fraction, not a time; give a % ('mfu<25%', 'mfu<-3%', 'mfu<-2pp')"
+            text,
+            "mfu is a fraction, not a time; give a % ('mfu<25%', 'mfu<-3%', 'mfu<-2pp')",
         )
 
 
 def parse_rules(
     texts: Sequence[str],
     causes: Sequence[str],
-    kinds: Sequence[str] = BUSY_KINDS,
+    kinds: Sequence[str] = BUSY_CLASSES,
     relative: bool = True,
 ) -> tuple[Rule, ...]:
     """Every rule, or the first malformed one's ``OptionError``."""

@@ -31,7 +31,7 @@ from traceforensics.fanout.merge import merge_parts
 from traceforensics.fanout.parts import RankPart, RankTask
 from traceforensics.fanout.plan import RankSet, rank_set, settle, tasks
 from traceforensics.fanout.runners import LOCAL, Runner, default_jobs, runner
-from traceforensics.fanout.worker import analyse_rank, in_worker, session_start
+from traceforensics.fanout.worker import analyse_rank, session_start
 from traceforensics.ingest.detect import check_input
 from traceforensics.ingest.progress import report
 from traceforensics.model.monitor import MonitorLog
@@ -56,7 +56,7 @@ def analyze_apart(
 
     ``jobs``: worker processes (None: one per CPU; 1: here, one rank at a time); ``dask``:
     ``"local"`` for a local Dask cluster of ``jobs`` workers, or a scheduler address;
-    ``use_cache``: read and write each rank's session cache (``ingest.cache``)."""
+    ``use_cache``: read and write each rank's session cache (``traceforensics.cache``)."""
     opts = options or AnalysisOptions()
     opts.check()
     check_input(Path(directory))
@@ -73,9 +73,8 @@ def analyze_apart(
 
 def _parts(run: Runner, todo: list[RankTask]) -> list[RankPart]:
     """Every task's part in task order; stops at the first file that fails to load."""
-    work = analyse_rank if type(run) is Runner else in_worker
     parts: list[RankPart] = []
-    for part in run.map(work, todo):
+    for part in run.map(analyse_rank, todo):
         parts.append(part)
         report(f"analysed {len(parts)} of {len(todo)} rank files")
         if part.failure is not None:

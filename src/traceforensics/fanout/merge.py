@@ -42,13 +42,11 @@ from traceforensics.analysis.diagnostics import (
     meta_codes,
 )
 from traceforensics.analysis.findings.busy_losses import efficiency_finding
-from traceforensics.analysis.findings.program import Program, program_from
 from traceforensics.analysis.findings.results import KERNEL_EFFICIENCY, Finding, ranked
 from traceforensics.analysis.findings.stragglers import straggler_findings
 from traceforensics.analysis.host_steps import HostBreakdown
 from traceforensics.analysis.idle.gaps import IdleAnalysis
 from traceforensics.analysis.kernels.forensics import UNKNOWN_TOP
-from traceforensics.analysis.kernels.peaks import resolve_peaks
 from traceforensics.analysis.kernels.results import (
     FamilyRow,
     KernelAnalysis,
@@ -58,7 +56,9 @@ from traceforensics.analysis.kernels.results import (
 )
 from traceforensics.analysis.monitoring.align import aligned_monitor
 from traceforensics.analysis.options import AnalysisOptions
+from traceforensics.analysis.peaks import resolve_peaks
 from traceforensics.analysis.pipeline import Analysis
+from traceforensics.analysis.program import Program, program_from
 from traceforensics.analysis.ranks import rank_analysis
 from traceforensics.analysis.ranks.throttle import with_monitor
 from traceforensics.fanout.parts import RankPart, RankResults

@@ -11,7 +11,7 @@ holds one finished part per rank and nothing else:
   files at the same absolute paths, and have traceforensics installed). ``distributed`` is
   the optional extra ``traceforensics[dask]``, imported only here.
 
-The functions sent to workers are module-level (``worker.in_worker``, ``worker.session_start``)
+The functions sent to workers are module-level (``worker.analyse_rank``, ``worker.session_start``)
 so that they pickle by name. Local workers start with ``POLARS_MAX_THREADS`` = CPUs / jobs
 (unless it is set): ``jobs`` processes each running polars on every core would fight over
 them; and polars' allocator keeps freed pages for 1 s (``WORKER_ALLOCATOR_CONF``) instead of

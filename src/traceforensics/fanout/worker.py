@@ -51,15 +51,6 @@ def analyse_rank(task: RankTask) -> RankPart:
         release_free_memory()  # the event table and the context are garbage now
 
 
-def in_worker(task: RankTask) -> RankPart:
-    """``analyse_rank`` in a worker process: the rank workers already use the cores, so the
-    Kineto decode helper process (``ingest.kineto.parallel``) stays off."""
-    from traceforensics.ingest.workers import set_workers
-
-    set_workers(0)
-    return analyse_rank(task)
-
-
 def _analyse(task: RankTask) -> RankPart:
     try:
         # only what the analysis reads is kept, as ``tf analyze FILE`` does

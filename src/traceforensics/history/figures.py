@@ -27,8 +27,9 @@ from typing import Any
 import polars as pl
 
 from traceforensics.compare import analysis_figures
-from traceforensics.compare.figures import BUSY_KINDS, figure_names
+from traceforensics.compare.figures import figure_names
 from traceforensics.model.errors import InputError
+from traceforensics.model.schema import BUSY_CLASSES
 
 #: The ``tf_figures`` columns a listing reads, and the rows it reads (``query.LISTED``: these
 #: names and every ``idle.<cause>``).
@@ -65,7 +66,7 @@ def names_shown() -> str:
     return ", ".join(figure_names((CAUSE_WORD,), (KIND_WORD,)))
 
 
-def check_figure(text: str, causes: Sequence[str], kinds: Sequence[str] = BUSY_KINDS) -> str:
+def check_figure(text: str, causes: Sequence[str], kinds: Sequence[str] = BUSY_CLASSES) -> str:
     """The figure name ``text`` gives (trimmed, lower case) when compare's ``figure_names``
     for these cause ids and busy kinds holds it (exactly what ``--fail-on`` accepts), else a
     one-line ``InputError`` listing the valid names."""

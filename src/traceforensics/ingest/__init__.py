@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from traceforensics.ingest.detect import check_input, sniff_file
+from traceforensics.ingest.detect import check_input
 
 if TYPE_CHECKING:
     from traceforensics.model.session import TraceSession
@@ -18,47 +18,24 @@ def load_path(path: str | Path, *, use_cache: bool = False) -> TraceSession:
     """Detect the format of ``path`` (file or directory of rank files) and load it.
 
     With ``use_cache`` a previously loaded session for the same unchanged input is read from the
-    user cache directory instead (see ``ingest.cache``).
+    user cache directory instead (``traceforensics.cache``).
     """
     p = Path(path)
     check_input(p)
     if use_cache:
-        from traceforensics.ingest.cache import cached_load
+        from traceforensics.cache import cached_session
 
-        return cached_load(p, _load_uncached)
+        return cached_session(p, _load_uncached)
     return _load_uncached(p)
 
 
 def _load_uncached(p: Path) -> TraceSession:
-    # imported here, not above: the package stays light (polars is not imported before the
-    # early scan of ``ingest.kineto.early`` starts)
-    from traceforensics.ingest.ranksets import directory_set, load_nsys_ranks
+    # imported here, not above: the package stays light (no polars before a reader is needed)
+    from traceforensics.ingest.ranksets import load_directory
+    from traceforensics.ingest.readers import reader_of
     from traceforensics.ingest.suspects import graph_launch_notes, suspect_row_notes
 
-    if p.is_dir():
-        fmt, files, notes = directory_set(p)
-        if fmt == "nsys":
-            from traceforensics.ingest.nsys import load_nsys
-
-            session = load_nsys_ranks(files, load_nsys, notes)
-        else:
-            from traceforensics.ingest.kineto import load_kineto
-
-            session = load_kineto(files, skip_non_traces=True)
-    else:
-        fmt = sniff_file(p)
-        if fmt == "kineto":
-            from traceforensics.ingest.kineto import load_kineto
-
-            session = load_kineto([p])
-        elif fmt == "rocprof":
-            from traceforensics.ingest.rocprof import load_rocprof
-
-            session = load_rocprof(p)
-        else:
-            from traceforensics.ingest.nsys import load_nsys
-
-            session = load_nsys(p)
+    session = load_directory(p) if p.is_dir() else reader_of(p).load(p)
     # what the trace cannot show is said once, the same for every format
     session.meta.warnings.extend(graph_launch_notes(session.events))
     session.meta.warnings.extend(suspect_row_notes(session.events))

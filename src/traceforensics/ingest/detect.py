@@ -1,11 +1,9 @@
-"""Input format detection by content (magic bytes), not by file name alone.
+"""Input checks and the content rules of format detection (magic bytes, not file names alone).
 
-Rules, in order:
-- a directory: a rank set (``ranksets``): its Nsight Systems exports, else its Kineto files;
-- SQLite magic ``SQLite format 3\\0``: an Nsight Systems export;
-- gzip magic ``1f 8b`` or first non-blank byte ``{``/``[``: a Chrome-trace JSON, whose producer
-  its first ``HEAD_BYTES`` (of text, gunzipped) tell (``json_producer``);
-- a ``.nsys-rep``/``.qdrep`` name: an Nsight Systems report (needs ``nsys`` to export).
+Which reader a file goes to is ``ingest.readers`` (``sniff_file``: the registry's ``sniff``
+rules in order); a directory is a rank set (``ranksets``). Here: ``check_input``, the magic
+bytes, and the producer of a Chrome-trace JSON from its first ``HEAD_BYTES`` (of text,
+gunzipped).
 
 The producer of a JSON file, first rule that applies:
 
@@ -74,35 +72,6 @@ def check_input(p: Path) -> None:
     # (the path's own permission: click is told not to check it, so this message is the one)
     if not os.access(p, os.R_OK | (os.X_OK if stat.S_ISDIR(mode) else 0)):
         raise InputError(f"{p}: permission denied; make it readable or copy it")
-
-
-def sniff_file(path: Path) -> Format:
-    """Return the format of one regular file, or raise ``InputError``."""
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(64)
-    except PermissionError as exc:
-        raise InputError(f"{path}: permission denied; make it readable or copy it") from exc
-    except IsADirectoryError as exc:  # pragma: no cover - callers check first
-        raise InputError(f"{path}: is a directory; pass a trace file") from exc
-    if not head:
-        raise UnsupportedFormatError(
-            f"{path}: the file is empty; pass a PyTorch Profiler trace (.json/.json.gz) "
-            "or an Nsight Systems export (.sqlite/.nsys-rep)"
-        )
-    if head.startswith(SQLITE_MAGIC):
-        return "nsys-sqlite"
-    if head.startswith(GZIP_MAGIC):
-        return json_producer(path, json_head(path))
-    if path.name.endswith(NSYS_REP_SUFFIXES):
-        return "nsys-rep"
-    stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if stripped[:1] in (b"{", b"["):
-        return json_producer(path, json_head(path))
-    raise UnsupportedFormatError(
-        f"{path}: not a recognised trace (neither JSON, gzip, SQLite nor .nsys-rep); pass a "
-        "PyTorch Profiler trace (.json/.json.gz) or an Nsight Systems export (.sqlite/.nsys-rep)"
-    )
 
 
 def json_size_estimate(path: Path) -> int:

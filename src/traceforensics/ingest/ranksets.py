@@ -199,6 +199,20 @@ def merge_sessions(
     return TraceSession.from_frames(events, meta, pl.concat(arg_frames))
 
 
+def load_directory(directory: Path) -> TraceSession:
+    """One session of the rank files of ``directory`` (``directory_set``): an nsys set merged
+    here, each file by its reader (``ingest.readers``); a Kineto set by the Kineto reader,
+    which reads each file's rank from its metadata (``ingest.kineto.meta``)."""
+    from traceforensics.ingest.readers import reader_of
+
+    kind, files, notes = directory_set(directory)
+    if kind == "nsys":
+        return load_nsys_ranks(files, lambda p: reader_of(p).load(p), notes)
+    from traceforensics.ingest.kineto import load_kineto
+
+    return load_kineto(files, skip_non_traces=True)
+
+
 def directory_set(directory: Path) -> tuple[str, list[Path], list[str]]:
     """``(format, files, notes)`` of a directory of rank files (module docstring)."""
     exports, others = nsys_files(directory)

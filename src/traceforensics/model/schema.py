@@ -54,6 +54,11 @@ KINDS: Final[tuple[str, ...]] = (
 #: Kinds whose intervals make a device busy. Sync records are waits, not work. A graph-level
 #: record (``cuda_graph``: a whole graph launch when its nodes were not traced) is work.
 BUSY_KINDS: Final[tuple[str, ...]] = ("kernel", "memcpy", "memset", "cuda_graph")
+#: The classes a device's busy time is split into (``devices[].busy_by_kind`` keys and the
+#: ``busy.<class>`` figures: a JSON contract, docs/json-output.md), in report order:
+#: ``communication`` is any op flagged as collective/peer communication, ``kernel`` every
+#: other kernel (``cuda_graph`` records included), then copies and memsets.
+BUSY_CLASSES: Final[tuple[str, ...]] = ("kernel", "communication", "memcpy", "memset")
 
 COPY_KINDS: Final[tuple[str, ...]] = ("h2d", "d2h", "d2d", "h2h", "p2p", "unknown")
 MEM_KINDS: Final[tuple[str, ...]] = (

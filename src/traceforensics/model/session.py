@@ -9,8 +9,7 @@ directory (``events.parquet``, ``args.parquet``, ``meta.json``) and loaded back 
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -109,22 +108,8 @@ def _unique(ids: pl.Series) -> bool:
     return ids.n_unique() == ids.len()
 
 
-#: Reads a deferred session's ``(events, args)`` when they are first needed.
-Tables = Callable[[], tuple[pl.DataFrame, pl.DataFrame]]
-#: Reads some event columns of a deferred session without the rest (``event_columns``).
-ColumnReader = Callable[[list[str]], pl.DataFrame]
-#: What reading a damaged saved table raises: polars' errors, and the panic some corrupt
-#: Parquet files cause, which is not an ``Exception``.
-DAMAGED_FILE: tuple[type[BaseException], ...] = (Exception, pl.exceptions.PanicException)
-
-
 class TraceSession:
-    """A loaded trace: ``events`` (unified table), ``args`` (side table), ``meta``.
-
-    The tables may be deferred (``deferred``): a session read back from the cache holds its
-    metadata at once and reads its tables the first time ``events`` or ``args`` is read, so
-    a consumer that needs only the metadata (a repeat ``tf analyze`` served from the analysis
-    cache) never reads them."""
+    """A loaded trace: ``events`` (unified table), ``args`` (side table), ``meta``."""
 
     def __init__(
         self,
@@ -132,80 +117,38 @@ class TraceSession:
         meta: TraceMeta,
         args: pl.DataFrame | None = None,
     ) -> None:
-        self._events: pl.DataFrame | None = events
-        self._args: pl.DataFrame | None = args if args is not None else empty_args()
-        self._pending: Tables | None = None
-        self._columns: ColumnReader | None = None
-        self._reading = threading.Lock()
+        self._events = events
+        self._args = args if args is not None else empty_args()
         self.meta = meta
         # the tables ``validate`` last passed (the loaders validate, and ``load_path`` again)
         self._valid: tuple[pl.DataFrame, pl.DataFrame] | None = None
 
-    @classmethod
-    def deferred(
-        cls, meta: TraceMeta, tables: Tables, columns: ColumnReader | None = None
-    ) -> TraceSession:
-        """A session of ``meta`` whose tables ``tables()`` gives when they are first read (once;
-        an error it raises is raised by that read). ``columns(names)``, when given, reads
-        those event columns alone while the tables are unread (``event_columns``)."""
-        session = cls(pl.DataFrame(), meta, pl.DataFrame())
-        session._events = session._args = None
-        session._pending, session._columns = tables, columns
-        return session
-
     def event_columns(self, names: Iterable[str]) -> pl.DataFrame:
-        """The event columns ``names`` (in that order): of a deferred session whose tables
-        are unread, read alone (a renderer that needs two columns of a cached session does
-        not read the table); else ``events.select``. ``SchemaError`` for a column the
-        session does not hold, read or not."""
+        """The event columns ``names`` (in that order); ``SchemaError`` for a column the
+        session does not hold."""
         wanted = list(names)
-        columns = self._columns
-        if self._pending is not None and columns is not None:
-            return columns(wanted)
-        events = self.events
-        missing = set(wanted) - set(events.columns)
+        missing = set(wanted) - set(self._events.columns)
         if missing:
             raise SchemaError(f"not columns of this session: {sorted(missing)}")
-        return events.select(wanted)
-
-    @property
-    def is_deferred(self) -> bool:
-        """Whether the tables are still unread (``deferred``)."""
-        return self._pending is not None
-
-    def _tables(self) -> tuple[pl.DataFrame, pl.DataFrame]:
-        if self._pending is not None:
-            # once, whichever thread reads first (the passes run in threads); the column
-            # reader goes with the reader: a part of a session (``only``) then no longer
-            # holds the whole session it was cut from
-            with self._reading:
-                pending = self._pending
-                if pending is not None:
-                    self._events, self._args = pending()
-                    self._pending = self._columns = None
-        assert self._events is not None and self._args is not None
-        return self._events, self._args
+        return self._events.select(wanted)
 
     @property
     def events(self) -> pl.DataFrame:
-        return self._tables()[0]
+        return self._events
 
     @events.setter
     def events(self, frame: pl.DataFrame) -> None:
-        self._tables()
         self._events, self._valid = frame, None
 
     @property
     def args(self) -> pl.DataFrame:
-        return self._tables()[1]
+        return self._args
 
     @args.setter
     def args(self, frame: pl.DataFrame) -> None:
-        self._tables()
         self._args, self._valid = frame, None
 
     def __reduce__(self) -> tuple[type[TraceSession], tuple[Any, ...]]:
-        # (a deferred session's reader is a closure: the tables travel, read)
         return (type(self), (self.events, self.meta, self.args))
 
     # -- construction helpers -------------------------------------------------------------
@@ -234,23 +177,12 @@ class TraceSession:
         if unknown:
             raise SchemaError(f"not event table columns: {sorted(unknown)}")
         keys = list(dict.fromkeys(arg_keys))
-
-        def tables() -> tuple[pl.DataFrame, pl.DataFrame]:
-            events, args = self._tables()
-            return (
-                events.select(c for c in events.columns if c in keep),
-                args.filter(pl.col("key").is_in(keys)),  # categorical: no text per row
-            )
-
-        def some(names: list[str]) -> pl.DataFrame:
-            if not keep.issuperset(names):
-                raise SchemaError(f"not kept columns: {sorted(set(names) - keep)}")
-            return self.event_columns(names)
-
-        if self.is_deferred:  # still unread: so is the part
-            return TraceSession.deferred(self.meta, tables, some)
-        events, args = tables()
-        return TraceSession(events, self.meta, args)
+        events, args = self.events, self.args
+        return TraceSession(
+            events.select(c for c in events.columns if c in keep),
+            self.meta,
+            args.filter(pl.col("key").is_in(keys)),  # categorical: no text per row
+        )
 
     # -- checks ---------------------------------------------------------------------------
     def validate(self) -> None:
@@ -308,25 +240,11 @@ class TraceSession:
         return out
 
     @classmethod
-    def load(
-        cls,
-        directory: str | Path,
-        *,
-        defer: bool = False,
-        fallback: Tables | None = None,
-        require_checks: bool = False,
-    ) -> TraceSession:
-        """Read a session written by ``save``; validates it. With ``defer`` only the metadata
-        is read now and the tables when first read (``deferred``); if they then cannot be
-        read or do not validate, ``fallback()`` gives them instead (else the error is raised
-        by that read); ``event_columns`` reads some event columns alone meanwhile (their
-        dtypes checked; the whole tables, read later, are validated). ``fallback`` is for
-        ``defer`` only.
-
-        ``meta.json`` is checked against its SHA-256 now, each table file against its size and
-        CRC-32 before it is first read (``integrity``; ``CorruptTraceError`` when one changed
-        since it was saved). A session saved before the checks existed is read unchecked,
-        unless ``require_checks`` (the session cache: it reads only entries it wrote)."""
+    def load(cls, directory: str | Path, *, require_checks: bool = False) -> TraceSession:
+        """Read a session written by ``save``; validates it. ``meta.json`` is checked against
+        its SHA-256, each table file against its size and CRC-32 (``integrity``;
+        ``CorruptTraceError`` when one changed since it was saved). A session saved before
+        the checks existed is read unchecked, unless ``require_checks``."""
         src = Path(directory)
         sidecar = json.loads((src / "meta.json").read_text(encoding="utf-8"))
         records = check_sidecar(src / "meta.json", sidecar, required=require_checks)
@@ -336,31 +254,8 @@ class TraceSession:
                 f"{SESSION_FORMAT_VERSION}; load the trace again and save it with this version"
             )
         meta = TraceMeta.from_dict(sidecar["meta"])
-        saved = _SavedFiles(src, records)
-        if not defer:
-            events, args = _saved_tables(saved, meta)
-            return cls(events, meta, args)
-
-        def tables() -> tuple[pl.DataFrame, pl.DataFrame]:
-            try:
-                return _saved_tables(saved, meta)
-            except DAMAGED_FILE:
-                if fallback is None:
-                    raise
-                return fallback()
-
-        def some(names: list[str]) -> pl.DataFrame:
-            unknown = set(names) - set(EVENT_SCHEMA)
-            if unknown:
-                raise SchemaError(f"not event table columns: {sorted(unknown)}")
-            try:
-                return _saved_columns(saved, names)
-            except DAMAGED_FILE:  # unreadable: from the whole tables (or the fallback's) then
-                session._tables()
-                return session.event_columns(names)
-
-        session = cls.deferred(meta, tables, some)
-        return session
+        events, args = _saved_tables(_SavedFiles(src, records), meta)
+        return cls(events, meta, args)
 
     # -- views ----------------------------------------------------------------------------
     def to_pandas(self) -> pd.DataFrame:
@@ -391,24 +286,19 @@ class TraceSession:
 class _SavedFiles:
     """The table files of a saved session (``directory``) and their records from its
     ``meta.json`` (None for a session saved without them): ``path`` checks a file against its
-    record once, the first time it is asked for (one check at a time: a deferred session's
-    tables may be asked for from several threads)."""
+    record before it is read."""
 
     def __init__(self, directory: Path, records: dict[str, FileRecord] | None) -> None:
         self.directory = directory
         self.records = records
-        self.checked: set[str] = set()
-        self._lock = threading.Lock()
 
     def path(self, name: str) -> Path:
         path = self.directory / name
-        with self._lock:
-            if name not in self.checked and self.records is not None:
-                record = self.records.get(name)
-                if record is None:
-                    raise missing_record(self.directory / "meta.json", name)
-                check_file(path, record)
-            self.checked.add(name)  # (only once it passed)
+        if self.records is not None:
+            record = self.records.get(name)
+            if record is None:
+                raise missing_record(self.directory / "meta.json", name)
+            check_file(path, record)
         return path
 
 
@@ -419,12 +309,3 @@ def _saved_tables(saved: _SavedFiles, meta: TraceMeta) -> tuple[pl.DataFrame, pl
     args = conform_args(pl.read_parquet(saved.path(ARGS_FILE)))
     TraceSession(events, meta, args).validate()
     return events, args
-
-
-def _saved_columns(saved: _SavedFiles, names: list[str]) -> pl.DataFrame:
-    """The event columns ``names`` of a saved session, their dtypes checked (the whole file
-    is checked against its record first: a damaged page may hold any column)."""
-    part = pl.read_parquet(saved.path(EVENTS_FILE), columns=names)
-    if dict(part.schema) != {n: EVENT_SCHEMA[n] for n in names}:
-        raise SchemaError(f"{saved.directory}: saved event columns {dict(part.schema)}")
-    return part

@@ -3,7 +3,7 @@ and (optionally) each batch starts a profiler step.
 
 The range name is PyTorch's own DataLoader spelling, ``enumerate(DataLoader)#<Type>.__next__``
 with the wrapped iterable's type: ``tf`` reads that name as data loading on every host kind
-whatever ``data_patterns`` say (``analysis.idle.causes.BUILTIN_DATA_RE``), and so do other
+whatever ``data_patterns`` say (``analysis.names.BUILTIN_DATA_RE``), and so do other
 PyTorch trace viewers. A ``torch.utils.data.DataLoader`` already records exactly that range
 around every ``__next__`` while a profiler runs, so it gets no second one.
 

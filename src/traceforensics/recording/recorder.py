@@ -123,10 +123,12 @@ class Capture:
             if note:
                 print(f"tf capture: {note}", file=sys.stderr)
             return
-        from traceforensics import analyze
+        from traceforensics.analysis.options import AnalysisOptions
+        from traceforensics.analysis.pipeline import analyze
+        from traceforensics.ingest import load_path
 
         try:
-            self.analysis = analyze(self.traces[-1])
+            self.analysis = analyze(load_path(str(self.traces[-1])), AnalysisOptions.of())
         except TraceForensicsError as exc:  # the run is done: say so, never lose it
             print(
                 f"tf capture: {self.traces[-1]} was written but not analysed: {one_line(str(exc))}",

@@ -23,11 +23,11 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
-from traceforensics.analysis.busy import BUSY_CLASSES, device_busy
+from traceforensics.analysis.busy import device_busy
 from traceforensics.analysis.intervals import clip, holes
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.analysis.utilization.bins import busy_fraction_bins, utilization_bin_ns
-from traceforensics.model.schema import BUSY_KINDS
+from traceforensics.model.schema import BUSY_CLASSES, BUSY_KINDS
 from traceforensics.model.units import F64, I64
 
 

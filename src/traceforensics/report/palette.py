@@ -1,22 +1,11 @@
 """One colour per idle cause and per busy kind, shared by every plot and the HTML report.
 
 A cause has the same colour in the timeline, the per-step bars, the utilization shading, the
-idle-by-cause bar and the HTML tables, so a reader learns it once. The first seven causes take
-the Okabe-Ito colours (distinguishable with the common colour-vision deficiencies); the next
-four (and ``gpu_pickup``, added later) take Paul Tol's "muted" colours and, because thirteen
-hues cannot all stay apart for every reader, a hatch pattern as a second cue; ``untraced``
-(nothing recorded explains the time) is a plain light grey, the conventional colour of
-"unknown". Busy kinds are dark neutral shades of different lightness, so busy work never reads
-as a cause.
-
-    cause               colour     hatch     cause               colour     hatch
-    data_loading        #E69F00              io                  #882255    ///
-    host_sync           #D55E00              cross_stream_wait   #44AA99    \\\\\\
-    memcpy              #56B4E9              cpu_compute         #332288    xxx
-    launch_overhead     #CC79A7              profiler_overhead   #999933    ...
-    memory_management   #F0E442              untraced            #BBBBBB
-    compilation         #009E73              gpu_pickup          #CC6677    |||
-    communication       #0072B2
+idle-by-cause bar and the HTML tables, so a reader learns it once. Each cause's colour and
+hatch are fields of its row in ``analysis.cause_table`` (the scheme is described there:
+Okabe-Ito colours first, then Paul Tol's "muted" colours with a hatch as a second cue, a light
+grey for ``untraced``); this module only reads them. Busy kinds are dark neutral shades of
+different lightness, so busy work never reads as a cause.
 """
 
 from __future__ import annotations
@@ -24,25 +13,12 @@ from __future__ import annotations
 import html
 from typing import Any, Final
 
-from traceforensics.analysis.idle.causes import CAUSES
+from traceforensics.analysis.cause_table import CAUSE_TABLE, CAUSES
 
-#: Cause id -> (hex colour, matplotlib hatch; "" for none). Every id of ``CAUSES`` is a key.
-CAUSE_STYLE: Final[dict[str, tuple[str, str]]] = {
-    "data_loading": ("#E69F00", ""),  # Okabe-Ito orange
-    "host_sync": ("#D55E00", ""),  # Okabe-Ito vermillion
-    "memcpy": ("#56B4E9", ""),  # Okabe-Ito sky blue
-    "launch_overhead": ("#CC79A7", ""),  # Okabe-Ito reddish purple
-    "memory_management": ("#F0E442", ""),  # Okabe-Ito yellow
-    "compilation": ("#009E73", ""),  # Okabe-Ito bluish green
-    "communication": ("#0072B2", ""),  # Okabe-Ito blue
-    "io": ("#882255", "///"),  # Tol muted wine
-    "cross_stream_wait": ("#44AA99", "\\\\\\"),  # Tol muted teal
-    "cpu_compute": ("#332288", "xxx"),  # Tol muted indigo
-    "profiler_overhead": ("#999933", "..."),  # Tol muted olive
-    "untraced": ("#BBBBBB", ""),  # grey: unknown
-    "gpu_pickup": ("#CC6677", "|||"),  # Tol muted rose: queued work picked up, no launch wait
-}
-#: A cause id added to ``CAUSES`` later and not yet given a style is drawn in this colour.
+#: Cause id -> (hex colour, matplotlib hatch; "" for none), from the cause table.
+CAUSE_STYLE: Final[dict[str, tuple[str, str]]] = {c.id: (c.color, c.hatch) for c in CAUSE_TABLE}
+#: A cause id the table does not hold (a report written by another version) is drawn in this
+#: colour.
 UNKNOWN_CAUSE_COLOR: Final = "#777777"
 #: Busy kinds (the keys of ``DeviceRecord.busy_by_kind``) -> colour, dark to light.
 BUSY_COLORS: Final[dict[str, str]] = {
@@ -62,8 +38,6 @@ BUSY_LABELS: Final[dict[str, str]] = {
 OTHER_IDLE_COLOR: Final = "#9A9A9A"
 #: Transparency of idle shading drawn over a utilization curve (the curve stays readable).
 SHADE_ALPHA: Final = 0.45
-
-assert set(CAUSE_STYLE) >= set(CAUSES), "every cause needs a style"
 
 
 def cause_color(cause: str) -> str:

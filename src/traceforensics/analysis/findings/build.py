@@ -30,7 +30,6 @@ from traceforensics.analysis.findings.copies import transfer_finding
 from traceforensics.analysis.findings.dispatch import dispatch_finding, median_kernel_ns
 from traceforensics.analysis.findings.kernel_names import kernel_name_findings
 from traceforensics.analysis.findings.preconditions import apply
-from traceforensics.analysis.findings.program import Program
 from traceforensics.analysis.findings.remedies import remedy
 from traceforensics.analysis.findings.results import Finding, ranked
 from traceforensics.analysis.findings.steady import one_off_finding, steady_split
@@ -38,6 +37,7 @@ from traceforensics.analysis.findings.zero_grad import zero_grad_finding
 from traceforensics.analysis.idle.gaps import Gap, IdleAnalysis
 from traceforensics.analysis.idle.results import Evidence
 from traceforensics.analysis.kernels.results import KernelAnalysis
+from traceforensics.analysis.program import Program
 from traceforensics.model.units import fmt_ns, fmt_pct
 
 

@@ -12,7 +12,6 @@ from traceforensics.analysis.context import OP_DUR_NS, AnalysisContext
 from traceforensics.analysis.devices import DeviceRecord
 from traceforensics.analysis.findings import estimates as est
 from traceforensics.analysis.findings.preconditions import apply
-from traceforensics.analysis.findings.program import Program
 from traceforensics.analysis.findings.remedies import attention_remedy, remedy
 from traceforensics.analysis.findings.results import (
     EXPOSED_COMMUNICATION,
@@ -23,6 +22,7 @@ from traceforensics.analysis.idle.results import Evidence
 from traceforensics.analysis.kernels.flops import parse_json_list
 from traceforensics.analysis.kernels.results import OpRow
 from traceforensics.analysis.names import matching
+from traceforensics.analysis.program import Program
 from traceforensics.model.schema import ARG_INPUT_DIMS
 from traceforensics.model.units import fmt_ns, fmt_pct
 

@@ -12,10 +12,10 @@ from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.devices import DeviceRecord
 from traceforensics.analysis.findings import estimates as est
 from traceforensics.analysis.findings.busy_losses import window_share
-from traceforensics.analysis.findings.program import Program
 from traceforensics.analysis.findings.remedies import remedy
 from traceforensics.analysis.findings.results import TRANSFER_BOUND, Finding
 from traceforensics.analysis.one_off import one_off_windows
+from traceforensics.analysis.program import Program
 from traceforensics.analysis.transfers import copy_split
 from traceforensics.model.units import fmt_bytes, fmt_ns, fmt_pct, fmt_rate
 

@@ -35,10 +35,10 @@ from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.devices import DeviceRecord
 from traceforensics.analysis.findings.busy_losses import window_kernels
 from traceforensics.analysis.findings.preconditions import checked
-from traceforensics.analysis.findings.program import Program
 from traceforensics.analysis.findings.results import Finding
 from traceforensics.analysis.idle import causes as c
 from traceforensics.analysis.idle.results import Gap
+from traceforensics.analysis.program import Program
 from traceforensics.model.units import fmt_ns
 
 #: Largest median kernel duration (ns) of a device whose CPU gaps can be dispatch-bound.

@@ -1,10 +1,11 @@
 """How much time each kind of change can give back: the constants and rules of the estimates.
 
 - idle cause ``c``: removing the cause gives back at most its idle time on the device, so
-  ``recoverable = idle_by_cause[c]``. Confidence: ``high`` where the host recorded the cause
-  itself (a sync call, a copy, a data-loader range, I/O, allocator, compile, a collective),
-  ``medium`` for causes read from timing (launch overhead, CPU work, cross-stream waits),
-  ``low`` for ``untraced`` and ``profiler_overhead``.
+  ``recoverable = idle_by_cause[c]``. Confidence (``Cause.confidence``, one per row of
+  ``analysis.cause_table``): ``high`` where the host recorded the cause itself (a sync call, a
+  copy, a data-loader range, I/O, allocator, compile, a collective), ``medium`` for causes read
+  from timing (launch overhead, GPU pick-up, CPU work, cross-stream waits), ``low`` for
+  ``untraced`` and ``profiler_overhead``.
 - ``exposed_communication``: communication that no compute overlaps could at best be hidden
   behind compute: ``recoverable = exposed_comm_ns`` (``medium``: it needs compute to hide
   behind, and a straggler elsewhere can be the real cause).
@@ -45,23 +46,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from traceforensics.analysis.idle import causes as c
+from traceforensics.analysis.cause_table import CAUSE_TABLE
 
-IDLE_CONFIDENCE: Final[dict[str, str]] = {
-    c.DATA_LOADING: "high",
-    c.HOST_SYNC: "high",
-    c.MEMCPY: "high",
-    c.MEMORY_MANAGEMENT: "high",
-    c.COMPILATION: "high",
-    c.COMMUNICATION: "high",
-    c.IO: "high",
-    c.LAUNCH_OVERHEAD: "medium",
-    c.CPU_COMPUTE: "medium",
-    c.CROSS_STREAM_WAIT: "medium",
-    c.GPU_PICKUP: "medium",
-    c.PROFILER_OVERHEAD: "low",
-    c.UNTRACED: "low",
-}
+#: Confidence of each idle cause's estimate (``Cause.confidence``; the rule is above).
+IDLE_CONFIDENCE: Final[dict[str, str]] = {c.id: c.confidence for c in CAUSE_TABLE}
 #: Share of a dtype's dense peak a well-shaped GEMM/conv reaches in practice.
 ATTAINABLE_MFU: Final = 0.75
 #: Share of the memory bandwidth a streaming kernel reaches in practice.

@@ -2,14 +2,17 @@
 
 One entry per id of ``results.CATEGORIES``: ``meaning`` (what the GPU or the host was doing)
 and ``detection`` (the rule, in words; the details are in docs/causes.md and docs/findings.md).
-What to do comes from ``remedies`` in the program's terms. The diagnostic codes
-(``analysis.diagnostics``: what a trace is or cannot show) have their own entries, with what to
-do, in ``DIAGNOSTIC_GLOSSARY``.
+The idle causes' entries come from their rows in ``analysis.cause_table``; the other
+categories' are here. What to do comes from ``remedies`` in the program's terms. The diagnostic
+codes (``analysis.diagnostics``: what a trace is or cannot show) have their own entries, with
+what to do, in ``DIAGNOSTIC_GLOSSARY``.
 """
 
 from __future__ import annotations
 
 from typing import Final, NamedTuple
+
+from traceforensics.analysis.cause_table import CAUSE_TABLE
 
 
 class Entry(NamedTuple):
@@ -17,72 +20,8 @@ class Entry(NamedTuple):
     detection: str
 
 
-GLOSSARY: Final[dict[str, Entry]] = {
-    "data_loading": Entry(
-        "the GPU waited while the host fetched or prepared the next batch",
-        "the launching thread was inside a data-fetch range (DataLoader __next__, names with "
-        "data/batch/load/prefetch) during the gap",
-    ),
-    "host_sync": Entry(
-        "the host waited for the GPU to drain (a synchronizing call), then caught up: the "
-        "relaunch into the emptied queue is the sync's cost",
-        "a synchronizing call (cudaStreamSynchronize, .item(), cudaEventSynchronize, a "
-        "blocking D2H copy) returned just after the GPU went idle; in that gap, for 1 ms after "
-        "it returns, the host's generic work, the launch call and the pick-up latency of the "
-        "relaunched work count too",
-    ),
-    "memcpy": Entry(
-        "the host was blocked inside a copy call",
-        "the launching thread was inside a pageable cudaMemcpy*/H2D staging call during the gap",
-    ),
-    "launch_overhead": Entry(
-        "the host was issuing this very work: operator dispatch and the launch API",
-        "the time from the launching op's last child that did other work to its launch call, "
-        "and the GPU's short pick-up latency (<= 50 us) after a launch call it waited for "
-        "(work queued before the gap began is gpu_pickup)",
-    ),
-    "memory_management": Entry(
-        "allocator calls held the host (cudaMalloc/cudaFree synchronize the device)",
-        "cudaMalloc/cudaFree/empty_cache/allocator ranges on the launching thread",
-    ),
-    "compilation": Entry(
-        "code was being compiled or loaded: JIT, module load, torch.compile, autotuning",
-        "compile/JIT/module-load ranges, or a launch or CUDA call lasting > 1 ms on an idle GPU "
-        "(lazy module loading, context initialisation)",
-    ),
-    "communication": Entry(
-        "the host was inside a collective, or queued work was a collective",
-        "the launching thread was in an NCCL/RCCL/gloo/c10d range, or the next GPU op is a "
-        "communication kernel that followed one",
-    ),
-    "io": Entry(
-        "file I/O held the host: checkpoints, logging, reading data files",
-        "OS read/write/fsync calls or checkpoint/save ranges on the launching thread",
-    ),
-    "cross_stream_wait": Entry(
-        "work was queued in time but its stream waited on another stream's event",
-        "a cudaStreamWaitEvent/hipStreamWaitEvent (or a Stream Wait Event record) before the "
-        "launch, on an event recorded after work of another stream still running",
-    ),
-    "cpu_compute": Entry(
-        "the launching thread ran other CPU work (ops, Python, user ranges)",
-        "named CPU ranges covering the gap that are not dispatch of the launch itself",
-    ),
-    "profiler_overhead": Entry(
-        "the profiler itself (buffer flushes, start-up)",
-        "profiler overhead intervals recorded in the trace",
-    ),
-    "untraced": Entry(
-        "nothing recorded explains the idle time",
-        "no classified host range, sync, wait or collective covers the gap",
-    ),
-    "gpu_pickup": Entry(
-        "work was already queued (launched before the gap began) and the GPU took a few µs to "
-        "start it: the time between back-to-back kernels, not a wait for a launch",
-        "the launch call of the work ending the gap had returned before the gap began, nothing "
-        "recorded held it back (no stream wait, not a collective) and it started at most 50 us "
-        "after the GPU went idle; large only where many tiny kernels run back to back",
-    ),
+#: The categories that are not idle causes, in ``results.CATEGORIES`` order.
+_OTHER: Final[dict[str, Entry]] = {
     "exposed_communication": Entry(
         "collective/peer kernels ran while no compute ran: communication not hidden",
         "|communication ∪ compute| - |compute| inside the window (communication kernels by name: "
@@ -124,6 +63,12 @@ GLOSSARY: Final[dict[str, Entry]] = {
         "fill kernels and memsets launched inside Optimizer.zero_grad ranges, plus the GPU idle "
         "inside those ranges (set_to_none=True launches none)",
     ),
+}
+
+#: Every category id (``results.CATEGORIES`` order: the idle causes first) -> its entry.
+GLOSSARY: Final[dict[str, Entry]] = {
+    **{c.id: Entry(c.meaning, c.detection) for c in CAUSE_TABLE},
+    **_OTHER,
 }
 
 

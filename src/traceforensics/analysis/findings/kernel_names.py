@@ -2,12 +2,12 @@
 tensor cores idle, and memory-layout conversions.
 
 Per device, over its kernels inside the window (names classified once per distinct name by
-``kernels.tensor_cores``):
+``tensor_cores``):
 
 - ``fp32_matmul``: GEMM/convolution kernels whose name says FP32 without tensor cores
   (``ampere_sgemm_*``, ``volta_scudnn_*``, ``implicit_convolve_sgemm``, ``cutlass_*_simt_sgemm``,
   Tensile ``Cijk_*_SB_*``...) on a GPU that has tensor (matrix) cores
-  (``findings.facts.ChipFacts``; an unknown GPU gets no finding). Recoverable, conservatively:
+  (``facts.ChipFacts``; an unknown GPU gets no finding). Recoverable, conservatively:
   ``kernel_ns * (1 - 1 / TENSOR_CORE_SPEEDUP)``: the same GEMMs at twice the speed, where the
   datasheet ratio of tensor-core to FP32 rates is 8-16x (A100: TF32 156 vs FP32 19.5 TFLOPS)
   and measured TF32/bf16 speed-ups of real GEMMs are 2-6x. Confidence ``medium``.
@@ -30,11 +30,11 @@ import polars as pl
 from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.devices import DeviceRecord
 from traceforensics.analysis.findings.busy_losses import EVIDENCE_KEPT, window_kernels, window_share
-from traceforensics.analysis.findings.program import Program
 from traceforensics.analysis.findings.remedies import remedy
 from traceforensics.analysis.findings.results import FP32_MATMUL, LAYOUT_CONVERSION, Finding
 from traceforensics.analysis.idle.results import Evidence
-from traceforensics.analysis.kernels.tensor_cores import name_classes
+from traceforensics.analysis.program import Program
+from traceforensics.analysis.tensor_cores import name_classes
 from traceforensics.model.units import fmt_ns, fmt_pct
 
 #: Speed-up assumed for FP32 GEMMs moved to tensor cores (conservative; module docstring).

@@ -1,7 +1,7 @@
 """Every remedy's precondition, in one table: advice the trace already shows applied is not given.
 
 ``remedies`` says what to do when nothing of it is in place. ``RULES`` declares, per category
-(and framework), a condition on the trace's facts (``findings.facts``, read once from the
+(and framework), a condition on the trace's facts (``facts``, read once from the
 trace's names and device list) under which that advice is wrong or pointless, the note that
 says what the trace shows, and the next step instead. The first rule that holds wins; no rule:
 the table remedy stands. Two kinds of rule:
@@ -28,10 +28,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Final, NamedTuple
 
-from traceforensics.analysis.findings.facts import TraceFacts
-from traceforensics.analysis.findings.program import Program
+from traceforensics.analysis.facts import TraceFacts
 from traceforensics.analysis.findings.remedies import VENDOR_WORDS, remedy
 from traceforensics.analysis.findings.results import Finding
+from traceforensics.analysis.program import Program
 
 
 class Rule(NamedTuple):

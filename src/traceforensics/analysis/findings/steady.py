@@ -29,12 +29,12 @@ import numpy as np
 from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.devices import DeviceRecord
 from traceforensics.analysis.findings.busy_losses import EVIDENCE_KEPT, window_share
-from traceforensics.analysis.findings.program import Program
 from traceforensics.analysis.findings.remedies import remedy
 from traceforensics.analysis.findings.results import ONE_OFF, Finding
 from traceforensics.analysis.idle.gaps import IdleAnalysis
 from traceforensics.analysis.idle.windows import full_causes, window_gaps
 from traceforensics.analysis.one_off import OneOffSpan, one_off_windows
+from traceforensics.analysis.program import Program
 from traceforensics.analysis.transfers import copy_split
 from traceforensics.model.units import fmt_bytes, fmt_ns, fmt_pct
 

@@ -26,7 +26,6 @@ import polars as pl
 
 from traceforensics.analysis.devices import DeviceRecord
 from traceforensics.analysis.findings.busy_losses import EVIDENCE_KEPT, window_share
-from traceforensics.analysis.findings.program import Program
 from traceforensics.analysis.findings.remedies import remedy
 from traceforensics.analysis.findings.results import (
     EXPOSED_COMMUNICATION,
@@ -35,6 +34,7 @@ from traceforensics.analysis.findings.results import (
     ranked,
 )
 from traceforensics.analysis.idle.results import Evidence
+from traceforensics.analysis.program import Program
 from traceforensics.analysis.ranks.results import RankAnalysis, RankRow
 from traceforensics.model.units import fmt_ns, fmt_pct
 

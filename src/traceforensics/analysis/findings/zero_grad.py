@@ -23,12 +23,12 @@ import polars as pl
 from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.devices import DeviceRecord
 from traceforensics.analysis.findings.busy_losses import EVIDENCE_KEPT, window_share
-from traceforensics.analysis.findings.program import Program
 from traceforensics.analysis.findings.remedies import remedy
 from traceforensics.analysis.findings.results import ZERO_GRAD, Finding
 from traceforensics.analysis.idle.results import Evidence
 from traceforensics.analysis.intervals import clip, cumulative, union
 from traceforensics.analysis.names import matching
+from traceforensics.analysis.program import Program
 from traceforensics.model.units import fmt_ns, fmt_pct
 
 #: The range PyTorch records around optimizer.zero_grad().

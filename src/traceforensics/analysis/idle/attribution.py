@@ -74,6 +74,7 @@ from typing import Any
 import numpy as np
 
 from traceforensics.analysis.context import OpTable
+from traceforensics.analysis.host_classes import HostClasses
 from traceforensics.analysis.idle.causes import (
     CAUSE_INDEX,
     CROSS_STREAM_WAIT,
@@ -87,7 +88,6 @@ from traceforensics.analysis.idle.late import (
     last_end,
     sync_drain,
 )
-from traceforensics.analysis.idle.prepare import HostClasses
 from traceforensics.analysis.idle.queued import queued_split
 from traceforensics.analysis.idle.streamwait import GapWaits
 from traceforensics.model.units import I64

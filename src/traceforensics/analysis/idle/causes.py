@@ -1,6 +1,9 @@
-"""Idle-cause taxonomy and the classification of host events into causes.
+"""Thresholds and name patterns of the idle attribution; the cause ids and their order.
 
-Cause ids are a stable contract (JSON, docs/causes.md): never rename, only add.
+The causes themselves (ids, report order, host-class priority, colours, glossary text,
+remedies, estimate confidence) are one table, ``analysis.cause_table``; this module re-exports
+its ids and orders for the idle pass. Cause ids are a stable contract (JSON, docs/causes.md):
+never rename, only add.
 
 Every host row (cpu_op, annotation, python, os_call, cuda_api, overhead) gets at most one
 *class* (a cause id) from its kind and name. When several classified ranges of one thread cover
@@ -12,56 +15,30 @@ are never classified: they enclose everything and explain nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Final
 
-DATA_LOADING: Final = "data_loading"
-HOST_SYNC: Final = "host_sync"
-MEMCPY: Final = "memcpy"
-LAUNCH_OVERHEAD: Final = "launch_overhead"
-MEMORY_MANAGEMENT: Final = "memory_management"
-COMPILATION: Final = "compilation"
-COMMUNICATION: Final = "communication"
-IO: Final = "io"
-CROSS_STREAM_WAIT: Final = "cross_stream_wait"
-CPU_COMPUTE: Final = "cpu_compute"
-PROFILER_OVERHEAD: Final = "profiler_overhead"
-UNTRACED: Final = "untraced"
-#: Queued work the GPU started after a short pick-up latency, its launch call having returned
-#: before the gap began (it did not wait for a launch): ``queued.queued_cause``.
-GPU_PICKUP: Final = "gpu_pickup"
-
-#: Every cause id, in report order (ids added later go at the end: the order is a tie-break
-#: of reports and ``findings.results.CATEGORIES``, never a rename).
-CAUSES: Final[tuple[str, ...]] = (
-    DATA_LOADING,
-    HOST_SYNC,
-    MEMCPY,
-    LAUNCH_OVERHEAD,
-    MEMORY_MANAGEMENT,
-    COMPILATION,
+from traceforensics.analysis.cause_table import (
+    CAUSE_INDEX,
+    CAUSES,
     COMMUNICATION,
-    IO,
-    CROSS_STREAM_WAIT,
+    COMPILATION,
     CPU_COMPUTE,
+    CROSS_STREAM_WAIT,
+    DATA_LOADING,
+    GPU_PICKUP,
+    HOST_SYNC,
+    IO,
+    LAUNCH_OVERHEAD,
+    MEMCPY,
+    MEMORY_MANAGEMENT,
+    N_CAUSES,
+    PRIORITY,
     PROFILER_OVERHEAD,
     UNTRACED,
-    GPU_PICKUP,
+    ranked_causes,
 )
-CAUSE_INDEX: Final[dict[str, int]] = {c: i for i, c in enumerate(CAUSES)}
-#: Host-range classes, highest priority first (an instant takes the first class covering it).
-PRIORITY: Final[tuple[str, ...]] = (
-    HOST_SYNC,
-    MEMCPY,
-    MEMORY_MANAGEMENT,
-    PROFILER_OVERHEAD,
-    COMPILATION,
-    COMMUNICATION,
-    DATA_LOADING,
-    IO,
-    LAUNCH_OVERHEAD,
-    CPU_COMPUTE,
-)
+from traceforensics.analysis.classify import SLOW_LAUNCH_CALL_MIN_NS
+from traceforensics.analysis.names import BUILTIN_DATA_RE, DEFAULT_DATA_PATTERNS
 
 # ---------------------------------------------------------------- thresholds (units in names)
 #: A synchronizing call that returned at most this long before a gap began still drained the
@@ -88,29 +65,37 @@ QUEUED_LAUNCH_LATENCY_MAX_NS: Final = 50_000
 #: than this with no child recorded (cuDNN building plans inside ``aten::cudnn_convolution``,
 #: sampled traces that dropped the children); their excess stays CPU work (``cpu_compute``).
 DISPATCH_MAX_NS: Final = 10_000_000
-#: A kernel launch call (not a copy) longer than this while the GPU idles is loading the kernel's
-#: module (CUDA lazy loading) or JIT-compiling PTX: ``compilation``. A full launch queue cannot
-#: be the reason, since the GPU is idle; plain launches take 2-50 µs (timeline:
-#: ``launch_part_cause``).
-SLOW_LAUNCH_CALL_MIN_NS: Final = 1_000_000
 #: A step is an outlier when it is this much longer than the median step (fraction) ...
 OUTLIER_MIN_EXCESS_FRACTION: Final = 0.2
 #: ... and more than this many robust standard deviations (1.4826·MAD) above the median.
 OUTLIER_MAD_SIGMAS: Final = 3.0
 
-# ---------------------------------------------------------------- name patterns
-#: Default user-range words for data loading (``IdleOptions.data_patterns``); matched as words
-#: at a word start (``load_batch``, ``## data ##``, ``DataLoader``), case-insensitively.
-DEFAULT_DATA_PATTERNS: Final[tuple[str, ...]] = ("data", "batch", "load", "prefetch")
-#: PyTorch's own data-fetch ranges, matched on every host kind.
-BUILTIN_DATA_RE: Final = r"enumerate\(DataLoader\)|DataLoaderIter|DataPipe|torch/utils/data/"
-
-#: Number of causes (columns of attribution matrices).
-N_CAUSES: Final = len(CAUSES)
-
-
-def ranked_causes(idle_by_cause: Mapping[str, int]) -> list[tuple[str, int]]:
-    """Causes with idle time, largest first; ties in the stable ``CAUSES`` order. The one cause
-    ranking every renderer and ``top_cause`` use."""
-    nonzero = [(c, int(ns)) for c, ns in idle_by_cause.items() if ns > 0]
-    return sorted(nonzero, key=lambda cn: (-cn[1], CAUSE_INDEX.get(cn[0], N_CAUSES)))
+__all__ = [
+    "BUILTIN_DATA_RE",
+    "CAUSES",
+    "CAUSE_INDEX",
+    "COMMUNICATION",
+    "COMPILATION",
+    "CPU_COMPUTE",
+    "CROSS_STREAM_WAIT",
+    "DATA_LOADING",
+    "DEFAULT_DATA_PATTERNS",
+    "DISPATCH_MAX_NS",
+    "GPU_PICKUP",
+    "HOST_SYNC",
+    "IO",
+    "LAUNCH_OVERHEAD",
+    "MEMCPY",
+    "MEMORY_MANAGEMENT",
+    "N_CAUSES",
+    "OUTLIER_MAD_SIGMAS",
+    "OUTLIER_MIN_EXCESS_FRACTION",
+    "PRIORITY",
+    "PROFILER_OVERHEAD",
+    "QUEUED_LAUNCH_LATENCY_MAX_NS",
+    "SLOW_LAUNCH_CALL_MIN_NS",
+    "SYNC_CATCHUP_MAX_NS",
+    "SYNC_DRAIN_SLACK_NS",
+    "UNTRACED",
+    "ranked_causes",
+]

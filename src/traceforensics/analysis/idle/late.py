@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from traceforensics.analysis.host_classes import HostClasses, SyncIndex
+from traceforensics.analysis.host_timeline import HostTimeline
 from traceforensics.analysis.idle.causes import (
     CAUSE_INDEX,
     CPU_COMPUTE,
@@ -19,8 +21,6 @@ from traceforensics.analysis.idle.causes import (
     SYNC_DRAIN_SLACK_NS,
     UNTRACED,
 )
-from traceforensics.analysis.idle.host_timeline import HostTimeline
-from traceforensics.analysis.idle.prepare import HostClasses, SyncIndex
 from traceforensics.analysis.idle.streamwait import LaunchIndex
 from traceforensics.model.units import I64
 from traceforensics.model.units import Mask as BoolArr

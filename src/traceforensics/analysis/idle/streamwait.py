@@ -33,49 +33,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
 
 import numpy as np
-import polars as pl
 
-from traceforensics.analysis.names import matching
+from traceforensics.analysis.context import AnalysisContext
 from traceforensics.model.units import I64, Mask
 
-if TYPE_CHECKING:  # the context imports this module (through idle.prepare)
-    from traceforensics.analysis.context import AnalysisContext
-
-#: Host calls that make a stream wait on an event (CUDA runtime/driver, HIP).
-STREAM_WAIT_API_RE = r"(?i)StreamWaitEvent"
-#: Host calls that record an event on a stream.
-EVENT_RECORD_API_RE = r"(?i)EventRecord"
 _NONE = np.iinfo(np.int64).max
-
-
-@dataclass
-class WaitCalls:
-    """Stream-wait and event-record calls of every host thread: sorted packed ``(thread,
-    start)`` keys and the row of each call in ``HostClasses.frame``."""
-
-    wait_keys: I64
-    wait_rows: I64
-    record_keys: I64
-    record_rows: I64
-
-
-def wait_calls(
-    frame: pl.DataFrame, thr: I64, start_ns: I64, *, t0_ns: int, shift: int
-) -> WaitCalls:
-    """The wait and record calls of ``frame`` (host rows sorted by thread then start; ``thr``
-    and ``start_ns`` its columns as arrays), keyed like ``HostTimeline.key``."""
-    api = (frame.get_column("kind") == "cuda_api").to_numpy()
-
-    def pick(pattern: str) -> tuple[I64, I64]:
-        rows = np.flatnonzero(api & frame.select(matching(frame, pattern)).to_series().to_numpy())
-        return (thr[rows] << shift) | (start_ns[rows] - t0_ns), rows.astype(np.int64)
-
-    wk, wr = pick(STREAM_WAIT_API_RE)
-    rk, rr = pick(EVENT_RECORD_API_RE)
-    return WaitCalls(wk, wr, rk, rr)
 
 
 @dataclass

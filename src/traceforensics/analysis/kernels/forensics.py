@@ -29,13 +29,13 @@ from traceforensics.analysis.kernels.frame import (
     normalize_kernel_name,
     outermost_flagged,
 )
-from traceforensics.analysis.kernels.peaks import DevicePeak, resolve_peaks, unknown_peak
 from traceforensics.analysis.kernels.results import KernelAnalysis, UnknownFlops
 from traceforensics.analysis.kernels.rows import family_rows, instances, mfu_rows, op_rows
 from traceforensics.analysis.kernels.short import short_kernel_rows
 from traceforensics.analysis.kernels.suspect import flag_suspects
 from traceforensics.analysis.kernels.throughput import charge_flops, ideal_ns, math_dtype, op_costs
 from traceforensics.analysis.options import AnalysisOptions
+from traceforensics.analysis.peaks import DevicePeak, resolve_peaks, unknown_peak
 from traceforensics.model.memory import release_free_memory
 from traceforensics.model.session import TraceSession
 

@@ -13,9 +13,9 @@ from typing import Any, Final
 
 import polars as pl
 
-from traceforensics.analysis.kernels.peaks import DevicePeak
 from traceforensics.analysis.kernels.results import FamilyRow, MfuRow, OpRow
 from traceforensics.analysis.kernels.throughput import roofline
+from traceforensics.analysis.peaks import DevicePeak
 
 #: One integer per (rank, device) (both Int32, so it is one-to-one): an as-of join by one
 #: integer column holds a fraction of the memory two take (~60 MB less at 2M kernels).

@@ -35,14 +35,13 @@ import polars as pl
 
 from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.engines import Engine, engine_for
-from traceforensics.analysis.findings.program import Program
 from traceforensics.analysis.findings.remedies import short_kernel_remedy
 from traceforensics.analysis.kernels.frame import outermost_flagged
 from traceforensics.analysis.kernels.results import ShortKernelRow
-from traceforensics.analysis.names import matching
+from traceforensics.analysis.names import OPTIMIZER_RE, matching
+from traceforensics.analysis.program import Program
 from traceforensics.model.units import I64, NS_PER_US, Mask
 
-OPTIMIZER_RE = r"^Optimizer\.(step|zero_grad)#|^Optimizer\.|optimizer"
 # "cutlass" alone is not enough: many non-GEMM kernels carry cutlass types in template args
 GEMM_KERNEL_RE = r"(?i)gemm|nvjet|xmma|Cijk_|cublas"
 FOREACH_RE = r"_foreach_|multi_tensor_apply"

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from traceforensics.analysis.kernels.peaks import DevicePeak
 from traceforensics.analysis.kernels.results import FamilyRow, MfuRow, OpRow
+from traceforensics.analysis.peaks import DevicePeak
 
 #: ``DevicePeak.how`` values that are guesses about a device the trace does not name.
 ASSUMED_HOWS: Final = frozenset({"sm_count+cc", "same_node"})

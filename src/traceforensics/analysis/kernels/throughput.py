@@ -26,22 +26,19 @@ from typing import Final
 import numpy as np
 import polars as pl
 
+from traceforensics.analysis.context import ANALYSIS_ARG_KEYS
 from traceforensics.analysis.kernels.conv_links import (
     fill_conv_from_sequence,
     fill_wgrad_from_parent,
 )
 from traceforensics.analysis.kernels.flops import family_of, op_cost_from_args, parse_json_list
 from traceforensics.analysis.kernels.op_args import OpArgs, call_groups, category_codes
-from traceforensics.analysis.kernels.peaks import DevicePeak
-from traceforensics.model.schema import (
-    ARG_CONCRETE_INPUTS,
-    ARG_INPUT_DIMS,
-    ARG_INPUT_TYPE,
-    ARG_SEQUENCE,
-)
+from traceforensics.analysis.peaks import DevicePeak
+from traceforensics.model.schema import ARG_CONCRETE_INPUTS, ARG_INPUT_DIMS, ARG_INPUT_TYPE
 
-#: The only args any FLOPs rule reads (conv links need Sequence numbers and dims too).
-FLOP_ARG_KEYS: Final = (ARG_INPUT_DIMS, ARG_INPUT_TYPE, ARG_CONCRETE_INPUTS, ARG_SEQUENCE)
+#: The only args any FLOPs rule reads (conv links need Sequence numbers and dims too): the ones
+#: the context loads.
+FLOP_ARG_KEYS: Final = ANALYSIS_ARG_KEYS
 
 
 def op_costs(

@@ -17,7 +17,8 @@ import polars as pl
 
 from traceforensics.analysis.context import AnalysisContext, as_context
 from traceforensics.analysis.devices import DeviceRecord, device_records
-from traceforensics.analysis.idle.gaps import IdleAnalysis
+from traceforensics.analysis.idle.gaps import IdleAnalysis, analyze_idle
+from traceforensics.analysis.kernels.forensics import analyze_kernels
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.ranks.collectives import collective_kernels, match_collectives
 from traceforensics.analysis.ranks.results import RankAnalysis, RankRow, StepRow, Straggler
@@ -30,6 +31,8 @@ from traceforensics.analysis.ranks.straggler import (
     step_rows,
     waits_for,
 )
+from traceforensics.analysis.transfers import device_transfers
+from traceforensics.analysis.utilization.timeline import analyze_utilization
 from traceforensics.model.session import TraceSession
 
 
@@ -120,11 +123,6 @@ def _world_size(value: object, loaded: int) -> int:
 
 
 def _records(ctx: AnalysisContext) -> tuple[list[DeviceRecord], IdleAnalysis]:
-    from traceforensics.analysis.idle.gaps import analyze_idle
-    from traceforensics.analysis.kernels.forensics import analyze_kernels
-    from traceforensics.analysis.transfers import device_transfers
-    from traceforensics.analysis.utilization.timeline import analyze_utilization
-
     idle = analyze_idle(ctx)
     records = device_records(
         ctx, idle, analyze_kernels(ctx), analyze_utilization(ctx), device_transfers(ctx)

@@ -15,12 +15,14 @@ Rules (details in the submodules):
 
 Rows keep each file's event order (files concatenated in input order); ``event_id`` is the row's
 position counted across files, and the ``args`` side table (``batches``) is keyed by it.
-Speed and memory: the file is streamed (chunked gunzip) and its event list decoded a chunk at a
-time into typed structs holding only the fields we read (``stream``, ``typed``); each batch is
-reduced to compact columns before the next is decoded (``batches``), so memory holds one chunk
-plus the columns, not the file. Files the stream cannot take (Chrome array format, NaN
-literals, cut-off or damaged JSON) are read whole by the generic reader (``reader``), with the
-same rules. The cyclic GC is paused during a load (the decoded objects have no cycles).
+Speed and memory: the file is streamed (chunked gunzip) and its event list read a chunk at a
+time by the compiled column scanner (``stream``, ``colscan``), the one decoder of valid JSON;
+each chunk is reduced to compact columns before the next is read (``batches``), so memory
+holds one chunk plus the columns, not the file. Everything else (the Chrome array format, NaN
+literals, cut-off or damaged JSON, a chunk the scanner does not read, no compiler at install)
+is read whole by the generic reader (``reader``, ``batches.ColumnBuilder.add_dicts``) into the
+same columns, with the same rules. The cyclic GC is paused during a load (the decoded objects
+have no cycles).
 
 The package itself imports nothing heavy: ``load_kineto`` imports its reader (``load``, with
 polars and numpy) on first call, so the early scan (``early``) can read a file with the compiled

@@ -1,9 +1,10 @@
 """Columns of one Kineto file, built a batch of decoded events at a time.
 
-The streaming reader hands over the events of one chunk of the file at a time: the compiled
-scanner's coded columns (``colscan.Scanned``, turned into these columns by ``scanned_rows``)
-or ``Event`` structs (``typed``); ``ColumnBuilder.add`` keeps only what the event table needs
-and lets the chunk go, so memory holds one chunk plus compact columns, never the whole file:
+The streaming reader hands over the events of one chunk of the file at a time, as the compiled
+scanner's coded columns (``colscan.Scanned``, turned into these columns by ``scanned_rows``:
+``ColumnBuilder.add``); the generic reader hands over a file's parsed events in batches
+(``ColumnBuilder.add_dicts``). Only what the event table needs is kept and the batch let go,
+so a streamed load holds one chunk plus compact columns, never the whole file:
 
 - low-cardinality fields (``cat``, ``kind``, ``name``, raw ``pid``/``tid``) as lists of shared
   objects (each distinct value stored once), 8 bytes per row;
@@ -29,7 +30,6 @@ columns does not import the decoders.
 from __future__ import annotations
 
 from itertools import compress
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from traceforensics.ingest.kineto import categories as cats
 from traceforensics.ingest.kineto import classify, gpu
-from traceforensics.ingest.kineto.colscan import Batch, Scanned
+from traceforensics.ingest.kineto.colscan import Scanned
 from traceforensics.ingest.kineto.columns import Columns
 from traceforensics.ingest.kineto.flows import (
     add_flow_arrays,
@@ -55,9 +55,6 @@ from traceforensics.ingest.kineto.parts import (
 from traceforensics.ingest.kineto.scanned_rows import add_scanned
 from traceforensics.ingest.kineto.timeconv import TimeValueError, us_to_ns, usable_us
 
-# (``typed``, which imports msgspec, is imported where its structs are read: the early-scan
-# child builds scanned chunks alone, and imports no msgspec: ~5 ms of its start)
-
 _INT_OR_NONE = {int, type(None)}
 
 
@@ -71,7 +68,7 @@ def _shared(values: list[Any], memo: dict[Any, Any]) -> list[Any]:
 
 
 class ColumnBuilder:
-    """Accumulates ``Columns`` from batches of decoded events, scanned or typed (see the
+    """Accumulates ``Columns`` from batches of decoded events, scanned or parsed (see the
     module docstring); ``memo`` shares equal values across batches."""
 
     def __init__(self, *, defer_flows: bool = False, coded: bool = False) -> None:
@@ -95,21 +92,24 @@ class ColumnBuilder:
         for scanned, events in deferred:
             add_flow_events(self, scanned, events)
 
-    def add(self, events: Batch) -> None:
-        """Take one batch of decoded events (in file order): typed ``Event`` structs, or
-        the coded columns the compiled scanner read (``colscan.Scanned``, ``scanned_rows``).
+    def add(self, events: Scanned) -> None:
+        """Take the coded columns of one chunk the compiled scanner read (in file order;
+        ``scanned_rows``)."""
+        add_scanned(self, events)
 
-        The structs' fields are read once into column lists (C-level getters) and the
-        events sorted by what they are (a row, metadata, a launch-flow endpoint, nothing) from
-        their few distinct (phase, category) pairs; every later step works on columns."""
-        if isinstance(events, Scanned):
-            add_scanned(self, events)
-            return
+    def add_dicts(self, events: list[Any]) -> None:
+        """Take one batch of parsed events (in file order; the generic path: ``orjson``'s
+        dicts of the whole file). Elements that are not objects are no events.
+
+        Each field is read once into a column list and the events sorted by what they are (a
+        row, metadata, a launch-flow endpoint, nothing) from their few distinct (phase,
+        category) pairs; every later step works on columns."""
+        events = [e for e in events if type(e) is dict]
         c = self.c
         c.events_seen += len(events)
         if not events:
             return
-        cols = [list(map(get, events)) for get in _FIELDS]
+        cols = [[e.get(f) for e in events] for f in _FIELDS]
         codes = classify.classes(cols[0], cols[1])
         present = set(codes)
         if classify.META in present:
@@ -130,15 +130,7 @@ class ColumnBuilder:
     def add_meta(self, name: list[Any], pid: list[Any], args: list[Any]) -> None:
         """Keep metadata events (device labels): a small share of a trace."""
         for n, p, a in zip(name, pid, args, strict=True):
-            kept: dict[str, Any] = {}
-            if type(a) is dict:  # scanned: the keys present (``scanned_rows``)
-                kept = {k: a[k] for k in ("labels", "name") if k in a}
-            elif a is not None:  # (typed: the decoder's module is imported by then)
-                from traceforensics.ingest.kineto.typed import ARGS_TYPES, UNSET
-
-                if type(a) in ARGS_TYPES:
-                    pairs = (("labels", a.labels), ("name", a.name))
-                    kept = {k: v for k, v in pairs if v is not UNSET}
+            kept = {k: a[k] for k in ("labels", "name") if k in a} if type(a) is dict else {}
             self.c.meta.append({"name": n, "pid": p, "args": kept})
 
     def add_flows(self, pid: list[Any], tid: list[Any], ts: list[Any], ids: list[Any]) -> None:
@@ -238,9 +230,7 @@ class ColumnBuilder:
         start: npt.NDArray[np.int64],
         dur: npt.NDArray[np.int64],
     ) -> None:
-        """Append the rows of typed structs (``args``: their args structs)."""
-        from traceforensics.ingest.kineto.typed import ARGS_TYPES, args_dicts
-
+        """Append the rows of parsed events (``args``: their args values, read when objects)."""
         c, memo = self.c, self.memo
         c.coded = None  # (codes come from scanned chunks only: the lists hold every row)
         base, n = c.rows, len(ph)
@@ -256,14 +246,8 @@ class ColumnBuilder:
         c.start_parts.append(start)
         c.dur_parts.append(dur)
         c.external_parts.append(_external_ids(args))
-        # one C call turns the args structs of the rows that need them into dicts of the
-        # keys present (cheaper than reading 30 attributes per event in Python)
-        need = [
-            i
-            for i, k in enumerate(kind)
-            if k in classify.NEED_KINDS and type(args[i]) in ARGS_TYPES
-        ]
-        dicts: list[dict[str, Any]] = args_dicts([args[i] for i in need])
+        need = [i for i, k in enumerate(kind) if k in classify.NEED_KINDS and type(args[i]) is dict]
+        dicts: list[dict[str, Any]] = [args[i] for i in need]
         rule = [classify.EMPTY_ARGS] * n
         correlation: list[int | None] = [None] * n
         owners: list[tuple[int, dict[str, Any]]] = []
@@ -282,11 +266,8 @@ class ColumnBuilder:
         c.arg_parts.append(_kept_table(owners))
 
 
-#: The struct fields ``add`` reads, one C-level getter each (one pass per field is faster
-#: than transposing per-event tuples).
-_FIELDS = tuple(
-    attrgetter(f) for f in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id")
-)
+#: The event keys ``add_dicts`` reads (a missing key is None), one pass per key.
+_FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id")
 
 
 def _pick(
@@ -297,22 +278,25 @@ def _pick(
     return [list(compress(cols[f], mask)) for f in fields]
 
 
-def build_batch(events: Batch) -> Columns:
-    """The columns of one batch of events on their own (``Columns.extend`` joins them)."""
+def build_batch(events: Scanned | list[Any]) -> Columns:
+    """The columns of one batch of events on their own: a scanned chunk, or parsed events."""
     builder = ColumnBuilder()
-    builder.add(events)
+    if isinstance(events, Scanned):
+        builder.add(events)
+    else:
+        builder.add_dicts(events)
     return builder.c
 
 
 def _external_ids(args: list[Any]) -> ExternalPart:
-    """``args["External id"]`` (else the lower-case spelling) of each row's args struct as an
+    """``args["External id"]`` (else the lower-case spelling) of each row's args object as an
     int64 part (not an int or an all-digits string within int64: no id, ``gpu.parse_int``)."""
-    from traceforensics.ingest.kineto.typed import ARGS_TYPES, UNSET
-
-    ids = [a.external_id if type(a) in ARGS_TYPES else None for a in args]
-    if UNSET in ids:
-        ids = [args[i].external_id_lower if v is UNSET else v for i, v in enumerate(ids)]
-        ids = [None if v is UNSET else v for v in ids]
+    ids = [
+        (a["External id"] if "External id" in a else a.get("external id"))
+        if type(a) is dict
+        else None
+        for a in args
+    ]
     if not set(map(type, ids)) <= _INT_OR_NONE:
         ids = [v if type(v) is int else gpu.parse_int(v) for v in ids]
     try:
@@ -323,17 +307,10 @@ def _external_ids(args: list[Any]) -> ExternalPart:
 
 def _kept_table(owners: list[tuple[int, dict[str, Any]]]) -> KeptPart:
     """Kept args (``KEPT_ARG_KEYS``) of ``(event position, args)`` as (position, key, JSON
-    text) rows sorted by (position, key). A value the stream kept raw is its text as written;
-    a parsed one is encoded compactly (``parts.json_texts``)."""
+    text) rows sorted by (position, key); each value encoded compactly (``parts.json_texts``)."""
     kept = cats.KEPT_ARG_KEYS
-    # ``args_dicts`` lists an event's keys in the struct's field order, and the kept fields
-    # are declared sorted by key (``typed.KEPT_FIELDS``): no sort per event
-    triples = [(pos, key, a[key]) for pos, a in owners for key in a if key in kept]
-    values = [t[2] for t in triples]
-    texts = [v.decode() if type(v) is bytes else v for v in values]
-    parsed = [i for i, v in enumerate(values) if type(v) is not bytes]
-    for i, text in zip(parsed, json_texts([values[i] for i in parsed]), strict=True):
-        texts[i] = text
+    triples = [(pos, key, a[key]) for pos, a in owners for key in sorted(kept.intersection(a))]
+    texts = json_texts([t[2] for t in triples])
     # each distinct text once (shapes and stacks repeat): the part holds the file's texts as
     # Python strings until the table is built, as the scanner's do
     distinct: dict[str, int] = {}

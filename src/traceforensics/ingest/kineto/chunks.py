@@ -1,7 +1,7 @@
 """The JSON text of one Kineto file in pieces, and the cuts of its event list into chunks.
 
 Shared by the stream (``stream``) and the early scan (``early``), so both cut a file at the
-same element boundaries; nothing here imports numpy, polars or msgspec::
+same element boundaries; nothing here imports numpy or polars::
 
     {"schemaVersion": 1, ..., "traceEvents": [ {..}, {..}, ... {..}, {..}, ... {..} ], "k": v}
     |--------- header ---------|  read_header |-- chunk 1 --|^ |-- chunk 2 --|^
@@ -137,10 +137,10 @@ def parse_header(head: bytes) -> dict[str, Any]:
 def scanned_tail(pending: bytearray) -> tuple[dict[str, Any], bytes] | None:
     """The rest of a file after its last chunk (``[`` + the last events, ``]``, the keys after
     the event list, ``}``) as ``(those keys, the last events' JSON array text)``, by the
-    scanner (``scanner.array_end``) and orjson: ``typed.split_tail``'s answer without msgspec
-    (~5 ms to import in the early-scan child, which reads only this with it). None when the
+    scanner (``scanner.array_end``) and orjson. None when the
     scanner does not read the events, or what follows them is not ``}`` or ``, "key": ...}``
-    of plain JSON without another ``traceEvents`` (``split_tail`` then judges the text)."""
+    of plain JSON without another ``traceEvents`` (the generic reader then judges the
+    text)."""
     end = scanner.array_end(pending)
     if end is None:
         return None
@@ -187,13 +187,6 @@ def closed_view(pending: bytearray, end: int) -> Iterator[memoryview]:
             yield text
     finally:
         pending[end + 1] = after
-
-
-def closed(pending: bytearray, end: int) -> bytes:
-    """A copy of ``closed_view`` (the raw values of typed events point into their text, and
-    ``pending`` must stay resizable)."""
-    with closed_view(pending, end) as text:
-        return bytes(text)
 
 
 def keep_from(pending: bytearray, nxt: int) -> None:

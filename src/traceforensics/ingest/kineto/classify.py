@@ -1,6 +1,6 @@
 """What each decoded event is, and the ``kind`` of each row: decided per distinct value.
 
-One definition for both decoded forms (typed structs, the compiled scanner's codes; see
+One definition for both decoded forms (parsed events, the compiled scanner's codes; see
 ``batches`` and ``scanned_rows``):
 
 - an event is a table row (``X``/``i``/``I`` but not a skipped category), metadata (``M``),

@@ -1,9 +1,8 @@
 """The compiled column scanner (``_colscan.c``): a chunk of events read straight into codes.
 
-The typed decoder (``typed``) makes one struct per event and ``batches`` then reads the
-structs' fields into column lists; the scanner reads the JSON text once, in C, into flat
-arrays, making one Python object per distinct value only (``scanned_rows`` turns them into
-columns with a few array operations per chunk):
+A JSON parser makes one dict per event and per ``args``; the scanner reads the JSON text once,
+in C, into flat arrays, making one Python object per distinct value only (``scanned_rows``
+turns them into columns with a few array operations per chunk):
 
     text  [ {"ph": "X", "cat": "kernel", "ts": 5.5, ..., "args": {"External id": 7,
              "device": 0, "Input Dims": [[2]]}}, ..]
@@ -11,18 +10,18 @@ columns with a few array operations per chunk):
           tags [[FLOAT, MISSING, INT, ..]]   numbers [[bits of 5.5, 0, 7, ..]]  (ts, dur, ids)
           args values (event 0, "device", code of 0), kept (event 0, "Input Dims", "[[2]]")
 
-It reads only the clean case (strict JSON, the usual shapes; see the C source) and answers None
-for anything else, and the typed decoder then reads that chunk: a file loads the same with it,
-without it, or without a C compiler at install time (``AVAILABLE`` is then False).
-``TRACEFORENSICS_PURE_DECODE=1`` turns it off (tests compare both paths; a spawned decode worker
-inherits the setting).
+It is the one decoder of valid JSON: it reads the clean case (strict JSON, the usual shapes;
+see the C source) and answers None for anything else, and the file is then read whole by the
+generic path (``reader``, ``batches.ColumnBuilder.add_dicts``) into the same columns: a file
+loads the same with it, without it, or without a C compiler at install time (``AVAILABLE`` is
+then False). ``TRACEFORENSICS_PURE_DECODE=1`` turns it off (tests compare both paths).
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -73,7 +72,7 @@ class Scanned:
 
     def slot(self, key: str, event: int) -> Any:
         """The Python value of number slot ``key`` of one event (``UNSET`` when missing), as
-        the typed decoder gives it (for checks)."""
+        a JSON parser gives it (for checks)."""
         j = (*NUMBER_KEYS, *ARG_NUMBER_KEYS).index(key)
         return slot_value(int(self.tags[event, j]), int(self.numbers[event, j]), self.values)
 
@@ -88,20 +87,24 @@ def slot_value(tag: int, raw: int, values: list[Any]) -> Any:
     if tag == OTHER:
         return values[raw]
     if tag == MISSING:
-        from traceforensics.ingest.kineto.typed import UNSET
-
         return UNSET
     return None
 
 
-#: What one chunk decodes into: scanned columns, or typed ``Event`` structs.
-Batch = Scanned | list[Any]
+class _Unset:
+    """The value of a key that is absent (``UNSET``), apart from an explicit ``null``."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Final = _Unset()
 
 
 def scan(text: bytes | memoryview) -> Scanned | None:
     """The events of one JSON array text as columns, or None when the scanner is off or the
-    text is not its clean case (the caller then decodes it with ``typed``). No other thread may
-    write into ``text`` during the call (the scan reads it without the GIL)."""
+    text is not its clean case (the caller then reads the file by the generic path). No other
+    thread may write into ``text`` during the call (the scan reads it without the GIL)."""
     out = scan_raw(text)
     return None if out is None else scanned(out)
 
@@ -128,17 +131,6 @@ def scanned(out: RawScan) -> Scanned:
     )
 
 
-def decode(text: bytes) -> Batch | None:
-    """The events of one JSON array text: scanned, else typed-decoded (``typed.decode_chunk``),
-    else None when the text is not a list of events (a wrong cut in the stream)."""
-    out = scan(text)
-    if out is not None:
-        return out
-    from traceforensics.ingest.kineto.typed import decode_chunk
-
-    return decode_chunk(text)
-
-
 #: The scanner's keys and switch, read here too (``scanner`` defines them).
 __all__ = [
     "ARG_NUMBER_KEYS",
@@ -152,9 +144,8 @@ __all__ = [
     "NULL",
     "NUMBER_KEYS",
     "OTHER",
-    "Batch",
+    "UNSET",
     "Scanned",
-    "decode",
     "enabled",
     "scan",
     "scanned",

@@ -1,7 +1,7 @@
 """One Kineto file's row columns (``Columns``), as batches of decoded events add to them.
 
 The columns themselves, apart from the builder that fills them (``batches.ColumnBuilder``,
-with the decoders it reads: the compiled scanner's results, msgspec's typed structs): a
+with the decoders it reads: the compiled scanner's results, parsed events): a
 process that only receives columns built elsewhere (the early-scan child's answer, a decode
 worker's batch) imports this module alone. What each column holds is in ``batches``' module
 docstring.

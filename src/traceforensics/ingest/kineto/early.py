@@ -19,12 +19,11 @@ same file, unchanged (``input_identity``: path, size, mtime, inode, ctime), and 
 reached the end of the event list with every chunk read by the scanner at its first boundary,
 as the stream itself would have. Anything else (the scanner off, a chunk it cannot read, a file
 beyond ``EARLY_MAX_JSON``, an error) gives up, and the stream reads the file as always: a load
-gives the same table with or without the early scan. Importing this module imports no numpy,
-polars or msgspec: ``start`` imports numpy just before it forks (imported in the child instead,
-it took 0.05-0.15 s there while this process imported polars on the other core: whole runs
-took 0.055-0.11 s longer, docs/benchmarks.md); the child reads the file's end without
-msgspec too (``chunks.scanned_tail``: ~5 ms of its imports), and leaves a file whose end the
-scanner does not read to the stream.
+gives the same table with or without the early scan. Importing this module imports no numpy
+or polars: ``start`` imports numpy just before it forks (imported in the child instead, it
+took 0.05-0.15 s there while this process imported polars on the other core: whole runs took
+0.055-0.11 s longer, docs/benchmarks.md); a file whose end the scanner does not read is left
+to the stream.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Final, NamedTuple, NoReturn
 
 from traceforensics._allocator import reuse_big_blocks
-from traceforensics.cache_keys import input_identity
+from traceforensics.cache import input_identity
 from traceforensics.ingest.detect import json_size_estimate
 from traceforensics.ingest.kineto import scanner
 from traceforensics.ingest.kineto.answer_file import read_answer, write_answer
@@ -52,7 +51,7 @@ if TYPE_CHECKING:
 
 #: Most JSON text scanned early (bytes; the child holds ~25 MB of scanned chunks while it
 #: builds their columns). Beyond it the load is long enough that the imports are a small part
-#: of it, and the decode worker's path (``parallel.MIN_PARALLEL_BYTES``) reads the file.
+#: of it, and the stream reads the file.
 EARLY_MAX_JSON: Final = 48 << 20
 #: ``TF_EARLY_SCAN=0`` turns the early scan off (no child process is forked).
 OFF: Final = "TF_EARLY_SCAN"
@@ -223,10 +222,9 @@ def with_columns(scan: EarlyScan) -> EarlyScan:
         build_columns(scan, builder)
         c = builder.c
         if scan.tail is not None:  # no more rows: the table's rules may run here too
-            from traceforensics.ingest.kineto.rows import pack_rows, row_rules
+            from traceforensics.ingest.kineto.rows import row_rules
 
             c.rules = row_rules(c, builder.settle_flows)
-            pack_rows(c.rules)  # (arrays, not ~290k int objects to unpickle: ``PackedInts``)
             if c.coded is not None:  # the text columns are sent as codes alone
                 c.coded.settle()
                 c.kind, c.name, c.cat = [], [], []
@@ -321,8 +319,8 @@ def take(path: Path) -> EarlyScan | None:
 
 def scan_file(path: Path) -> EarlyScan | None:
     """``path`` read as the stream reads it, every chunk by the scanner; None as soon as a chunk
-    is not the scanner's clean case at its first boundary (the stream would then try the typed
-    decoder) or the text goes beyond ``EARLY_MAX_JSON``. Raises what reading the file raises
+    is not the scanner's clean case at its first boundary (the stream would then try earlier
+    boundaries) or the text goes beyond ``EARLY_MAX_JSON``. Raises what reading the file raises
     (``chunks.NotStreamableError`` for a file the stream does not take)."""
     from traceforensics.ingest.kineto import chunks
 
@@ -338,11 +336,10 @@ def scan_file(path: Path) -> EarlyScan | None:
             return None
         if len(pending) >= chunks.CHUNK_BYTES and not _cut(pending, batches):
             return None
-    # the rest too, as ``stream._tail`` reads it when the scanner reads it (else the stream
-    # reads it: msgspec is not imported here)
+    # the rest too, as ``stream._tail`` reads it
     split = chunks.scanned_tail(pending)
     last = None if split is None else scanner.scan_raw(split[1])
-    if split is None or last is None:  # the stream reads it (the typed decoder, or says why)
+    if split is None or last is None:  # the stream reads it (or says why)
         return EarlyScan(top, batches, pending, read)
     return EarlyScan(top, batches, bytearray(), read, (split[0], last))
 
@@ -350,8 +347,8 @@ def scan_file(path: Path) -> EarlyScan | None:
 def _cut(pending: bytearray, batches: list[RawScan]) -> bool:
     """The stream's cut (``stream._emit``) with the scanner alone: the events before the last
     element boundary scanned into ``batches`` and dropped from ``pending``; False when the
-    scanner does not read them (the stream would try the typed decoder, then other
-    boundaries). No boundary yet: nothing is cut (more text is read)."""
+    scanner does not read them (the stream would try other boundaries). No boundary yet:
+    nothing is cut (more text is read)."""
     from traceforensics.ingest.kineto import chunks
 
     first = next(chunks.boundaries(pending), None)

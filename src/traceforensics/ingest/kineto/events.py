@@ -25,7 +25,7 @@ import polars as pl
 from traceforensics.ingest.kineto.columns import Columns
 from traceforensics.ingest.kineto.parts import ROW_KINDS, ExternalPart, KeptPart
 from traceforensics.ingest.kineto.payload import Dims, Payload
-from traceforensics.ingest.kineto.rows import IntRows, PackedInts, row_rules
+from traceforensics.ingest.kineto.rows import IntRows, row_rules
 from traceforensics.ingest.kineto.scanner import KEPT_KEYS
 from traceforensics.model.errors import CorruptTraceError
 from traceforensics.model.schema import (
@@ -139,7 +139,7 @@ def _event_frame(
     pay: Payload,
 ) -> pl.DataFrame:
     """The partial event table in schema column order; ``rows`` holds the ``device``,
-    ``stream``, ``pid``, ``tid`` and ``correlation`` rows (lists, or packed: ``int_series``).
+    ``stream``, ``pid``, ``tid`` and ``correlation`` rows.
     ``event_id = id_offset + row position``. Each list (of ``rows`` and ``c``) is let go once
     its column is built: a Python list is 8 bytes a row before its values, most columns 4 or 8
     in all; ``pay``'s columns are sparse parts (``payload.Payload``)."""
@@ -216,12 +216,8 @@ _COPY_COLUMNS: dict[str, tuple[str, Any]] = {
 
 
 def int_series(values: IntRows, dtype: Any) -> pl.Series:
-    """The integer column ``dtype`` of a row list, or of its packed array (``rows.PackedInts``:
-    null where the list held None)."""
-    if not isinstance(values, PackedInts):
-        return pl.Series(values, dtype=dtype)
-    out = pl.Series(owned(values.values), dtype=dtype)
-    return out if values.nulls is None else out.set(pl.Series(values.nulls), None)
+    """The integer column ``dtype`` of a row list (null where it holds None)."""
+    return pl.Series(values, dtype=dtype)
 
 
 def owned(array: npt.NDArray[G]) -> npt.NDArray[G]:

@@ -1,14 +1,13 @@
 """``load_kineto``: one Kineto trace, or the rank files of one job, into a session (see the
 package docstring for the rules).
 
-The decoders (the stream, the compiled scanner's and msgspec's readers, the decode worker) are
+The decoders (the stream with the compiled scanner, the generic reader) are
 imported only when a file is decoded here: a file the early-scan child read and built whole
 (``early.whole_columns``) is turned into its table without them."""
 
 from __future__ import annotations
 
 import gc
-import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,7 +15,6 @@ from typing import Any
 
 import polars as pl
 
-from traceforensics.ingest.detect import json_size_estimate
 from traceforensics.ingest.kineto import early
 from traceforensics.ingest.kineto import meta as kmeta
 from traceforensics.ingest.kineto.columns import Columns
@@ -69,35 +67,22 @@ def read_columns(path: Path) -> tuple[RawTrace, Columns]:
 def _decoded(path: Path, scanned: early.EarlyScan | None) -> tuple[RawTrace, Columns]:
     """``read_columns`` by the decoders: the stream (of the early scan's chunks when it read
     them), else the generic reader."""
-    from traceforensics.ingest.kineto import parallel
     from traceforensics.ingest.kineto.batches import ColumnBuilder
     from traceforensics.ingest.kineto.chunks import NotStreamableError
     from traceforensics.ingest.kineto.stream import stream_events
-    from traceforensics.ingest.kineto.typed import from_dicts
 
     builder = ColumnBuilder()
     try:
-        try:
-            pool = None if scanned is not None else parallel.pool_for(json_size_estimate(path))
-            top = stream_events(path, builder, pool, scanned)
-        finally:
-            parallel.release()  # before the table is built: the worker's memory is not needed
+        top = stream_events(path, builder, scanned)
         release_free_memory()  # the decoded chunks are gone
     except NotStreamableError:
         raw = read_trace(path)
         builder = ColumnBuilder()
         for i in range(0, len(raw.events), _GENERIC_BATCH):
-            builder.add(from_dicts(raw.events[i : i + _GENERIC_BATCH]))
+            builder.add_dicts(raw.events[i : i + _GENERIC_BATCH])
         raw.events = []
         return raw, builder.c
     return RawTrace(path=path, top=top, events=[]), builder.c
-
-
-def _release_decode_worker() -> None:
-    """Let the decode worker go, if one was started (``parallel``: imported by then)."""
-    parallel = sys.modules.get("traceforensics.ingest.kineto.parallel")
-    if parallel is not None:
-        parallel.release()
 
 
 def load_kineto(paths: Sequence[Path], *, skip_non_traces: bool = False) -> TraceSession:
@@ -119,7 +104,6 @@ def load_kineto(paths: Sequence[Path], *, skip_non_traces: bool = False) -> Trac
     finally:
         if gc_was_enabled:
             gc.enable()
-        _release_decode_worker()
         release_free_memory()  # the decoded events and batch columns are gone now
 
 

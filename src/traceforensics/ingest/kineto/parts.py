@@ -1,7 +1,7 @@
 """The row-aligned side parts of a batch's columns: External ids, kept args and (for the
 early-scan child) the text columns, as arrays.
 
-A batch (``batches.ColumnBuilder``, from scanned or typed events) leaves these two as numpy
+A batch (``batches.ColumnBuilder``, from scanned or parsed events) leaves these two as numpy
 arrays and Python texts, not polars columns, so that a process without polars can build them:
 the early-scan child (``early``) builds a small file's whole columns while the command is
 still importing polars. ``events.extract`` turns the parts of a file into its ``external_id``

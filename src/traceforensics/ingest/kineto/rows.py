@@ -36,35 +36,11 @@ from traceforensics.ingest.kineto.columns import Columns
 from traceforensics.ingest.kineto.flows import cpu_pid, fill_correlation_from_flows, gpu_labels
 from traceforensics.ingest.kineto.payload import Payload, gpu_payload, place_gpu_rows
 
-_intpack: Any
-try:  # the compiled packer (``_intpack.c``), where the install built it
-    from traceforensics.ingest.kineto import _intpack
-except ImportError:  # pragma: no cover - built without a C compiler: the lists are sent
-    _intpack = None
-
-#: Whether the row lists can be packed (``packed``).
-PACKER = _intpack is not None
-
 T = TypeVar("T")
 
 
-@dataclass
-class PackedInts:
-    """A row list of ints and Nones as one array (``_intpack.pack``): ``values``, int64 or int32
-    (None written as 0); ``nulls``, True where the list held None (None: none did). What the
-    early-scan child sends instead of its row lists: ~290k ints of the 1x ResNet-50 trace,
-    each an object to unpickle, then to read into a polars column (~6 ms of the command's
-    time; as arrays, ~1 ms, and they travel out of band: ``answer_file``)."""
-
-    values: npt.NDArray[np.int64] | npt.NDArray[np.int32]
-    nulls: npt.NDArray[np.bool_] | None
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-
-#: A row list of ``RowRules``: as made, or packed (by the early-scan child).
-IntRows = list[int | None] | PackedInts
+#: A row list of ``RowRules``: ints, None where the row has no value.
+IntRows = list[int | None]
 
 
 @dataclass
@@ -75,8 +51,7 @@ class RowRules:
     the events); ``pid``/``tid``: host ids, None on GPU rows for ``tid`` and the recording
     process for ``pid``; ``device``/``stream``: GPU rows only; ``correlation`` with the launch
     flows' fallback filled (``flow_filled`` rows); ``lost``: positions of GPU work rows with no
-    device index, of ``gpu_work`` such rows. The five row lists are lists as made, packed
-    arrays once ``pack_rows`` ran (``PackedInts``)."""
+    device index, of ``gpu_work`` such rows."""
 
     start_ns: npt.NDArray[np.int64]
     dur_ns: npt.NDArray[np.int64]
@@ -179,29 +154,3 @@ def row_rules(c: Columns, settle_flows: Callable[[], None] | None = None) -> Row
         legacy_categories=any(x in cats.LEGACY_CATEGORIES for x in set(map_unique(c.cat, str))),
         flow_filled=flow_filled,
     )
-
-
-def packed(values: IntRows, width: int) -> IntRows:
-    """``values`` packed into an array of ``width``-byte integers (``PackedInts``); the list
-    itself when the packer is not built or cannot take it (a value beyond the width, or one
-    that is not exactly an int: the list then goes as it is, and converts as before)."""
-    if _intpack is None or isinstance(values, PackedInts):
-        return values
-    out = _intpack.pack(values, width)
-    if out is None:
-        return values
-    data, nulls = out
-    array: npt.NDArray[np.int64] | npt.NDArray[np.int32] = (
-        np.frombuffer(data, dtype=np.int64) if width == 8 else np.frombuffer(data, dtype=np.int32)
-    )
-    return PackedInts(array, np.frombuffer(nulls, dtype=np.bool_) if nulls else None)
-
-
-def pack_rows(rules: RowRules) -> None:
-    """The row lists of ``rules`` packed in place, each to its column's width (``device`` is
-    Int32, the others Int64): for the early-scan child, which sends them."""
-    rules.device = packed(rules.device, 4)
-    rules.stream = packed(rules.stream, 8)
-    rules.pid = packed(rules.pid, 8)
-    rules.tid = packed(rules.tid, 8)
-    rules.correlation = packed(rules.correlation, 8)

@@ -2,9 +2,9 @@
 
 The scanner hands over codes into the chunk's distinct values and flat number arrays, so each
 rule of ``classify`` runs once per distinct value and the rows are picked and converted with
-array operations; the columns are exactly those ``ColumnBuilder`` builds from the typed
-structs of the same text (``tests/test_colscan.py`` compares the two on generated and real
-chunks)::
+array operations; the columns are exactly those ``ColumnBuilder.add_dicts`` builds from the
+parsed events of the same text (``tests/test_colscan.py`` compares the two on generated and
+real chunks)::
 
     event     0        1        2        3         codes: ph, cat, name, pid, tid, id
     class     row      meta     row      flow      <- once per distinct (ph, cat) pair
@@ -13,7 +13,7 @@ chunks)::
 
 Times take ``timeconv``'s exact rule on the number arrays (ints times 1000, doubles by the
 shortest-repr rule); a chunk with a row whose ``ts``/``dur`` is not a plain number in range
-takes the per-value path of the typed structs instead (``ColumnBuilder.convert_times``).
+takes the per-value path instead (``ColumnBuilder.convert_times``).
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ def _by_code(
 
     Values that compare equal across types (``1``, ``1.0``, ``True``) share the object seen
     first, so when the column holds such a pair its codes are taken in the order each first
-    occurs there, as the typed path meets them."""
+    occurs there, as the generic path meets them."""
     codes = s.codes[rows, col]
     present = _present(codes, len(s.values))[0]
     values = [s.values[code] for code in present.tolist()]

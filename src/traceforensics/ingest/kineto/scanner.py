@@ -1,10 +1,9 @@
 """The keys the decoders read, and the compiled scanner's raw call (``_colscan.c``).
 
-Nothing here imports numpy, polars or msgspec: the early scan (``early``) reads a file with the
+Nothing here imports numpy or polars: the early scan (``early``) reads a file with the
 compiled scanner while the interpreter is still importing those. ``colscan`` turns a raw
-result into arrays (``Scanned``); ``typed`` declares its structs' fields from the same keys.
-``TRACEFORENSICS_PURE_DECODE=1`` turns the scanner off (tests compare both paths; a spawned
-decode worker inherits the setting).
+result into arrays (``Scanned``). ``TRACEFORENSICS_PURE_DECODE=1`` turns the scanner off
+(every file is then read by the generic path; tests compare both paths).
 """
 
 from __future__ import annotations
@@ -17,14 +16,14 @@ from traceforensics.ingest.kineto import categories as cats
 _colscan: Any
 try:
     from traceforensics.ingest.kineto import _colscan
-except ImportError:  # built without a C compiler: the typed decoder reads every chunk
+except ImportError:  # built without a C compiler: the generic reader reads every file
     _colscan = None
 
 #: Whether the compiled scanner was built with this install.
 AVAILABLE: Final = _colscan is not None
 _OFF: Final = "TRACEFORENSICS_PURE_DECODE"
 
-#: Args keys the rules read: struct attribute -> JSON key.
+#: Args keys the rules read: name -> JSON key.
 RULE_FIELDS: Final[dict[str, str]] = {
     "external_id": "External id",
     "external_id_lower": "external id",
@@ -45,7 +44,7 @@ def _attr(key: str) -> str:
     return "k_" + "".join(ch if ch.isalnum() else "_" for ch in key.lower())
 
 
-#: Kept args (the side table): struct attribute -> JSON key.
+#: Kept args (the side table): name -> JSON key, sorted by key.
 KEPT_FIELDS: Final[dict[str, str]] = {_attr(k): k for k in sorted(cats.KEPT_ARG_KEYS)}
 
 #: Top-level keys read as codes into ``values``, in the order of ``Scanned.codes``' columns.
@@ -59,7 +58,7 @@ ARG_NUMBER_KEYS: Final = (
 )
 #: The other args keys the rules read, as (event, key, value code) triples.
 ARG_VALUE_KEYS: Final = tuple(k for k in RULE_FIELDS.values() if k not in ARG_NUMBER_KEYS)
-#: The kept args keys, in the order ``Scanned.kept_keys`` indexes: ``typed``'s, sorted by key.
+#: The kept args keys, in the order ``Scanned.kept_keys`` indexes: sorted by key.
 KEPT_KEYS: Final = tuple(KEPT_FIELDS.values())
 
 #: What ``_colscan.scan`` returns: ``(n, values, codes, tags, numbers, has_args, arg_events,
@@ -90,7 +89,7 @@ def scan_raw(text: bytes | memoryview) -> RawScan | None:
 def array_end(text: bytes | bytearray | memoryview) -> int | None:
     """The offset just past the JSON array at the start of ``text`` (white space before it
     skipped), by the compiled scanner's rules; None when the scanner is off or it is not such
-    an array (the typed decoder then judges the text)."""
+    an array (the generic reader then judges the text)."""
     if _colscan is None or not enabled():
         return None
     end: int | None = _colscan.array_end(text)

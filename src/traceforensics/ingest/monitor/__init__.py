@@ -133,10 +133,20 @@ def shift_to_utc(log: MonitorLog, utc_offset_ns: int) -> MonitorLog:
     return replace(log, frame=frame)
 
 
+def load_monitor_log_utc(
+    path: str, *, columns: str | None = None, utc_offset: str = "UTC"
+) -> MonitorLog:
+    """``load_monitor_log`` with its timestamps moved to UTC from the zone ``utc_offset``
+    (``parse_utc_offset``); a bad offset fails before the file is read."""
+    offset = parse_utc_offset(utc_offset)
+    return shift_to_utc(load_monitor_log(path, columns=columns), offset)
+
+
 __all__ = [
     "MONITOR_SCHEMA",
     "MonitorLog",
     "load_monitor_log",
+    "load_monitor_log_utc",
     "parse_utc_offset",
     "shift_to_utc",
     "sniff_monitor_format",

@@ -1,11 +1,13 @@
-"""Host-side preparation for idle attribution, built once inside the ``AnalysisContext``.
+"""The host classes: host rows prepared for idle attribution, built once inside the
+``AnalysisContext`` (``context.prepare``).
 
-- every host row classified into a cause (``causes.classify_host``) and flattened per thread
+- every host row classified into a cause (``classify.classify_host``) and flattened per thread
   into a ``HostTimeline``;
 - the synchronizing calls, indexed by (thread, end) for the sync-drain rule;
 - the dispatch start of every launch: the start of the outermost generic operator enclosing it,
   and the rows that may cut a dispatch window (``late.dispatch_cuts``);
-- the stream-wait and event-record calls of every thread (``streamwait.WaitCalls``);
+- the stream-wait and event-record calls of every thread (``WaitCalls``; read by the
+  stream-wait rule, ``idle.streamwait``);
 - the stream-wait flag of every GPU op (``wait_ok``).
 """
 
@@ -17,19 +19,50 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from traceforensics.analysis.idle.causes import (
+from traceforensics.analysis.cause_table import (
     CAUSE_INDEX,
     CPU_COMPUTE,
     HOST_SYNC,
     LAUNCH_OVERHEAD,
     MEMCPY,
 )
-from traceforensics.analysis.idle.classify import classify_host, slow_api_is_compilation
-from traceforensics.analysis.idle.host_timeline import HostTimeline, build_timeline
-from traceforensics.analysis.idle.streamwait import WaitCalls, wait_calls
+from traceforensics.analysis.classify import classify_host, slow_api_is_compilation
+from traceforensics.analysis.host_timeline import HostTimeline, build_timeline
 from traceforensics.analysis.intervals import overlap_components
 from traceforensics.analysis.names import matching
 from traceforensics.model.units import I8, I64, Mask
+
+#: Host calls that make a stream wait on an event (CUDA runtime/driver, HIP).
+STREAM_WAIT_API_RE = r"(?i)StreamWaitEvent"
+#: Host calls that record an event on a stream.
+EVENT_RECORD_API_RE = r"(?i)EventRecord"
+
+
+@dataclass
+class WaitCalls:
+    """Stream-wait and event-record calls of every host thread: sorted packed ``(thread,
+    start)`` keys and the row of each call in ``HostClasses.frame``."""
+
+    wait_keys: I64
+    wait_rows: I64
+    record_keys: I64
+    record_rows: I64
+
+
+def wait_calls(
+    frame: pl.DataFrame, thr: I64, start_ns: I64, *, t0_ns: int, shift: int
+) -> WaitCalls:
+    """The wait and record calls of ``frame`` (host rows sorted by thread then start; ``thr``
+    and ``start_ns`` its columns as arrays), keyed like ``HostTimeline.key``."""
+    api = (frame.get_column("kind") == "cuda_api").to_numpy()
+
+    def pick(pattern: str) -> tuple[I64, I64]:
+        rows = np.flatnonzero(api & frame.select(matching(frame, pattern)).to_series().to_numpy())
+        return (thr[rows] << shift) | (start_ns[rows] - t0_ns), rows.astype(np.int64)
+
+    wk, wr = pick(STREAM_WAIT_API_RE)
+    rk, rr = pick(EVENT_RECORD_API_RE)
+    return WaitCalls(wk, wr, rk, rr)
 
 
 @dataclass

@@ -1,39 +1,45 @@
 """Host rows into causes: the name and kind rules that give each host row its class.
 
 Every host row (cpu_op, annotation, python, os_call, cuda_api, overhead) gets at most one
-*class* (a cause id, ``causes.CAUSES``) from its kind and name; ``causes.PRIORITY`` decides
-between classes covering the same instant. Also the class of the time inside a launch call
-(``launch_part_cause``) and the slow-API-call rule (``slow_api_is_compilation``).
+*class* (a cause id, ``causes.CAUSES``) from its kind and name. The classes' ``priority`` in
+``analysis.cause_table`` decides between classes covering the same instant and, here, between
+rules that match the same row (``_first``: one order for both). Also the class of the time
+inside a launch call (``launch_part_cause``) and the slow-API-call rule
+(``slow_api_is_compilation``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from traceforensics.analysis.idle.causes import (
-    BUILTIN_DATA_RE,
+from traceforensics.analysis.cause_table import (
     CAUSE_INDEX,
     COMMUNICATION,
     COMPILATION,
     CPU_COMPUTE,
     DATA_LOADING,
-    DEFAULT_DATA_PATTERNS,
     HOST_SYNC,
     IO,
     LAUNCH_OVERHEAD,
     MEMCPY,
     MEMORY_MANAGEMENT,
     PROFILER_OVERHEAD,
-    SLOW_LAUNCH_CALL_MIN_NS,
+    in_priority,
 )
+from traceforensics.analysis.names import BUILTIN_DATA_RE, DEFAULT_DATA_PATTERNS
 from traceforensics.analysis.steps import STEP_MARKER_RE
 
+#: A kernel launch call (not a copy) longer than this while the GPU idles is loading the kernel's
+#: module (CUDA lazy loading) or JIT-compiling PTX: ``compilation``. A full launch queue cannot
+#: be the reason, since the GPU is idle; plain launches take 2-50 µs (timeline:
+#: ``launch_part_cause``).
+SLOW_LAUNCH_CALL_MIN_NS: Final = 1_000_000
 _SYNC_API_RE: Final = r"(?i)synchronize"
 _SYNC_OP_RE: Final = r"^(aten::item|aten::_local_scalar_dense|aten::cpu)$"
 _MEMCPY_API_RE: Final = r"(?i)memcpy"
@@ -118,45 +124,45 @@ def classify_host(
     ).get_column("cause")
 
 
+def _first(rules: Mapping[str, pl.Expr], otherwise: pl.Expr) -> pl.Expr:
+    """Cause index of the first rule (keyed by cause id) that holds, tried in the classes'
+    priority order (``cause_table.in_priority``), else ``otherwise``: a row that matches
+    several rules takes the class that would win an instant both cover."""
+    out = otherwise
+    for idx, cond in reversed(in_priority(rules)):
+        out = pl.when(cond).then(pl.lit(idx)).otherwise(out)
+    return out
+
+
 def _api_class() -> pl.Expr:
-    """A CUDA/HIP API call: sync (or blocking D2H copy) > copy > allocator > module loading >
-    communication > any other call (launch overhead)."""
-    name, idx = pl.col("name"), CAUSE_INDEX
+    """A CUDA/HIP API call: sync (or blocking D2H copy), copy, allocator, module loading,
+    communication; any other call is launch overhead."""
+    name = pl.col("name")
     d2h = pl.col("blocking_d2h").fill_null(False)
-    return (
-        pl.when(name.str.contains(_SYNC_API_RE) | (name.str.contains(_MEMCPY_API_RE) & d2h))
-        .then(pl.lit(idx[HOST_SYNC]))
-        .when(name.str.contains(_MEMCPY_API_RE))
-        .then(pl.lit(idx[MEMCPY]))
-        .when(name.str.contains(_MEMORY_API_RE))
-        .then(pl.lit(idx[MEMORY_MANAGEMENT]))
-        .when(name.str.contains(_COMPILE_API_RE))
-        .then(pl.lit(idx[COMPILATION]))
-        .when(pl.col("is_comm") | name.str.contains(_COMM_RE))
-        .then(pl.lit(idx[COMMUNICATION]))
-        .otherwise(pl.lit(idx[LAUNCH_OVERHEAD]))
-    )
+    rules = {
+        HOST_SYNC: name.str.contains(_SYNC_API_RE) | (name.str.contains(_MEMCPY_API_RE) & d2h),
+        MEMCPY: name.str.contains(_MEMCPY_API_RE),
+        MEMORY_MANAGEMENT: name.str.contains(_MEMORY_API_RE),
+        COMPILATION: name.str.contains(_COMPILE_API_RE),
+        COMMUNICATION: pl.col("is_comm") | name.str.contains(_COMM_RE),
+    }
+    return _first(rules, pl.lit(CAUSE_INDEX[LAUNCH_OVERHEAD]))
 
 
 def _os_class() -> pl.Expr:
-    """An OS runtime call: file I/O, else memory mapping/allocation, else nothing."""
+    """An OS runtime call: file I/O or memory mapping/allocation, else nothing."""
     name = pl.col("name")
-    return (
-        pl.when(name.str.contains(_IO_OS_RE))
-        .then(pl.lit(CAUSE_INDEX[IO]))
-        .when(name.str.contains(_MEMORY_API_RE))
-        .then(pl.lit(CAUSE_INDEX[MEMORY_MANAGEMENT]))
-        .otherwise(pl.lit(-1))
-    )
+    rules = {IO: name.str.contains(_IO_OS_RE), MEMORY_MANAGEMENT: name.str.contains(_MEMORY_API_RE)}
+    return _first(rules, pl.lit(-1))
 
 
 def _range_class(data_patterns: Sequence[str]) -> pl.Expr:
-    """An operator, annotation or Python frame: sync op > profiler overhead > allocator >
-    compilation > communication > data loading > I/O > other CPU work.
+    """An operator, annotation or Python frame: sync op, allocator, profiler overhead,
+    compilation, communication, data loading, I/O; any other is CPU work.
 
     User ``data_patterns`` apply to annotations and to record_function ranges recorded as cpu_op
     (names without ``::`` and not autograd nodes), never to aten ops (``aten::batch_norm``)."""
-    name, kind, idx = pl.col("name"), pl.col("kind"), CAUSE_INDEX
+    name, kind = pl.col("name"), pl.col("kind")
     user_range = (kind == "annotation") | (
         (kind == "cpu_op") & ~name.str.contains("::") & ~name.str.contains(r"Backward\d*$")
     )
@@ -168,23 +174,16 @@ def _range_class(data_patterns: Sequence[str]) -> pl.Expr:
         & name.str.contains(_IO_RANGE_RE)
         & ~name.str.contains(_IO_RANGE_EXCLUDE_RE)
     )
-    return (
-        pl.when(name.str.contains(_SYNC_OP_RE))
-        .then(pl.lit(idx[HOST_SYNC]))
-        .when(name.str.contains(_OVERHEAD_RE))
-        .then(pl.lit(idx[PROFILER_OVERHEAD]))
-        .when(name.str.contains(_MEMORY_RANGE_RE))
-        .then(pl.lit(idx[MEMORY_MANAGEMENT]))
-        .when(name.str.contains(_COMPILE_RANGE_RE))
-        .then(pl.lit(idx[COMPILATION]))
-        .when(pl.col("is_comm") | name.str.contains(_COMM_RE))
-        .then(pl.lit(idx[COMMUNICATION]))
-        .when(data)
-        .then(pl.lit(idx[DATA_LOADING]))
-        .when(io)
-        .then(pl.lit(idx[IO]))
-        .otherwise(pl.lit(idx[CPU_COMPUTE]))
-    )
+    rules = {
+        HOST_SYNC: name.str.contains(_SYNC_OP_RE),
+        PROFILER_OVERHEAD: name.str.contains(_OVERHEAD_RE),
+        MEMORY_MANAGEMENT: name.str.contains(_MEMORY_RANGE_RE),
+        COMPILATION: name.str.contains(_COMPILE_RANGE_RE),
+        COMMUNICATION: pl.col("is_comm") | name.str.contains(_COMM_RE),
+        DATA_LOADING: data,
+        IO: io,
+    }
+    return _first(rules, pl.lit(CAUSE_INDEX[CPU_COMPUTE]))
 
 
 def launch_part_cause(api_names: pl.Series, call_ns: npt.NDArray[np.int64]) -> np.ndarray:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from traceforensics.analysis.idle.causes import CAUSE_INDEX, N_CAUSES, PRIORITY
+from traceforensics.analysis.cause_table import CAUSE_INDEX, N_CAUSES, PRIORITY
 from traceforensics.analysis.intervals import sorted_unique
 from traceforensics.model.units import I64
 

@@ -6,7 +6,7 @@ program detection reads (``program.name_counts``; summed over the ranks of a job
 apart) and from the trace's device descriptions, so every analysis path has them at no cost:
 
 - ``matmul_rows``: GEMM/convolution kernel rows per dtype class, from the kernel names
-  (``kernels.tensor_cores.matmul_dtype``: fp8, int8, bf16, fp16, tf32, fp32, other);
+  (``tensor_cores.matmul_dtype``: fp8, int8, bf16, fp16, tf32, fp32, other);
 - ``layout_rows``: layout-conversion kernel rows (cuDNN ``nchwToNhwc``/``nhwcToNchw``, MIOpen
   transposes);
 - ``loader``: ``multiprocess`` when a host range names ``_MultiProcessingDataLoaderIter``,
@@ -22,9 +22,9 @@ apart) and from the trace's device descriptions, so every analysis path has them
   the kernel rows (a compiled model still runs its GEMMs in cuBLAS; one compiled helper in an
   eager model is not "compiled");
 - ``chip``: what every device of the trace can do (``ChipFacts``): the dtypes with a
-  tensor/matrix-core peak in the peak table (``kernels.peaks``), else from the NVIDIA compute
+  tensor/matrix-core peak in the peak table (``peaks``), else from the NVIDIA compute
   capability (fp16 from 7.0, tf32/bf16 from 8.0, fp8 from 8.9), else from the kernel names'
-  architecture prefix (``kernels.tensor_cores.arch_hint``); several devices: what all can do.
+  architecture prefix (``tensor_cores.arch_hint``); several devices: what all can do.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from typing import Final
 
 import polars as pl
 
-from traceforensics.analysis.kernels.peaks import resolve_device_peak
-from traceforensics.analysis.kernels.tensor_cores import TENSOR_DTYPES, arch_hint, name_classes
+from traceforensics.analysis.peaks import resolve_device_peak
+from traceforensics.analysis.tensor_cores import TENSOR_DTYPES, arch_hint, name_classes
 from traceforensics.model.session import DeviceInfo, TraceMeta
 
 _HOST: Final = ("cpu_op", "annotation", "gpu_annotation", "python", "marker")

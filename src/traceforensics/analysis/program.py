@@ -42,7 +42,7 @@ from typing import Final, NamedTuple
 import polars as pl
 
 from traceforensics.analysis.engines import engine_for
-from traceforensics.analysis.findings.facts import TraceFacts, facts_from
+from traceforensics.analysis.facts import TraceFacts, facts_from
 from traceforensics.model.session import TraceMeta, TraceSession
 
 FRAMEWORKS: Final[tuple[str, ...]] = (
@@ -61,7 +61,7 @@ VENDORS: Final[tuple[str, ...]] = ("nvidia", "amd", "unknown")
 class Program:
     """The program behind a trace: ``framework`` (one of ``FRAMEWORKS``), ``vendor`` (one of
     ``VENDORS``) and ``evidence``, one short line saying which names decided it; ``facts``:
-    what the trace shows already applied and what its chip can do (``findings.facts``, read
+    what the trace shows already applied and what its chip can do (``facts``, read
     from the same name counts; not part of equality: two programs are the same program)."""
 
     framework: str

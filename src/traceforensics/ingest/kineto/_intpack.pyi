@@ -1,3 +1,0 @@
-"""Types of the compiled row-list packer (``_intpack.c``; see ``rows.packed``)."""
-
-def pack(values: list[int | None], width: int) -> tuple[bytes, bytes] | None: ...
