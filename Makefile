@@ -10,10 +10,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-# the compiled parts (column scanner, row-list packer, op-tree sweep) are built by the
+# the compiled part (the Kineto column scanner) is built by the
 # install: a changed C source reinstalls
-BUILD_INPUTS := pyproject.toml setup.py src/traceforensics/ingest/kineto/_colscan.c \
-	src/traceforensics/ingest/kineto/_intpack.c src/traceforensics/analysis/_optree.c
+BUILD_INPUTS := pyproject.toml setup.py src/traceforensics/ingest/kineto/_colscan.c
 
 $(VENV)/.installed: $(BUILD_INPUTS) | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
