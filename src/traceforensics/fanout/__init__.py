@@ -5,7 +5,7 @@ The joint path (``ingest.load_path`` + ``analysis.pipeline.analyze``) holds ever
 events in one table: its memory grows with the job and it analyses on one core at a time.
 Here each rank file is a task::
 
-    parent: rank set, rank numbers, clock shifts        (plan)
+    parent: rank set (ingest.readers), ranks, shifts    (plan)
        |  RankTask (path, rank, shift, options)
     worker: load one file -> on the job's rank/clock -> cut to --steps -> prepare -> passes
        |  RankPart (metadata, device records, idle, kernels, patterns, findings,
@@ -64,7 +64,7 @@ def analyze_apart(
     with runner(jobs, dask, len(rs.files)) as run:
         if run.remote:  # other machines: the files by absolute path (a shared file system)
             rs.files = [p.resolve() for p in rs.files]
-        todo = tasks(rs, opts, use_cache, lambda paths: list(run.map(session_start, paths)))
+        todo = tasks(rs, opts, use_cache, lambda items: list(run.map(session_start, items)))
         parts = _parts(run, todo)
     traces, meta = settle(rs, parts)
     report("joining the ranks")

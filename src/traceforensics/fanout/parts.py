@@ -1,11 +1,12 @@
 """What travels between the parent and a rank worker: the task, and the rank's part.
 
-A ``RankTask`` names one rank file and what the parent decided before fanning out (an nsys
-rank's number and clock shift); a ``RankPart`` is everything the merge needs from that rank:
-the file's metadata and the per-rank results of the passes (device records, idle, kernels,
-patterns, findings), the collective-kernel rows and the step table of the multi-rank view,
-the event count and time span. Never the event table: the part of a 57k-event rank (the ResNet-50
-trace) pickles to 45 kB. Both are plain picklable data (process pools and Dask ship them).
+A ``RankTask`` names one rank file and what the parent decided before fanning out (in a
+merged set, the rank's number and clock shift); a ``RankPart`` is everything the merge needs
+from that rank: the file's metadata and the per-rank results of the passes (device records,
+idle, kernels, patterns, findings), the collective-kernel rows and the step table of the
+multi-rank view, the event count and time span. Never the event table: the part of a 57k-event
+rank (the ResNet-50 trace) pickles to 45 kB. Both are plain picklable data (process pools and
+Dask ship them).
 
 Errors travel as data (``Failure``): an ``OptionError`` does not survive pickling (its
 ``option`` argument), and the parent re-raises the same one-line ``InputError`` either way.
@@ -27,6 +28,7 @@ from traceforensics.analysis.idle.results import Evidence
 from traceforensics.analysis.kernels.results import KernelAnalysis
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.utilization.timeline import DevicePattern
+from traceforensics.ingest.readers import Reader
 from traceforensics.model import errors
 from traceforensics.model.session import TraceMeta
 
@@ -35,10 +37,12 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class RankTask:
-    """One rank file to load and analyse. ``fmt``: ``kineto`` or ``nsys`` (the directory's
-    format). nsys: ``rank`` (from the file names, ``ingest.ranksets.assign_ranks``) and
-    ``shift_ns`` onto the job's clock (the earliest session start); Kineto:
-    ``rank`` None (the file's own rank; the parent settles collisions afterwards)."""
+    """One rank file to load and analyse. ``fmt``: the directory's rank set, ``reader`` its
+    registry row (``ingest.readers.set_reader``; a worker process registers it if its list
+    lacks it). A merged set (no ``load_set``, e.g. nsys): ``rank`` (``ingest.ranksets.
+    assign_ranks``) and ``shift_ns`` onto the job's clock (the earliest session start); a set
+    with a ``load_set`` (Kineto): ``rank`` None (the file's own rank; the parent settles
+    collisions afterwards)."""
 
     index: int
     path: str
@@ -47,6 +51,7 @@ class RankTask:
     rank: int | None = None
     shift_ns: int = 0
     use_cache: bool = False
+    reader: Reader | None = None
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,22 @@
 """What the parent decides around the fan-out: the rank files, and the job's metadata after.
 
-Before: the directory's rank set (``ingest.ranksets.directory_set``: nsys exports, else
-Kineto files); for nsys, each file's rank (``ingest.ranksets.assign_ranks``: file names,
-else order) and clock shift onto the earliest session start, read from each export's
-``TARGET_INFO_SESSION_START_TIME`` (``worker.session_start``), so workers emit job-clock ns.
+Before: the directory's rank set (``ingest.ranksets.directory_set``, from the reader registry
+``ingest.readers``) and its registry row. A merged set (no ``load_set``, e.g. nsys): each
+file's rank (``ingest.ranksets.assign_ranks`` with the row's ``rank_of``: metadata or names,
+else order) and, when the row has a ``clock_start`` (nsys: each export's
+``TARGET_INFO_SESSION_START_TIME``, read in the workers by ``worker.session_start``), the clock
+shift onto the earliest session start, so workers emit job-clock ns.
 
 After: the parts in the joint loader's order, errors raised as it would raise them (the
 first failing file), and the job's ``TraceMeta`` as the joint loader builds it:
 
-- nsys: ``ingest.ranksets.merge_sessions`` itself, on the parts' metadata (no events);
-- Kineto (``ingest.kineto``): ranks by ``ingest.kineto.meta.assign_ranks`` over every file
-  that is a trace (``distributedInfo``, file names, positions; collisions fall back to
-  positions) and parts relabelled; files that are not traces are left out with one warning;
-  inputs, devices and warnings in file order; ``distributed`` = the first ``distributedInfo``
-  plus ``rank_source``; a wall clock when every file has one.
+- a merged set: ``ingest.ranksets.merge_sessions`` itself, on the parts' metadata (no events);
+- a set read by its ``load_set`` (Kineto, ``ingest.kineto``, the only such set today): ranks
+  by ``ingest.kineto.meta.assign_ranks`` over every file that is a trace (``distributedInfo``,
+  file names, positions; collisions fall back to positions) and parts relabelled; files that
+  are not traces are left out with one warning; inputs, devices and warnings in file order;
+  ``distributed`` = the first ``distributedInfo`` plus ``rank_source``; a wall clock when
+  every file has one.
 
 Every rank's graph-launch warning (``ingest.suspects``) follows, prefixed with its rank: the
 joint loader counts the launches of all ranks in one line.
@@ -35,6 +38,7 @@ from traceforensics.ingest.ranksets import (
     directory_set,
     merge_sessions,
 )
+from traceforensics.ingest.readers import Reader, set_reader
 from traceforensics.model.errors import UnsupportedFormatError
 from traceforensics.model.schema import empty_args, empty_events
 from traceforensics.model.session import TraceMeta, TraceSession
@@ -42,12 +46,14 @@ from traceforensics.model.session import TraceMeta, TraceSession
 
 @dataclass
 class RankSet:
-    """The rank files of a directory (``fmt``: ``kineto`` or ``nsys``) and the notes on the
-    files left out. nsys: ``ranks`` per file, how they were found and the rule's warning."""
+    """The rank files of a directory (``fmt``: the rank set, ``reader`` its registry row) and
+    the notes on the files left out. A merged set: ``ranks`` per file, how they were found and
+    the rule's warning."""
 
     fmt: str
     files: list[Path]
     notes: list[str]
+    reader: Reader
     ranks: list[int] = field(default_factory=list)
     rank_source: str = ""
     rank_warning: str = ""
@@ -56,9 +62,9 @@ class RankSet:
 def rank_set(directory: Path) -> RankSet:
     """The rank set of ``directory`` (module docstring); ``InputError`` when it has none."""
     fmt, files, notes = directory_set(directory)
-    out = RankSet(fmt, files, notes)
-    if fmt == "nsys":
-        out.ranks, out.rank_source, out.rank_warning = assign_ranks(files)
+    out = RankSet(fmt, files, notes, set_reader(fmt))
+    if out.reader.load_set is None:
+        out.ranks, out.rank_source, out.rank_warning = assign_ranks(files, out.reader.rank_of)
     return out
 
 
@@ -66,21 +72,28 @@ def tasks(
     rs: RankSet,
     options: AnalysisOptions,
     use_cache: bool,
-    starts: Callable[[list[str]], list[int | Failure | None]],
+    starts: Callable[[list[tuple[Reader, str]]], list[int | Failure | None]],
 ) -> list[RankTask]:
-    """One task per rank file. nsys: ``starts(paths)`` reads the session starts (in the
-    workers: a report may need exporting first); a failure there is raised in rank order."""
+    """One task per rank file. A merged set with a ``clock_start``: ``starts(items)`` reads
+    the session starts (in the workers: an nsys report may need exporting first); a failure
+    there is raised in rank order."""
     paths = [str(p) for p in rs.files]
-    if rs.fmt != "nsys":
-        return [RankTask(i, p, rs.fmt, options, use_cache=use_cache) for i, p in enumerate(paths)]
-    bases = starts(paths)
-    for i in sorted(range(len(paths)), key=lambda i: rs.ranks[i]):
-        base = bases[i]
-        if isinstance(base, Failure):
-            base.raise_()
-    _, shifts = clock_shifts([b if isinstance(b, int) else None for b in bases])
+    row = rs.reader
+    if row.load_set is not None:
+        return [
+            RankTask(i, p, rs.fmt, options, use_cache=use_cache, reader=row)
+            for i, p in enumerate(paths)
+        ]
+    shifts = [0] * len(paths)
+    if row.clock_start is not None:
+        bases = starts([(row, p) for p in paths])
+        for i in sorted(range(len(paths)), key=lambda i: rs.ranks[i]):
+            base = bases[i]
+            if isinstance(base, Failure):
+                base.raise_()
+        _, shifts = clock_shifts([b if isinstance(b, int) else None for b in bases])
     return [
-        RankTask(i, p, rs.fmt, options, rank=rs.ranks[i], shift_ns=shift, use_cache=use_cache)
+        RankTask(i, p, rs.fmt, options, rs.ranks[i], shift, use_cache, row)
         for i, (p, shift) in enumerate(zip(paths, shifts, strict=True))
     ]
 
@@ -88,10 +101,10 @@ def tasks(
 def settle(rs: RankSet, parts: Sequence[RankPart]) -> tuple[list[RankPart], TraceMeta]:
     """The parts that are traces (final ranks) and the job's metadata (module docstring);
     the first failing file's error is raised, in the joint loader's order."""
-    if rs.fmt == "nsys":
+    if rs.reader.load_set is None:
         order = sorted(parts, key=lambda p: rs.ranks[p.index])
         _raise_first(order)
-        return order, _nsys_meta(rs, order)
+        return order, _merged_meta(rs, order)
     _raise_first(parts)
     traces = [p for p in parts if p.skipped is None]
     skipped = [p.skipped for p in parts if p.skipped is not None]
@@ -113,7 +126,7 @@ def _raise_first(parts: Sequence[RankPart]) -> None:
             p.failure.raise_()
 
 
-def _nsys_meta(rs: RankSet, parts: list[RankPart]) -> TraceMeta:
+def _merged_meta(rs: RankSet, parts: list[RankPart]) -> TraceMeta:
     # the joint merge itself, on sessions without events: same ranks, shifts, warnings
     sessions = [
         (p.rank, TraceSession(empty_events(), p.meta, empty_args()))
@@ -121,7 +134,8 @@ def _nsys_meta(rs: RankSet, parts: list[RankPart]) -> TraceMeta:
         if p.meta is not None
     ]
     warnings = rs.notes + ([rs.rank_warning] if rs.rank_warning else [])
-    meta = merge_sessions(sessions, rs.rank_source, warnings).meta
+    aligned = rs.reader.clock_start is not None
+    meta = merge_sessions(sessions, rs.rank_source, warnings, aligned=aligned).meta
     meta.warnings += _graph_notes(parts)
     return meta
 

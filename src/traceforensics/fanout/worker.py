@@ -4,21 +4,22 @@
 the session cache when asked), put it on the job's rank and clock, cut it to the selected
 steps, prepare it and run every pass (``analysis.pipeline.analyze_context(job=False)``), then
 send back the part (``parts.RankPart``) and let the event table go. The rules of the joint
-loader are kept:
+loader are kept (which rule: the task's registry row, ``ingest.readers``):
 
-- nsys: ``rank`` from the task; times shifted by ``shift_ns`` onto the earliest session start
-  of the job (``ingest.ranksets.on_job_clock``, as the joint merge places each rank), so gaps,
-  steps and windows carry the same absolute ns; the metadata keeps the file's own session
-  start, from which the parent's merge of the metadata (``plan``) derives the same shifts;
-- Kineto: the file's own rank (``distributedInfo``, else an explicit ``rank3`` file name,
-  else 0) and its ``distributedInfo`` go back; the parent applies the rank rules of the whole
-  set (collisions, positions) and relabels (``parts.relabel``). A file that is not a trace is
-  sent back as ``skipped`` (a directory leaves it out);
+- a merged set (e.g. nsys): ``rank`` from the task; times shifted by ``shift_ns`` onto the
+  earliest session start of the job (``ingest.ranksets.on_job_clock``, as the joint merge
+  places each rank), so gaps, steps and windows carry the same absolute ns; the metadata
+  keeps the file's own session start, from which the parent's merge of the metadata
+  (``plan``) derives the same shifts;
+- a set read by its ``load_set`` (Kineto): the file's own rank (``distributedInfo``, else an
+  explicit ``rank3`` file name, else 0) and its ``distributedInfo`` go back; the parent applies
+  the rank rules of the whole set (collisions, positions) and relabels (``parts.relabel``). A
+  file that is not a trace is sent back as ``skipped`` (a directory leaves it out);
 - ``--steps``: cut per rank (``analysis.restrict``): a rank without the selected steps sends
   back no results (``dropped``), as the joint cut drops its events.
 
-``session_start(path)``: an nsys export's session start (wall ns), read before fanning out
-(a ``.nsys-rep`` is exported first; the export is cached beside it).
+``session_start((row, path))``: a file's session start (wall ns, the row's ``clock_start``),
+read before fanning out (an nsys ``.nsys-rep`` is exported first, cached beside it).
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from traceforensics.analysis.ranks.collectives import collective_kernels
 from traceforensics.analysis.restrict import restrict
 from traceforensics.fanout.parts import Failure, RankPart, RankResults, RankTask
 from traceforensics.ingest import load_path
-from traceforensics.ingest.detect import SQLITE_MAGIC
 from traceforensics.ingest.ranksets import on_job_clock
+from traceforensics.ingest.readers import Reader, register
 from traceforensics.ingest.suspects import graph_launch_notes
 from traceforensics.model.errors import InputError, OptionError, UnsupportedFormatError
 from traceforensics.model.memory import release_free_memory
@@ -52,22 +53,25 @@ def analyse_rank(task: RankTask) -> RankPart:
 
 
 def _analyse(task: RankTask) -> RankPart:
+    own_set = task.reader is not None and task.reader.load_set is not None
+    if task.reader is not None:
+        register(task.reader)
     try:
         # only what the analysis reads is kept, as ``tf analyze FILE`` does
         session = load_path(Path(task.path), use_cache=task.use_cache).only(
             EVENT_COLUMNS_READ, ARG_KEYS_READ
         )
     except UnsupportedFormatError as exc:
-        if task.fmt != "kineto":
+        if not own_set:
             raise
         return RankPart(task.index, task.path, skipped=str(exc))
     # the joint loader says this once for the whole job: it is sent apart, per rank
     graph = graph_launch_notes(session.events)
     session.meta.warnings = [w for w in session.meta.warnings if w not in graph]
     info = None
-    if task.fmt == "nsys" and task.rank is not None:
+    if task.rank is not None:
         session = on_job_clock(session, task.rank, task.shift_ns)
-    elif task.fmt == "kineto":
+    elif own_set:
         info = {k: v for k, v in session.meta.distributed.items() if k != "rank_source"} or None
     rank = session.meta.inputs[0].rank if session.meta.inputs else 0
     part = RankPart(task.index, task.path, rank, session.meta, info, graph)
@@ -102,18 +106,13 @@ def _analyse(task: RankTask) -> RankPart:
     return part
 
 
-def session_start(path: str) -> int | Failure | None:
-    """Wall-clock ns of an nsys export's session start (None when it records none)."""
-    from traceforensics.ingest.nsys.db import ExportDb
-    from traceforensics.ingest.nsys.export import ensure_sqlite
-    from traceforensics.ingest.nsys.meta import session_start_ns
-
-    p = Path(path)
+def session_start(item: tuple[Reader, str]) -> int | Failure | None:
+    """Wall-clock ns of a file's session start (``row.clock_start``; None when it records
+    none), or the failure to read it."""
+    row, path = item
+    register(row)
     try:
-        with p.open("rb") as fh:
-            is_export = fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-        with ExportDb(p if is_export else ensure_sqlite(p)) as db:
-            return session_start_ns(db)
+        return row.clock_start(Path(path)) if row.clock_start is not None else None
     except OSError as exc:
         return Failure("InputError", f"{path}: cannot read ({exc.strerror}); check the file")
     except InputError as exc:

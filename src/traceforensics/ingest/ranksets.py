@@ -1,21 +1,19 @@
 """Rank sets: a directory of per-rank (or per-node) traces read as one multi-rank session.
 
-Which files a directory holds, first rule that applies:
+Which files a directory holds: the first rank set of the reader registry
+(``ingest.readers``, list order: Nsight Systems exports and reports, then Kineto
+``*.json``/``*.json.gz``, then any format added) whose ``members`` finds files there. A set
+read by its own ``load_set`` (Kineto) is handed over whole; any other is merged here, each file
+loaded by its reader.
 
-- Nsight Systems exports (``.sqlite`` files with the SQLite magic, ``.nsys-rep``/``.qdrep``
-  reports): an nsys rank set. A report whose export sits beside it (``r0.nsys-rep`` and
-  ``r0.sqlite``) is the same capture and is read once, from the export. Other files (JSON
-  notes, logs) are left out with a warning naming them.
-- else every ``*.json``/``*.json.gz``: a Kineto rank set (``ingest.kineto``).
+Rank of a merged file: the set's ``rank_of`` (the file's own metadata or name), by default a
+number in its name (``rank-3``, ``rank_3``, ``rank3``; ``..._3.`` as well when several files
+are loaded); unknown ranks fall back to positions in name order, and so do colliding numbers,
+with a warning. The output says which rule gave the ranks (``meta.distributed["rank_source"]``).
 
-Rank of an nsys file: a number in its name (``rank-3``, ``rank_3``, ``rank3``; ``..._3.`` as
-well when several files are loaded), else its position in name order; colliding numbers fall
-back to positions with a warning. The output says which rule gave the ranks
-(``meta.distributed["rank_source"]``).
-
-Clock: an export's times are ns since its own session start, and the start is recorded in
-wall-clock ns (``TARGET_INFO_SESSION_START_TIME``). Ranks are put on one clock by shifting each
-by its session start minus the earliest one::
+Clock (sets whose reader has a ``clock_start``, e.g. nsys): an export's times are ns since its
+own session start, and the start is recorded in wall-clock ns (``meta.clock_base_ns``). Ranks
+are put on one clock by shifting each by its session start minus the earliest one::
 
     rank 0 export   |0 ---- t ---->            session start S0 (wall ns)
     rank 1 export        |0 ---- t ---->       session start S1 = S0 + d
@@ -32,16 +30,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import polars as pl
 
-from traceforensics.ingest.detect import (
-    KINETO_SUFFIXES,
-    NSYS_REP_SUFFIXES,
-    SQLITE_MAGIC,
-    is_rocprof,
-)
+from traceforensics.ingest.readers import Reader, rank_sets, reader_of, set_reader
 from traceforensics.model.errors import InputError
 from traceforensics.model.session import TraceMeta, TraceSession
 
@@ -62,72 +56,41 @@ def rank_from_name(path: Path, *, explicit_only: bool = False) -> int | None:
     return None
 
 
-def _is_sqlite(path: Path) -> bool:
-    try:
-        with path.open("rb") as fh:
-            return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-    except OSError:
-        return False
-
-
-def nsys_files(directory: Path) -> tuple[list[Path], list[Path]]:
-    """``(nsys exports and reports, other files)`` of a directory (not recursive), sorted by
-    name; a report whose ``.sqlite`` export sits beside it is left out (the same capture)."""
-    files = sorted(p for p in directory.iterdir() if p.is_file())
-    exports = [p for p in files if _is_sqlite(p)]
-    exported = {p.with_suffix("").name if p.suffix == ".sqlite" else p.name for p in exports}
-    reports = [
-        p
-        for p in files
-        if p.name.endswith(NSYS_REP_SUFFIXES) and _stem(p) not in exported and p not in exports
-    ]
-    chosen = sorted(exports + reports)
-    taken = set(chosen)
-    return chosen, [p for p in files if p not in taken and not _is_companion(p, exported)]
-
-
-def _stem(path: Path) -> str:
-    for suffix in NSYS_REP_SUFFIXES:
-        if path.name.endswith(suffix):
-            return path.name[: -len(suffix)]
-    return path.name
-
-
-def _is_companion(path: Path, exported: set[str]) -> bool:
-    """A report whose export is read instead: not worth a warning."""
-    return path.name.endswith(NSYS_REP_SUFFIXES) and _stem(path) in exported
-
-
-def assign_ranks(paths: Sequence[Path]) -> tuple[list[int], str, str]:
-    """``(rank per file, how they were found, warning or '')`` for files without rank
-    metadata of their own (nsys exports): file-name numbers, else positions."""
-    found = [rank_from_name(p, explicit_only=len(paths) == 1) for p in paths]
+def assign_ranks(
+    paths: Sequence[Path], rank_of: Callable[[Path], int | None] | None = None
+) -> tuple[list[int], str, str]:
+    """``(rank per file, how they were found, warning or '')``: ``rank_of`` per file (None:
+    the file-name rule, ``rank_from_name``), else positions (module docstring)."""
+    if rank_of is None:
+        found = [rank_from_name(p, explicit_only=len(paths) == 1) for p in paths]
+        source, where = "file name", "in the file names"
+    else:
+        found = [rank_of(p) for p in paths]
+        source, where = "file metadata", "of the files"
     if all(r is not None for r in found):
         ranks = [int(r) for r in found if r is not None]
         if len(set(ranks)) == len(ranks):
-            return ranks, "file name", ""
+            return ranks, source, ""
         return (
             list(range(len(paths))),
             "file order",
             (
-                f"rank numbers {ranks} in the file names collide; ranks were assigned in file "
+                f"rank numbers {ranks} {where} collide; ranks were assigned in file "
                 "name order instead"
             ),
         )
     return list(range(len(paths))), "file order", ""
 
 
-def load_nsys_ranks(
-    paths: Sequence[Path], load_one: Callable[[Path], TraceSession], notes: Sequence[str] = ()
-) -> TraceSession:
-    """Load each export with ``load_one`` and merge them into one session (module docstring):
-    ``rank`` from ``assign_ranks``, times shifted onto the earliest session start, event ids
-    renumbered in rank order."""
-    ranks, source, warning = assign_ranks(paths)
+def load_ranks(paths: Sequence[Path], reader: Reader, notes: Sequence[str] = ()) -> TraceSession:
+    """Load each file by its reader and merge them into one session (module docstring):
+    ``rank`` from ``assign_ranks`` with the set's ``rank_of``, times shifted onto the earliest
+    session start when the set has a ``clock_start``, event ids renumbered in rank order."""
+    ranks, source, warning = assign_ranks(paths, reader.rank_of)
     order = sorted(range(len(paths)), key=lambda i: ranks[i])
-    sessions = [(ranks[i], load_one(paths[i])) for i in order]
+    sessions = [(ranks[i], reader_of(paths[i]).load(paths[i])) for i in order]
     warnings = list(notes) + ([warning] if warning else [])
-    return merge_sessions(sessions, source, warnings)
+    return merge_sessions(sessions, source, warnings, aligned=reader.clock_start is not None)
 
 
 def clock_shifts(starts: Sequence[int | None]) -> tuple[int | None, list[int]]:
@@ -155,10 +118,15 @@ def on_job_clock(session: TraceSession, rank: int, shift: int) -> TraceSession:
 
 
 def merge_sessions(
-    sessions: Sequence[tuple[int, TraceSession]], rank_source: str, warnings: list[str]
+    sessions: Sequence[tuple[int, TraceSession]],
+    rank_source: str,
+    warnings: list[str],
+    *,
+    aligned: bool = True,
 ) -> TraceSession:
-    """One session of several single-rank ones (``(rank, session)`` in rank order)."""
-    starts = [s.meta.clock_base_ns for _, s in sessions]
+    """One session of several single-rank ones (``(rank, session)`` in rank order); with
+    ``aligned`` each is shifted onto the earliest ``clock_base_ns`` (module docstring)."""
+    starts = [s.meta.clock_base_ns if aligned else None for _, s in sessions]
     origin, shifts = clock_shifts(starts)
     if origin is not None and None in starts:
         missing = [str(s.meta.inputs[0].path) for _, s in sessions if s.meta.clock_base_ns is None]
@@ -200,44 +168,47 @@ def merge_sessions(
 
 
 def load_directory(directory: Path) -> TraceSession:
-    """One session of the rank files of ``directory`` (``directory_set``): an nsys set merged
-    here, each file by its reader (``ingest.readers``); a Kineto set by the Kineto reader,
-    which reads each file's rank from its metadata (``ingest.kineto.meta``)."""
-    from traceforensics.ingest.readers import reader_of
-
-    kind, files, notes = directory_set(directory)
-    if kind == "nsys":
-        return load_nsys_ranks(files, lambda p: reader_of(p).load(p), notes)
-    from traceforensics.ingest.kineto import load_kineto
-
-    return load_kineto(files, skip_non_traces=True)
+    """One session of the rank files of ``directory`` (``directory_set``): read whole by the
+    set's ``load_set`` when it has one (Kineto, which reads each file's rank from its
+    metadata), else merged here (``load_ranks``)."""
+    name, files, notes = directory_set(directory)
+    reader = set_reader(name)
+    if reader.load_set is not None:
+        return reader.load_set(files)
+    return load_ranks(files, reader, notes)
 
 
 def directory_set(directory: Path) -> tuple[str, list[Path], list[str]]:
-    """``(format, files, notes)`` of a directory of rank files (module docstring)."""
-    exports, others = nsys_files(directory)
-    if exports:
-        notes = []
-        if others:
-            names = ", ".join(p.name for p in others[:5]) + (" ..." if len(others) > 5 else "")
-            notes.append(
-                f"{directory}: {len(others)} file(s) that are not Nsight Systems exports were "
-                f"left out ({names})"
-            )
-        return "nsys", exports, notes
-    # no nsys file: ``others`` holds every file of the directory, in name order
-    kineto = [p for p in others if p.name.endswith(KINETO_SUFFIXES)]
-    if not kineto:
-        raise InputError(
-            f"{directory}: the directory holds no trace files (.json/.json.gz PyTorch Profiler "
-            "traces or .sqlite/.nsys-rep Nsight Systems exports); pass a trace file or a "
-            "directory of per-rank traces"
-        )
-    # rocprof traces are not Kineto rank files: refused here, not misread (issue 43)
-    rocprof = [p.name for p in kineto if is_rocprof(p)]
-    if rocprof:
-        raise InputError(
-            f"{directory}: {len(rocprof)} rocprof trace(s) ({', '.join(rocprof[:3])}); a "
-            "directory of rocprof traces is not read as one job yet: pass each file alone"
-        )
-    return "kineto", kineto, []
+    """``(rank set, files, notes)`` of a directory of rank files (module docstring)."""
+    files = sorted(p for p in directory.iterdir() if p.is_file())
+    for reader in rank_sets():
+        members = reader.members or partial(_sniffed, reader)
+        chosen, notes = members(directory, files)
+        if chosen:
+            return str(reader.rank_set), chosen, notes
+    raise InputError(
+        f"{directory}: the directory holds no trace files (.json/.json.gz PyTorch Profiler "
+        "traces or .sqlite/.nsys-rep Nsight Systems exports); pass a trace file or a "
+        "directory of per-rank traces"
+    )
+
+
+def _sniffed(set_row: Reader, directory: Path, files: list[Path]) -> tuple[list[Path], list[str]]:
+    """The files that sniff as a row of ``set_row``'s set; a note names the others."""
+    chosen = [p for p in files if _set_of(p) == set_row.rank_set]
+    taken = set(chosen)
+    others = [p for p in files if p not in taken]
+    if not chosen or not others:
+        return chosen, []
+    names = ", ".join(p.name for p in others[:5]) + (" ..." if len(others) > 5 else "")
+    return chosen, [
+        f"{directory}: {len(others)} file(s) that are not {set_row.rank_set} traces were left "
+        f"out ({names})"
+    ]
+
+
+def _set_of(path: Path) -> str | None:
+    try:
+        return reader_of(path).rank_set
+    except (InputError, OSError):
+        return None

@@ -33,6 +33,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from traceforensics.ingest.detect import KINETO_SUFFIXES, is_rocprof
+from traceforensics.model.errors import InputError
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
@@ -47,4 +50,18 @@ def load_kineto(paths: Sequence[Path], *, skip_non_traces: bool = False) -> Trac
     return load(paths, skip_non_traces=skip_non_traces)
 
 
-__all__ = ["load_kineto"]
+def rank_files(directory: Path, files: list[Path]) -> tuple[list[Path], list[str]]:
+    """The rank files of a directory (``ingest.readers``): every ``.json``/``.json.gz`` (the
+    loader leaves out those that are not traces); a directory of rocprof traces is refused
+    here, not misread (issue 43)."""
+    kineto = [p for p in files if p.name.endswith(KINETO_SUFFIXES)]
+    rocprof = [p.name for p in kineto if is_rocprof(p)]
+    if rocprof:
+        raise InputError(
+            f"{directory}: {len(rocprof)} rocprof trace(s) ({', '.join(rocprof[:3])}); a "
+            "directory of rocprof traces is not read as one job yet: pass each file alone"
+        )
+    return kineto, []
+
+
+__all__ = ["load_kineto", "rank_files"]
