@@ -119,3 +119,24 @@ def test_colliding_ranks_of_a_new_format_fall_back_to_file_order(toy_job: Path) 
     ranks, source, warning = assign_ranks(sorted(toy_job.glob("*.toy")), TOY.rank_of)
     assert (ranks, source) == ([0, 1], "file order")
     assert "rank numbers [0, 0] of the files collide" in warning
+
+
+def test_files_outside_the_set_are_named_in_one_note(tmp_path: Path) -> None:
+    """A rank directory's stray files are named in the warning each set writes the same way
+    (``detect.left_out_note``): the nsys set's wording and the generic one."""
+    from traceforensics.ingest.detect import left_out_note
+    from traceforensics.ingest.nsys.ranks import rank_files
+
+    for name in ("rank0.sqlite", "rank1.sqlite"):
+        (tmp_path / name).write_bytes(b"SQLite format 3\x00")
+    (tmp_path / "notes.json.gz").write_bytes(b"x")
+    files = sorted(tmp_path.iterdir())
+    chosen, notes = rank_files(tmp_path, files)
+    assert [p.name for p in chosen] == ["rank0.sqlite", "rank1.sqlite"]
+    assert notes == [
+        f"{tmp_path}: 1 file(s) that are not Nsight Systems exports were left out (notes.json.gz)"
+    ]
+    many = [tmp_path / f"f{i}" for i in range(7)]
+    (note,) = left_out_note(tmp_path, many, "toy traces")
+    assert note.endswith("not toy traces were left out (f0, f1, f2, f3, f4 ...)")
+    assert left_out_note(tmp_path, [], "toy traces") == []

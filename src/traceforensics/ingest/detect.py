@@ -150,3 +150,12 @@ def is_rocprof(path: Path) -> bool:
         return json_producer(path, json_head(path)) == "rocprof"
     except InputError:
         return False
+
+
+def left_out_note(directory: Path, others: list[Path], what: str) -> list[str]:
+    """The note naming the files of a rank directory that are not ``what`` (the first five):
+    none when nothing was left out."""
+    if not others:
+        return []
+    names = ", ".join(p.name for p in others[:5]) + (" ..." if len(others) > 5 else "")
+    return [f"{directory}: {len(others)} file(s) that are not {what} were left out ({names})"]

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import polars as pl
 
+from traceforensics.ingest.detect import left_out_note
 from traceforensics.ingest.readers import Reader, rank_sets, reader_of, set_reader
 from traceforensics.model.errors import InputError
 from traceforensics.model.session import TraceMeta, TraceSession
@@ -198,13 +199,7 @@ def _sniffed(set_row: Reader, directory: Path, files: list[Path]) -> tuple[list[
     chosen = [p for p in files if _set_of(p) == set_row.rank_set]
     taken = set(chosen)
     others = [p for p in files if p not in taken]
-    if not chosen or not others:
-        return chosen, []
-    names = ", ".join(p.name for p in others[:5]) + (" ..." if len(others) > 5 else "")
-    return chosen, [
-        f"{directory}: {len(others)} file(s) that are not {set_row.rank_set} traces were left "
-        f"out ({names})"
-    ]
+    return chosen, left_out_note(directory, others, f"{set_row.rank_set} traces") if chosen else []
 
 
 def _set_of(path: Path) -> str | None:

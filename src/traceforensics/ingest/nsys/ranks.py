@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from traceforensics.ingest.detect import NSYS_REP_SUFFIXES, SQLITE_MAGIC
+from traceforensics.ingest.detect import NSYS_REP_SUFFIXES, SQLITE_MAGIC, left_out_note
 from traceforensics.ingest.nsys.db import ExportDb
 from traceforensics.ingest.nsys.export import ensure_sqlite
 from traceforensics.ingest.nsys.meta import session_start_ns
@@ -53,13 +53,7 @@ def rank_files(directory: Path, files: list[Path]) -> tuple[list[Path], list[str
         for p in files
         if p not in taken and not (p.name.endswith(NSYS_REP_SUFFIXES) and _stem(p) in exported)
     ]
-    if not chosen or not others:
-        return chosen, []
-    names = ", ".join(p.name for p in others[:5]) + (" ..." if len(others) > 5 else "")
-    return chosen, [
-        f"{directory}: {len(others)} file(s) that are not Nsight Systems exports were "
-        f"left out ({names})"
-    ]
+    return chosen, left_out_note(directory, others, "Nsight Systems exports") if chosen else []
 
 
 def session_start(path: Path) -> int | None:
