@@ -56,7 +56,7 @@ a.get_temporal_breakdown(visualize=False)
 #: interpreter that imports what tf cannot run without (polars, numpy) and gunzips the file,
 #: without parsing a byte of it. The 1x target (5x HTA) is reachable only if this is well
 #: under a fifth of HTA's time. Both floors gunzip with ISA-L where it is installed, as tf does
-#: (``ingest.kineto.chunks``): with zlib they would no longer bound tf from below.
+#: (``ingest.kineto.text``): with zlib they would no longer bound tf from below.
 FLOOR_SCRIPT = r"""
 import sys
 try:

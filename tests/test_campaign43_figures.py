@@ -127,7 +127,7 @@ def test_a_load_that_runs_out_of_memory_says_so(
     def exhausted(path: Path) -> None:
         raise MemoryError
 
-    monkeypatch.setattr(load, "read_columns", exhausted)
+    monkeypatch.setattr(load, "read_decoded", exhausted)
     path = tmp_path / "t.json.gz"
     path.write_bytes(EXAMPLE.read_bytes())
     code, _out, err = run_cli(["analyze", str(path), "--no-cache"], capsys)

@@ -3,8 +3,8 @@
 Whatever text the scanner accepts it must read exactly as ``json.loads`` does (the same values
 of the same types; each kept arg's text as written in the input); whatever it refuses goes to
 the generic path. Events are generated (hypothesis), cut, damaged, and taken from real traces;
-the columns a chunk gives are compared with those the generic path builds of its parsed events
-(``ColumnBuilder.add_dicts``).
+the frames a scanned chunk gives (``decode.Decoded``, then the whole-file rules:
+``rules.extract``) are compared with those of its parsed events (``generic.scanned_events``).
 """
 
 from __future__ import annotations
@@ -12,20 +12,25 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 from tests.conftest import kineto_trace_files, shared_trace
-from traceforensics.ingest.kineto import chunks, colscan, load_kineto
-from traceforensics.ingest.kineto.batches import ColumnBuilder, build_batch
-from traceforensics.ingest.kineto.columns import Columns
-from traceforensics.ingest.kineto.parts import ExternalPart, KeptPart
-from traceforensics.ingest.kineto.scanner import KEPT_FIELDS, KEPT_KEYS, RULE_FIELDS
+from traceforensics.ingest.kineto import colscan, load_kineto
+from traceforensics.ingest.kineto import text as kt
+from traceforensics.ingest.kineto.colscan import KEPT_KEYS as _KEPT
+from traceforensics.ingest.kineto.decode import Decoded
+from traceforensics.ingest.kineto.generic import scanned_events
+from traceforensics.ingest.kineto.rules import Extracted, extract
+from traceforensics.ingest.kineto.scanner import RULE_FIELDS
 from traceforensics.model.session import TraceSession
 
 needs_scanner = pytest.mark.skipif(
@@ -60,7 +65,7 @@ _json = st.recursive(
     max_leaves=8,
 )
 _RULE_KEYS = list(RULE_FIELDS.values())
-_KEPT_KEYS = list(KEPT_FIELDS.values())
+_KEPT_KEYS = list(_KEPT)
 _arg_value = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | _text
 _clean_args = st.dictionaries(
     st.sampled_from([*_RULE_KEYS, *_KEPT_KEYS, "other", "Ev Idx"]),
@@ -132,7 +137,7 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, float):
-        return a == b and np.signbit(a) == np.signbit(b)
+        return a == b and bool(np.signbit(a) == np.signbit(b))
     return bool(a == b)
 
 
@@ -147,7 +152,7 @@ def _expected(text: bytes) -> tuple[list[list[Any]], list[Any], set[tuple[int, s
             rule.append(None)
             continue
         rule.append({key: a[key] for key in RULE_FIELDS.values() if key in a})
-        for key in KEPT_FIELDS.values():
+        for key in _KEPT:
             if key in a:
                 kept.add((i, key, _canonical(a[key])))
     return columns, rule, kept
@@ -283,53 +288,69 @@ def test_the_switch_turns_the_scanner_off(monkeypatch: pytest.MonkeyPatch) -> No
     assert colscan.scan(text) is None
 
 
-# -- columns of real chunks -------------------------------------------------------------------
+# -- frames of real chunks --------------------------------------------------------------------
 
 
-def _external_ids(part: ExternalPart) -> list[int | None]:
-    """A part's ids as the column holds them (None: no id)."""
-    valid = [True] * part.ids.size if part.valid is None else part.valid.tolist()
-    return [v if ok else None for v, ok in zip(part.ids.tolist(), valid, strict=True)]
+def _parsed(text: bytes) -> colscan.Scanned:
+    """A chunk's events as the generic path reads them: parsed (orjson, as ``reader``), then
+    coded (``generic.scanned_events``)."""
+    return scanned_events(orjson.loads(text))
 
 
-def _kept_rows(part: KeptPart) -> list[tuple[int, str, str]]:
-    """A part's (row position, key, value) rows, in order; the value's JSON text in one
-    spelling (the scanner keeps the text as written, the generic path re-encodes it)."""
-    return [
-        (e, KEPT_KEYS[k], _canonical(json.loads(part.texts[v])))
-        for e, k, v in zip(part.event.tolist(), part.key.tolist(), part.value.tolist(), strict=True)
-    ]
+def _decoded(chunks: list[colscan.Scanned]) -> Decoded:
+    decoded = Decoded()
+    for chunk in chunks:
+        decoded.add(chunk)
+    return decoded
 
 
-def _rule_args(c: Columns) -> list[dict[str, Any]]:
-    """Each row's rule args, a kept key's value decoded where the scanner left it as its JSON
-    text (bytes; the generic path has the parsed value)."""
-    return [{k: json.loads(v) if type(v) is bytes else v for k, v in d.items()} for d in c.args]
+def _canonical_args(args: pl.DataFrame) -> pl.DataFrame:
+    """The args table with each value's JSON text in one spelling (the scanner keeps the text
+    as written, the generic path re-encodes it compactly)."""
+    values = args.get_column("value").cast(pl.String).to_list()
+    return args.with_columns(
+        pl.col("key").cast(pl.String),
+        pl.Series("value", [_canonical(json.loads(v)) for v in values], dtype=pl.String),
+    )
 
 
-def _assert_columns_equal(a: Columns, b: Columns) -> None:
+def _extracted(decoded: Decoded) -> Extracted | str:
+    """The file's frames by the whole-file rules (``rules.extract``), or the error they raise
+    (a chunk of no usable row, GPU rows none of which has a device: refused)."""
+    try:
+        return extract(Path("chunk.json"), decoded, 0, 0, None)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _assert_same_frames(a: Decoded, b: Decoded) -> None:
+    """The same decoded state and, by ``rules.extract``, the same events and args frames."""
     # with the types: ``1 == 1.0 == True``, but a pid shared as True is no pid downstream
-    for name in ("cat", "kind", "name", "pid_raw", "tid_raw", "correlation", "meta"):
-        assert _same(getattr(a, name), getattr(b, name)), name
-    assert _same(_rule_args(a), _rule_args(b))
-    for name in ("start_parts", "dur_parts"):
-        np.testing.assert_array_equal(
-            np.concatenate([np.zeros(0, np.int64), *getattr(a, name)]),
-            np.concatenate([np.zeros(0, np.int64), *getattr(b, name)]),
-        )
-    assert len(a.external_parts) == len(b.external_parts)
-    for ext_a, ext_b in zip(a.external_parts, b.external_parts, strict=True):
-        assert _external_ids(ext_a) == _external_ids(ext_b)
-    assert len(a.arg_parts) == len(b.arg_parts)
-    for args_a, args_b in zip(a.arg_parts, b.arg_parts, strict=True):
-        assert _kept_rows(args_a) == _kept_rows(args_b)
+    assert _same(a.meta, b.meta)
     assert {k: (list(t), list(i)) for k, (t, i) in a.flows.items()} == {
         k: (list(t), list(i)) for k, (t, i) in b.flows.items()
     }
     for name in ("unknown_cats", "float_timestamps", "negative_dur", "bad_times", "events_seen"):
         assert getattr(a, name) == getattr(b, name), name
+    assert a.n_rows == b.n_rows
     assert _same(a.bad_example, b.bad_example)
     assert repr(a.first_time_error) == repr(b.first_time_error)
+    got, want = _extracted(a), _extracted(b)
+    if isinstance(got, str) or isinstance(want, str):
+        assert got == want
+        return
+    assert_frame_equal(got.events, want.events, check_exact=True, categorical_as_str=True)
+    assert_frame_equal(_canonical_args(got.args), _canonical_args(want.args), check_exact=True)
+    for name in (
+        "devices_seen",
+        "runtime_names",
+        "legacy_categories",
+        "float_timestamps",
+        "flow_filled",
+        "ids_used",
+        "warnings",
+    ):
+        assert getattr(got, name) == getattr(want, name), name
 
 
 def _kineto_event(i: int) -> st.SearchStrategy[dict[str, Any]]:
@@ -394,13 +415,13 @@ def _kineto_event(i: int) -> st.SearchStrategy[dict[str, Any]]:
 @needs_scanner
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.integers(0, 1).flatmap(_kineto_event), max_size=30), st.integers(0, 2))
-def test_a_chunk_gives_the_columns_of_the_generic_path(events: list[Any], style: int) -> None:
-    """Rows, kinds, rule args, correlations, kept args, flows, metadata and times built from a
-    scanned chunk equal those built from its parsed events."""
+def test_a_chunk_gives_the_frames_of_the_generic_path(events: list[Any], style: int) -> None:
+    """Rows, kinds, rule args, correlations, kept args, flows, metadata and times: the events
+    and args frames of a scanned chunk equal those of its parsed events."""
     text = _dump(events, style)
     scanned = colscan.scan(text)
     assert scanned is not None
-    _assert_columns_equal(build_batch(scanned), build_batch(decode_events(text)))
+    _assert_same_frames(_decoded([scanned]), _decoded([_parsed(text)]))
 
 
 #: Values that compare equal across types (``1``, ``1.0``, ``True``), signed zeros, escaped
@@ -444,21 +465,18 @@ def _odd_event() -> st.SearchStrategy[dict[str, Any]]:
 @needs_scanner
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.lists(_odd_event(), max_size=12), min_size=1, max_size=4), st.data())
-def test_chunks_of_odd_values_give_the_columns_of_the_generic_path(
+def test_chunks_of_odd_values_give_the_frames_of_the_generic_path(
     chunks: list[list[Any]], data: st.DataObject
 ) -> None:
-    """Several chunks into one builder (the shared values carried from chunk to chunk), each
-    scanned or parsed as drawn: the same columns, with the same types, as all parsed."""
-    mixed, parsed_only = ColumnBuilder(), ColumnBuilder()
+    """Several chunks into one ``Decoded`` (the shared values carried from chunk to chunk),
+    each scanned or parsed as drawn: the same frames, with the same types, as all parsed."""
+    mixed, parsed_only = Decoded(), Decoded()
     for events in chunks:
         text = _dump(events, data.draw(st.integers(0, 2)))
         scanned = colscan.scan(text) if data.draw(st.booleans()) else None
-        if scanned is not None:
-            mixed.add(scanned)
-        else:
-            mixed.add_dicts(decode_events(text))
-        parsed_only.add_dicts(decode_events(text))
-    _assert_columns_equal(mixed.c, parsed_only.c)
+        mixed.add(scanned if scanned is not None else _parsed(text))
+        parsed_only.add(_parsed(text))
+    _assert_same_frames(mixed, parsed_only)
 
 
 @needs_scanner
@@ -470,9 +488,43 @@ def test_equal_values_of_two_types_are_shared_in_the_order_the_column_meets_them
     )
     scanned = colscan.scan(text)
     assert scanned is not None
-    got, want = build_batch(scanned), build_batch(decode_events(text))
-    assert [type(v) for v in want.pid_raw] == [int, int]
-    _assert_columns_equal(got, want)
+    got, want = _decoded([scanned]), _decoded([_parsed(text)])
+    # (the raw pid/tid values, met in the order the rows have them: pid, then tid)
+    assert [type(v) for v in want.distinct["raw"]] == [int, int]
+    assert _same(list(got.distinct["raw"]), list(want.distinct["raw"]))
+    _assert_same_frames(got, want)
+
+
+@needs_scanner
+@pytest.mark.parametrize("path", ["scanner", "generic"])
+def test_chunks_share_one_code_per_name_in_the_order_rows_first_have_it(path: str) -> None:
+    """Each distinct row name is one code across chunks, numbered in the order of the first
+    row that has it (a metadata or flow event's name is no row's); every row keeps its own
+    name and kind."""
+
+    def row(name: str, cat: str, ts: int, ph: str = "X") -> dict[str, Any]:
+        return {"ph": ph, "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 1}
+
+    first = [
+        {"ph": "M", "name": "process_labels", "pid": 1, "args": {"labels": "CPU"}},
+        {"ph": "s", "cat": "ac2g", "name": "flow", "id": 1, "pid": 1, "tid": 1, "ts": 0},
+        row("b", "cpu_op", 0),
+        row("a", "user_annotation", 1),
+        row("b", "cpu_op", 2, "i"),
+    ]
+    second = [row("c", "python_function", 3), row("a", "cpu_op", 4), row("b", "nonsense", 5)]
+    decoded = Decoded()
+    for events in (first, second):
+        text = _dump(events, 0)
+        chunk = colscan.scan(text) if path == "scanner" else _parsed(text)
+        assert chunk is not None
+        decoded.add(chunk)
+    assert list(decoded.distinct["name"]) == ["b", "a", "c"]
+    assert decoded.n_rows == 6
+    table = extract(Path("t.json"), decoded, 0, 0, None).events
+    assert table["name"].cast(pl.String).to_list() == ["b", "a", "b", "c", "a", "b"]
+    kinds = ["cpu_op", "annotation", "marker", "python", "cpu_op", "annotation"]
+    assert table["kind"].cast(pl.String).to_list() == kinds
 
 
 def test_many_distinct_phases_and_categories_stay_linear() -> None:
@@ -483,9 +535,9 @@ def test_many_distinct_phases_and_categories_stay_linear() -> None:
     scanned = colscan.scan(text)
     if scanned is None:
         pytest.skip("the column scanner is not built")
-    builder = ColumnBuilder()
-    builder.add(scanned)  # quadratic, this would not finish for minutes
-    assert builder.c.rows == 0 and builder.c.events_seen == 20_000
+    decoded = Decoded()
+    decoded.add(scanned)  # quadratic, this would not finish for minutes
+    assert decoded.n_rows == 0 and decoded.events_seen == 20_000
 
 
 def test_ids_beyond_int64_are_no_ids(tmp_path: Any) -> None:
@@ -711,7 +763,7 @@ def test_real_traces_load_the_same_with_and_without_the_scanner(
         scanned[0] += out is not None
         return out
 
-    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1 << 20)  # several chunks even for small files
+    monkeypatch.setattr(kt, "CHUNK_BYTES", 1 << 20)  # several chunks even for small files
     monkeypatch.setattr(colscan, "scan", counting)
     with_scanner = load_kineto([trace])
     assert scanned[0] > 0, f"{path}: no chunk was scanned"

@@ -51,7 +51,7 @@ def test_the_answer_is_read_while_the_child_ends(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(os, "_exit", real_exit)  # (this process's own exit stays as it was)
     child = early._STATE["file"].pid
     answer = early.take(SAMPLE)
-    assert answer is not None and answer.built is not None
+    assert answer is not None and answer.decoded is not None
     assert read_at and read_at[0] - started < 1.2  # read before the child's end began to end
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)  # reaped once ended: not even a zombie is left
@@ -74,21 +74,21 @@ def test_a_child_that_ends_without_saying_gives_no_answer(
 
 
 def test_a_file_read_whole_by_the_child_is_loaded_without_the_decoders() -> None:
-    # (the stream and the compiled scanner's reader: imports a small trace
-    # does not need once the child built its columns); without the early scan they are used
+    # (the stream, with its threads and the generic reader: imports a small trace does not
+    # need once the child decoded it); without the early scan it is used
     code = (
         "import os, sys\n"
         "from pathlib import Path\n"
         "from traceforensics.ingest.kineto import early, load_kineto\n"
         "k = 'traceforensics.ingest.kineto.'\n"
-        "decoders = (k + 'batches', k + 'stream', k + 'colscan')\n"
+        "decoders = (k + 'text', k + 'generic')\n"
         f"path = Path({str(SAMPLE)!r})\n"
         "early.start(path)\n"
         "session = load_kineto([path])\n"
         "print(session.events.height > 0, [m for m in decoders if m in sys.modules])\n"
         "os.environ[early.OFF] = '0'\n"
         "load_kineto([path])\n"
-        "print([m for m in decoders if m not in sys.modules])\n"
+        "print([m for m in decoders[:1] if m not in sys.modules])\n"
     )
     assert fresh_python(code).stdout.split("\n")[:2] == ["True []", "[]"]
 
@@ -99,7 +99,11 @@ def test_the_answer_is_read_from_a_mapping_of_the_memory_file(written: str) -> N
     # of the mapping (writable: a private one); none when the file is empty, cut (a child
     # killed while writing) or something else
     columns = np.arange(1000, dtype=np.int64)
-    scan = early.EarlyScan({"k": 1}, [], bytearray(b"[x"), [3, 4], built=({"a": columns}, {}))
+    from traceforensics.ingest.kineto.decode import Decoded
+
+    scan = early.EarlyScan(
+        {"k": 1}, [], bytearray(b"[x"), [3, 4], decoded=Decoded(rows={"a": [columns]})
+    )
     fd = os.memfd_create("tf-test")
     try:
         with os.fdopen(os.dup(fd), "wb") as fh:
@@ -117,15 +121,15 @@ def test_the_answer_is_read_from_a_mapping_of_the_memory_file(written: str) -> N
     if written != "whole":
         assert got is None
         return
-    assert got is not None and got._replace(built=None) == scan._replace(built=None)
-    assert got.built is not None
-    array = got.built[0]["a"]
+    assert got is not None and got._replace(decoded=None) == scan._replace(decoded=None)
+    assert got.decoded is not None
+    array = got.decoded.rows["a"][0]
     assert np.array_equal(array, columns) and array.flags.writeable
     assert not array.flags.owndata and array.ctypes.data % answer_file.ALIGN == 0
 
 
 def test_an_answer_that_cannot_be_pickled_leaves_the_file_for_the_next_try() -> None:
-    # the columns hold something unpicklable: that try fails part-way, and the scan alone,
+    # the answer holds something unpicklable: that try fails part-way, and the scan alone,
     # sent next, is all the file holds (not appended to what the failed try wrote)
     scan = early.EarlyScan({"k": 1}, [], bytearray(b"[x"), [3, 4])
     bad = scan._replace(top={"k": 1, "a": np.arange(5000), "f": lambda: None})

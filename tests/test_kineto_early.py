@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import pytest
+from polars.testing import assert_frame_equal
 
 from tests.conftest import ROOT, fresh_python, kineto_trace_files, shared_trace
 from tests.test_kineto_stream import _same, _tricky_trace
@@ -23,17 +24,9 @@ from tests.test_kineto_variants import flow_events, write
 from traceforensics.cli import entry
 from traceforensics.ingest import load_path
 from traceforensics.ingest.detect import json_size_estimate
-from traceforensics.ingest.kineto import (
-    batches,
-    chunks,
-    columns,
-    early,
-    events,
-    load,
-    load_kineto,
-    rows,
-    stream,
-)
+from traceforensics.ingest.kineto import decode, early, load, load_kineto
+from traceforensics.ingest.kineto import text as kt
+from traceforensics.ingest.kineto.rules import extract
 from traceforensics.model.session import TraceSession
 
 SAMPLE = ROOT / "examples" / "synthetic_training.pt.trace.json.gz"
@@ -57,8 +50,9 @@ def _no_scan_left(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def _load_early(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TraceSession, int]:
-    """``path`` loaded after its early scan was started; how many times the stream built the
-    columns from the scan instead of reading the file."""
+    """``path`` loaded after its early scan was started; how many times the load took the
+    scan (its decoded events whole, or its chunks through the stream) instead of reading the
+    file."""
     early.start(path)
     try:
         return _load_counting(path, monkeypatch)
@@ -67,24 +61,33 @@ def _load_early(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TraceSessi
 
 
 def _load_counting(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TraceSession, int]:
-    """``path`` loaded (its early scan started already, or not); how many times the stream
-    took an early scan instead of reading the file."""
-    used: list[Path] = []
-    from_early, whole_columns = stream._from_early, early.whole_columns
+    """``path`` loaded (its early scan started already, or not); how many times the load took
+    an early scan instead of reading the file: the stream took its chunks (``_from_early``),
+    or the load took its decoded events whole (the stream not even called)."""
+    answers: list[early.EarlyScan | None] = []
+    streamed: list[Path] = []
+    from_early: list[Path] = []
+    take, stream_events, chunks_of = early.take, kt.stream_events, kt._from_early
 
-    def counting(p: Path, *rest: Any) -> dict[str, Any]:
-        used.append(p)
-        return from_early(p, *rest)
-
-    def whole(p: Path, scan: early.EarlyScan) -> Any:
-        out = whole_columns(p, scan)
-        if out is not None:  # (taken whole: the stream is not called)
-            used.append(p)
+    def taking(p: Path) -> early.EarlyScan | None:
+        out = take(p)
+        answers.append(out)
         return out
 
-    monkeypatch.setattr(stream, "_from_early", counting)
-    monkeypatch.setattr(early, "whole_columns", whole)
-    return load_kineto([path]), len(used)
+    def streaming(p: Path, *rest: Any) -> dict[str, Any]:
+        streamed.append(p)
+        return stream_events(p, *rest)
+
+    def counting(p: Path, *rest: Any) -> dict[str, Any]:
+        from_early.append(p)
+        return chunks_of(p, *rest)
+
+    monkeypatch.setattr(early, "take", taking)
+    monkeypatch.setattr(kt, "stream_events", streaming)
+    monkeypatch.setattr(kt, "_from_early", counting)
+    session = load_kineto([path])
+    whole = int(any(a is not None for a in answers) and not streamed)
+    return session, len(from_early) + whole
 
 
 @needs_fork
@@ -126,7 +129,7 @@ def test_the_loaded_table_does_not_hold_the_answers_mapping(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # the answer's arrays are views of its mapping (answer_file); a column made of one would
-    # keep the whole mapping (~6.4 MB here) alive as long as the table: the columns copy
+    # keep the whole mapping (~6.4 MB here) alive as long as the table: the table holds none
     seen: list[int] = []
     read = early.read_answer
 
@@ -157,8 +160,8 @@ def test_a_clean_trace_of_many_chunks_is_taken_and_loads_the_same(
         event.get("args", {}).pop("Call stack", None)
     path = tmp_path / "clean.json"
     path.write_text(json.dumps(doc, indent=1))
-    monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)
-    monkeypatch.setattr(chunks, "READ_BYTES", 1000)
+    monkeypatch.setattr(kt, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(kt, "READ_BYTES", 1000)
     scanned = early.scan_file(path)
     assert scanned is not None and len(scanned.batches) > 20 and scanned.tail is not None
     got, used = _load_early(path, monkeypatch)
@@ -168,126 +171,151 @@ def test_a_clean_trace_of_many_chunks_is_taken_and_loads_the_same(
 
 
 @needs_fork
-def test_the_child_builds_the_columns_and_the_load_takes_them(
+def test_the_child_decodes_the_file_and_the_load_takes_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     path = shared_trace("kineto/resnet50_v100_workers0.pt.trace.json.gz")
     early.start(path)
     answer = early.take(path)
-    assert answer is not None and answer.built is not None  # columns, not scanned chunks
+    # the whole file decoded there: no scanned chunk is sent, the tail's events are in it too
+    assert answer is not None and answer.decoded is not None
     assert answer.batches == [] and answer.tail is not None and answer.tail[1] is None
-    columns, _ = answer.built
     want = load_kineto([path])
-    assert columns.rows == want.events.height  # the tail's rows in them too (none dropped)
-    # the whole file was read there: its row rules ran there too, and the raw lists they
-    # consumed (rule args, pid/tid, launch flows) were not sent
-    rules = columns.rules
-    assert rules is not None and len(rules.device) == columns.rows
-    assert columns.args == [] and columns.pid_raw == [] and columns.flows == {}
-    assert rules.devices_seen == sorted(want.events.get_column("device").drop_nulls().unique())
+    assert answer.decoded.n_rows == want.events.height  # (none dropped)
     early.start(path)
-    # this process builds nothing, runs no row rule and does not read the file again: the
-    # child's columns it is
+    # this process decodes nothing and does not read the file again: the child's events it is
     added: list[object] = []
-    monkeypatch.setattr(batches.ColumnBuilder, "add", lambda _, b: added.append(b))
-    monkeypatch.setattr(events, "row_rules", lambda _: pytest.fail("ran the row rules"))
+    monkeypatch.setattr(decode.Decoded, "add", lambda _, b: added.append(b))
+    monkeypatch.setattr(kt, "stream_events", lambda *_: pytest.fail("streamed the file"))
     monkeypatch.setattr(load, "read_trace", lambda *_: pytest.fail("read the file again"))
     _same(load_kineto([path]), want)
     assert added == []
 
 
 @needs_fork
-def test_launch_flows_are_grouped_in_the_child_only_when_a_row_needs_them(
+def test_a_load_of_the_childs_decoded_file_imports_no_stream() -> None:
+    # the decoded answer is taken whole: the stream (and its threads) is not even imported
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from traceforensics.ingest.kineto import early, load_kineto\n"
+        f"path = Path({str(SAMPLE)!r})\n"
+        "early.start(path)\n"
+        "session = load_kineto([path])\n"
+        "print(session.events.height > 0, early._STATE == {},"
+        " 'traceforensics.ingest.kineto.text' in sys.modules)\n"
+    )
+    assert fresh_python(code).stdout.split() == ["True", "True", "False"]
+
+
+@pytest.mark.parametrize("which", ["sample", "resnet"])
+def test_the_childs_decoded_events_give_the_frames_the_stream_gives(which: str) -> None:
+    # (``with_decoded`` as the child runs it, in this process: the frames of its decoded
+    # events and of the stream's, by the same whole-file rules)
+    path = (
+        SAMPLE
+        if which == "sample"
+        else shared_trace("kineto/resnet50_v100_workers0.pt.trace.json.gz")
+    )
+    answer = early.with_decoded(_scan(path))
+    assert answer.decoded is not None and answer.batches == []
+    streamed = decode.Decoded()
+    kt.stream_events(path, streamed)
+    got, want = (extract(path, d, 0, 0, None) for d in (answer.decoded, streamed))
+    assert_frame_equal(got.events, want.events, check_exact=True)
+    assert_frame_equal(got.args, want.args, check_exact=True)
+    assert got.warnings == want.warnings and got.devices_seen == want.devices_seen
+
+
+@needs_fork
+def test_launch_flows_decoded_in_the_child_fill_correlations_as_the_stream_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settled: list[int] = []
-    settle = batches.ColumnBuilder.settle_flows
-
-    def counting(builder: batches.ColumnBuilder) -> None:
-        settled.append(len(builder.deferred or []))
-        settle(builder)
-
-    monkeypatch.setattr(batches.ColumnBuilder, "settle_flows", counting)
-    # every launch and kernel carries its correlation: the endpoints are never grouped
-    full = early.with_columns(early.scan_file(SAMPLE))
-    assert full.built is not None and full.built[0].rules is not None
-    assert settled == [] and full.built[0].rules.flow_filled == 0
-    # kernels without one: grouped once, and they take the flows' ids as the stream does
+    # every launch and kernel of the sample carries its correlation: no flow fills one
+    full = early.with_decoded(_scan(SAMPLE))
+    assert full.decoded is not None
+    assert extract(SAMPLE, full.decoded, 0, 0, None).flow_filled == 0
+    # kernels without one take the flows' ids, decoded in the child as the stream decodes them
     path = write(tmp_path, "flows.json", flow_events())
-    scan = early.with_columns(early.scan_file(path))
-    assert scan.built is not None and scan.built[0].rules is not None
-    assert settled == [1] and scan.built[0].rules.flow_filled == 3
-    # (the count alone is undone: the fixture's ``_other_threads`` stays, or a thread an
-    # earlier test left would stop the scan from starting)
-    monkeypatch.setattr(batches.ColumnBuilder, "settle_flows", settle)
+    scan = early.with_decoded(_scan(path))
+    assert scan.decoded is not None and scan.decoded.flows
+    assert extract(path, scan.decoded, 0, 0, None).flow_filled == 3
     got, used = _load_early(path, monkeypatch)
     assert used == 1
     _same(got, load_kineto([path]))
     assert got.events["correlation"].to_list() == [11, 11, 12]
 
 
-def test_columns_whose_row_rules_ran_take_no_more_rows() -> None:
-    # (the rules need the whole file: a batch added after them would have none)
-    scan = early.with_columns(early.scan_file(SAMPLE))
-    assert scan.built is not None and scan.built[0].rules is not None
-    with pytest.raises(ValueError, match="row rules"):
-        scan.built[0].extend(columns.Columns())
+def _scan(path: Path) -> early.EarlyScan:
+    scan = early.scan_file(path)
+    assert scan is not None
+    return scan
 
 
-def _scanned_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The child's column build raises (its answer then holds the scanned chunks alone)."""
+def _decode_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decoding raises (the answer then holds the scanned chunks alone)."""
 
     def fails(*_: Any) -> None:
         raise ValueError("in the child")
 
-    monkeypatch.setattr(batches.ColumnBuilder, "add", fails)
+    monkeypatch.setattr(decode.Decoded, "add", fails)
+
+
+def test_a_decode_that_fails_leaves_the_scanned_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    scan = _scan(SAMPLE)
+    assert scan.tail is not None and scan.tail[1] is not None
+    _decode_fails(monkeypatch)
+    assert early.with_decoded(scan) is scan  # (its chunks then go to the stream)
+    # a scan whose tail the child did not read is not decoded there either
+    monkeypatch.undo()
+    monkeypatch.setattr(early, "_other_threads", lambda: False)
+    cut = scan._replace(tail=None)
+    assert early.with_decoded(cut) is cut
 
 
 @needs_fork
 @pytest.mark.parametrize(
-    "case", ["build fails", "rules fail", "columns do not pickle", "tail read by the stream"]
+    "case", ["decode fails", "decoded does not pickle", "tail read by the stream"]
 )
-def test_an_answer_without_columns_is_built_by_the_stream(
-    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_an_answer_without_decoded_events_is_decoded_by_the_stream(
+    case: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = shared_trace("kineto/resnet50_v100_workers0.pt.trace.json.gz")
     want = load_kineto([path])
     with monkeypatch.context() as child:  # (the patches hold in the child alone)
-        if case == "build fails":
-            _scanned_only(child)
-        elif case == "rules fail":  # (the stream builds the columns, the load runs them)
-            child.setattr(rows, "row_rules", lambda _: 1 / 0)
-        elif case == "columns do not pickle":
-            built = early.with_columns
-            child.setattr(early, "with_columns", lambda s: built(s)._replace(built=(lambda: 0, {})))
+        if case == "decode fails":
+            _decode_fails(child)
+        elif case == "decoded does not pickle":
+            decoded = early.with_decoded
+            unpicklable: Any = lambda: 0  # noqa: E731
+            child.setattr(early, "with_decoded", lambda s: decoded(s)._replace(decoded=unpicklable))
         else:
-            child.setattr(chunks, "scanned_tail", lambda _: None)
+            child.setattr(kt, "scanned_tail", lambda _: None)
         early.start(path)
     answer = early._STATE["file"].result()
-    assert answer is not None
-    if case == "tail read by the stream":  # columns of the chunks; the tail's rows not in them
-        assert answer.built is not None and answer.tail is None and answer.rest
-        assert answer.built[0].rules is None  # (rows are still to come)
+    assert answer is not None and answer.decoded is None and len(answer.batches) >= 5
+    if case == "tail read by the stream":  # the chunks alone; the tail's events not read
+        assert answer.tail is None and answer.rest
     else:
-        assert answer.built is None and len(answer.batches) >= 5
+        assert answer.tail is not None and answer.tail[1] is not None
     got, used = _load_counting(path, monkeypatch)
     assert used == 1
     _same(got, want)
 
 
-def test_the_child_builds_the_columns_without_polars_or_msgspec() -> None:
+def test_the_child_decodes_without_polars_or_msgspec() -> None:
     # numpy is imported in the child; polars would make it finish after the parent's imports
     # (msgspec, which the reader no longer uses, stays out too)
     code = (
         "import sys\n"
         "from pathlib import Path\n"
         "from traceforensics.ingest.kineto import early\n"
-        f"scan = early.with_columns(early.scan_file(Path({str(SAMPLE)!r})))\n"
-        "c = scan.built[0]\n"
-        "print(c.rows > 0, c.rules is not None, len(c.rules.pid) == c.rows,"
-        " scan.tail is not None, 'polars' in sys.modules, 'msgspec' in sys.modules)\n"
+        f"scan = early.with_decoded(early.scan_file(Path({str(SAMPLE)!r})))\n"
+        "d = scan.decoded\n"
+        "print(d is not None and d.n_rows > 0, scan.batches == [], scan.tail is not None,"
+        " 'polars' in sys.modules, 'msgspec' in sys.modules)\n"
     )
-    want = ["True", "True", "True", "True", "False", "False"]
+    want = ["True", "True", "True", "False", "False"]
     assert fresh_python(code).stdout.split() == want
 
 
@@ -369,8 +397,8 @@ def test_a_chunk_the_scanner_does_not_read_gives_the_scan_up(
     # tiny chunks cut inside strings ("}, {" in names): the stream then tries other
     # boundaries, the early scan gives up and leaves the file to the stream
     path = _tricky_trace(tmp_path / "tricky.json")
-    monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)
-    monkeypatch.setattr(chunks, "READ_BYTES", 1000)
+    monkeypatch.setattr(kt, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(kt, "READ_BYTES", 1000)
     assert early.scan_file(path) is None
     got, used = _load_early(path, monkeypatch)
     assert used == 0
@@ -381,9 +409,7 @@ def test_a_chunk_the_scanner_does_not_read_gives_the_scan_up(
 def test_a_tail_the_child_does_not_read_is_read_by_the_stream(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(
-        chunks, "scanned_tail", lambda _: None
-    )  # (early's: the stream keeps its own)
+    monkeypatch.setattr(kt, "scanned_tail", lambda _: None)  # (early's: the stream keeps its own)
     scanned = early.scan_file(SAMPLE)
     assert scanned is not None and scanned.tail is None and scanned.rest.startswith(b"[")
     got, used = _load_early(SAMPLE, monkeypatch)
@@ -435,7 +461,7 @@ def test_the_json_size_of_a_gzip_is_the_larger_of_its_trailer_and_8x(tmp_path: P
 
 @needs_fork
 def test_start_imports_numpy_only_when_it_forks() -> None:
-    # the child inherits numpy for its columns (imported in the child, it competed with this
+    # the child inherits numpy to decode with (imported in the child, it competed with this
     # process's polars import for the other core); off, or for a file it does not scan, nothing
     code = (
         "import os, sys\n"
@@ -451,7 +477,7 @@ def test_start_imports_numpy_only_when_it_forks() -> None:
         "print('numpy' in sys.modules, bool(early._STATE))\n"  # (before the answer: its
         "pending = early._STATE.get('file')\n"  # unpickling would import numpy anyway)
         "answer = pending and pending.result()\n"
-        "print(answer is not None and answer.built is not None)\n"
+        "print(answer is not None and answer.decoded is not None)\n"
     )
     got = fresh_python(code).stdout.split()
     assert got == ["False", "False"] * 2 + ["True", "True", "True"]

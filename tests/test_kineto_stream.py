@@ -16,7 +16,9 @@ import polars as pl
 import pytest
 
 from tests.conftest import ROOT, shared_trace
-from traceforensics.ingest.kineto import chunks, load_kineto, stream
+from traceforensics.ingest.kineto import load_kineto
+from traceforensics.ingest.kineto import text as kt
+from traceforensics.ingest.kineto.decode import Decoded
 from traceforensics.model.session import TraceSession
 
 SAMPLE = ROOT / "examples" / "synthetic_training.pt.trace.json.gz"
@@ -26,10 +28,10 @@ def _generic(path: Path, monkeypatch: pytest.MonkeyPatch) -> TraceSession:
     """The session read by the generic whole-file path (the stream refuses every file)."""
 
     def refuse(*_: Any, **__: Any) -> dict[str, Any]:
-        raise stream.NotStreamableError("forced by the test")
+        raise kt.NotStreamableError("forced by the test")
 
     with monkeypatch.context() as m:
-        m.setattr("traceforensics.ingest.kineto.stream.stream_events", refuse)
+        m.setattr("traceforensics.ingest.kineto.text.stream_events", refuse)
         return load_kineto([path])
 
 
@@ -115,8 +117,8 @@ def test_tiny_chunks_give_the_generic_session(
 ) -> None:
     trace = _tricky_trace(tmp_path / "tricky.json")
     want = _generic(trace, monkeypatch)
-    monkeypatch.setattr(chunks, "CHUNK_BYTES", chunk)
-    monkeypatch.setattr(chunks, "READ_BYTES", 1000)  # pieces smaller than a chunk
+    monkeypatch.setattr(kt, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(kt, "READ_BYTES", 1000)  # pieces smaller than a chunk
     got = load_kineto([trace])
     _same(got, want)
     assert got.events.height == 1200
@@ -141,8 +143,8 @@ def test_real_traces_stream_as_the_generic_reader_reads_them(
 ) -> None:
     path = trace if isinstance(trace, Path) else shared_trace(trace)
     want = _generic(path, monkeypatch)
-    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1 << 20)  # many chunks even for small files
-    monkeypatch.setattr(chunks, "READ_BYTES", 1 << 18)
+    monkeypatch.setattr(kt, "CHUNK_BYTES", 1 << 20)  # many chunks even for small files
+    monkeypatch.setattr(kt, "READ_BYTES", 1 << 18)
     _same(load_kineto([path]), want)
 
 
@@ -165,8 +167,8 @@ def test_files_the_stream_cannot_take_go_to_the_generic_reader(tmp_path: Path) -
             ]
         )
     )
-    with pytest.raises(stream.NotStreamableError):
-        stream.stream_events(arr, _Sink())
+    with pytest.raises(kt.NotStreamableError):
+        kt.stream_events(arr, Decoded())
     assert load_kineto([arr]).events.height == 1
     nan = tmp_path / "nan.json"
     nan.write_text(
@@ -179,35 +181,23 @@ def test_files_the_stream_cannot_take_go_to_the_generic_reader(tmp_path: Path) -
     assert any("NaN" in w or "not a number" in w for w in session.meta.warnings)
 
 
-class _Sink:
-    """A builder stand-in that only counts."""
-
-    class c:  # noqa: N801 - mirrors ColumnBuilder.c
-        events_seen = 0
-
-    def add(self, events: list[Any]) -> None:
-        self.c.events_seen += len(events)
-
-
 def test_columns_built_behind_the_scan_keep_file_order_and_report_their_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``_Behind`` builds each chunk's columns on a thread one chunk behind the scan: the
-    batches arrive in file order, and a build that fails is the error reported even when the
-    stream fails later (a damaged tail), with no builder thread left behind."""
+    """``_Behind`` decodes each chunk on a thread one chunk behind the scan: the batches
+    arrive in file order, and a decode that fails is the error reported even when the stream
+    fails later (a damaged tail), with no decoding thread left behind."""
     import threading
 
-    from traceforensics.ingest.kineto.batches import ColumnBuilder
-
     got: list[int] = []
-    behind = stream._Behind(got.append)  # type: ignore[arg-type]
+    behind = kt._Behind(got.append)  # type: ignore[arg-type]
     for i in range(50):
         behind(i)  # type: ignore[arg-type]
     behind.wait()
     behind.close()
     assert got == list(range(50))
 
-    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1 << 20)
+    monkeypatch.setattr(kt, "CHUNK_BYTES", 1 << 20)
     events = [
         {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 1, "ts": i, "dur": 1}
         for i in range(100_000)  # ~9 MB: the stream reads 4 MB at a time
@@ -218,7 +208,7 @@ def test_columns_built_behind_the_scan_keep_file_order_and_report_their_error(
     class BuildError(Exception):
         pass
 
-    builder = ColumnBuilder()
+    builder = Decoded()
     threads: list[str] = []
 
     def add(batch: Any) -> None:
@@ -227,6 +217,6 @@ def test_columns_built_behind_the_scan_keep_file_order_and_report_their_error(
 
     monkeypatch.setattr(builder, "add", add)
     with pytest.raises(BuildError):
-        stream.stream_events(path, builder)
+        kt.stream_events(path, builder)
     assert threads and all(t.startswith("tf-columns") for t in threads)
     assert not [t for t in threading.enumerate() if t.name.startswith("tf-columns")]

@@ -14,8 +14,8 @@ import polars as pl
 import pytest
 
 from traceforensics.ingest.kineto import load_kineto
+from traceforensics.ingest.kineto.generic import json_texts
 from traceforensics.ingest.kineto.gpu import is_comm_host, is_comm_kernel, memcpy_kinds
-from traceforensics.ingest.kineto.parts import json_texts
 from traceforensics.ingest.kineto.timeconv import (
     FAST_LIMIT_US,
     float_us_to_ns,

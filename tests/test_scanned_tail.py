@@ -1,5 +1,5 @@
 """The end of a file (its last events, then the keys after the event list) split by the scanner
-(``chunks.scanned_tail``: the stream and the early-scan child) gives what a JSON parser reads
+(``kt.scanned_tail``: the stream and the early-scan child) gives what a JSON parser reads
 there, and refuses what is not plain JSON or not the scanner's clean case (the file then goes
 to the generic reader, which reads it as a JSON parser does)."""
 
@@ -8,7 +8,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from traceforensics.ingest.kineto import chunks, scanner
+from traceforensics.ingest.kineto import scanner
+from traceforensics.ingest.kineto import text as kt
 
 needs_scanner = pytest.mark.skipif(not scanner.enabled(), reason="the scanner is off")
 
@@ -43,7 +44,7 @@ def _parsed(tail: bytes) -> tuple[dict[str, object], object] | None:
 def test_the_scanner_splits_a_tail_as_json_reads_it(case: str) -> None:
     tail = TAILS[case]
     want = _parsed(tail)
-    got = chunks.scanned_tail(bytearray(tail))
+    got = kt.scanned_tail(bytearray(tail))
     if want is None:
         assert got is None
     else:
@@ -56,11 +57,11 @@ def test_the_scanner_splits_a_tail_as_json_reads_it(case: str) -> None:
 def test_a_second_event_list_is_left_to_the_generic_reader() -> None:
     # (JSON's last value wins there; the scanner's split would have kept the first)
     tail = b"[" + EVENT + b'], "traceEvents": [], "k": 1}'
-    assert chunks.scanned_tail(bytearray(tail)) is None
+    assert kt.scanned_tail(bytearray(tail)) is None
 
 
 @needs_scanner
 def test_events_the_scanner_refuses_are_left_to_the_generic_reader() -> None:
     # an integer beyond int64: valid JSON the scanner does not read
     tail = b'[{"ph": "X", "ts": 99999999999999999999}], "k": 2}'
-    assert chunks.scanned_tail(bytearray(tail)) is None
+    assert kt.scanned_tail(bytearray(tail)) is None

@@ -14,19 +14,18 @@ Rules (details in the submodules):
 - rank from ``distributedInfo.rank``, else the file name, else input order (``meta``).
 
 Rows keep each file's event order (files concatenated in input order); ``event_id`` is the row's
-position counted across files, and the ``args`` side table (``batches``) is keyed by it.
-Speed and memory: the file is streamed (chunked gunzip) and its event list read a chunk at a
-time by the compiled column scanner (``stream``, ``colscan``), the one decoder of valid JSON;
-each chunk is reduced to compact columns before the next is read (``batches``), so memory
-holds one chunk plus the columns, not the file. Everything else (the Chrome array format, NaN
-literals, cut-off or damaged JSON, a chunk the scanner does not read, no compiler at install)
-is read whole by the generic reader (``reader``, ``batches.ColumnBuilder.add_dicts``) into the
-same columns, with the same rules. The cyclic GC is paused during a load (the decoded objects
-have no cycles).
+position counted across files, and the ``args`` side table is keyed by it. Speed and memory:
+the file is streamed (chunked gunzip) and its event list read a chunk at a time by the compiled
+scanner (``text``, ``colscan``), the one reader of valid JSON; each chunk is reduced to numpy
+arrays before the next is read (``decode``), so memory holds one chunk plus the arrays, not the
+file. Everything else (the Chrome array format, NaN literals, cut-off or damaged JSON, no
+compiler at install) is read whole by the generic reader (``reader``) and made the same coded
+columns (``generic``): one decoder, one set of rules (``rules``, in polars). The cyclic GC is
+paused during a load (the decoded objects have no cycles).
 
 The package itself imports nothing heavy: ``load_kineto`` imports its reader (``load``, with
-polars and numpy) on first call, so the early scan (``early``) can read a file with the compiled
-scanner while the command is still importing them.
+polars and numpy) on first call, so the early scan (``early``) can read and decode a file while
+the command is still importing them.
 """
 
 from __future__ import annotations

@@ -107,3 +107,41 @@ def is_str_in(value: object, names: Container[str]) -> bool:
     """``value in names`` for a field that may hold any JSON value (a list ``ph`` or ``cat`` is
     unhashable and must cost that event, not the trace)."""
     return isinstance(value, str) and value in names
+
+
+#: What a decoded event is (``class_of``).
+DROP, ROW, META, FLOW = 0, 1, 2, 3
+_FLOW_PHASES: Final = frozenset({"s", "t", "f"})
+
+
+def class_of(ph: object, cat: object) -> int:
+    """``ROW`` (``X``/``i``/``I`` but not a skipped category), ``META`` (``M``), ``FLOW`` (an
+    ``s``/``t``/``f`` endpoint of a launch-flow category) or ``DROP``, for an event's phase and
+    category (any JSON values: a damaged one is never a string, so it is dropped or classed by
+    the other)."""
+    if type(ph) is not str:
+        return DROP
+    if ph in ROW_PHASES:
+        return DROP if type(cat) is str and cat in SKIPPED_CATEGORIES else ROW
+    if ph == "M":
+        return META
+    if ph in _FLOW_PHASES and type(cat) is str and cat in LAUNCH_FLOW_CATS:
+        return FLOW
+    return DROP
+
+
+def kind_of(cat: object) -> str:
+    """The kind of an ``X`` row of category ``cat`` (``UNKNOWN_KIND`` for any other value)."""
+    return KIND_BY_CAT.get(cat, UNKNOWN_KIND) if isinstance(cat, str) else UNKNOWN_KIND
+
+
+def unknown_name(cat: object) -> str | None:
+    """How an ``X`` row's category is counted as unknown (``str`` of a non-string), or None
+    when it is a known one."""
+    if is_str_in(cat, KIND_BY_CAT):
+        return None
+    return cat if isinstance(cat, str) else str(cat)
+
+
+#: Kinds whose rule args are read (GPU placement and payload, runtime copy sizes).
+RULE_KINDS: Final[frozenset[str]] = GPU_ROW_KINDS | {"cuda_api"}

@@ -1,8 +1,8 @@
 """The compiled column scanner (``_colscan.c``): a chunk of events read straight into codes.
 
 A JSON parser makes one dict per event and per ``args``; the scanner reads the JSON text once,
-in C, into flat arrays, making one Python object per distinct value only (``scanned_rows``
-turns them into columns with a few array operations per chunk):
+in C, into flat arrays, making one Python object per distinct value only (``decode`` reduces
+them to row arrays with a few array operations per chunk)::
 
     text  [ {"ph": "X", "cat": "kernel", "ts": 5.5, ..., "args": {"External id": 7,
              "device": 0, "Input Dims": [[2]]}}, ..]
@@ -10,11 +10,13 @@ turns them into columns with a few array operations per chunk):
           tags [[FLOAT, MISSING, INT, ..]]   numbers [[bits of 5.5, 0, 7, ..]]  (ts, dur, ids)
           args values (event 0, "device", code of 0), kept (event 0, "Input Dims", "[[2]]")
 
-It is the one decoder of valid JSON: it reads the clean case (strict JSON, the usual shapes;
+It is the one reader of valid JSON: it reads the clean case (strict JSON, the usual shapes;
 see the C source) and answers None for anything else, and the file is then read whole by the
-generic path (``reader``, ``batches.ColumnBuilder.add_dicts``) into the same columns: a file
-loads the same with it, without it, or without a C compiler at install time (``AVAILABLE`` is
-then False). ``TRACEFORENSICS_PURE_DECODE=1`` turns it off (tests compare both paths).
+generic path (``reader``, ``generic.scanned_events``) into the same ``Scanned`` columns: a
+file loads the same with it, without it, or without a C compiler at install time
+(``AVAILABLE`` is then False). ``TRACEFORENSICS_PURE_DECODE=1`` turns it off (tests compare
+both paths). The keys and the raw call are in ``scanner`` (no numpy: the early scan imports it
+before the command imports numpy).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from traceforensics.ingest.kineto.scanner import (
     KEPT_KEYS,
     NUMBER_KEYS,
     RawScan,
+    array_end,
     enabled,
     scan_raw,
 )
@@ -131,7 +134,28 @@ def scanned(out: RawScan) -> Scanned:
     )
 
 
-#: The scanner's keys and switch, read here too (``scanner`` defines them).
+def distinct_codes(
+    codes: npt.NDArray[np.int32], n_values: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``(the distinct codes, ascending; each entry's index among them)``."""
+    present = np.flatnonzero(np.bincount(codes, minlength=n_values))
+    index = np.zeros(n_values, dtype=np.int64)
+    index[present] = np.arange(present.size)
+    return present, index[codes]
+
+
+def values_at(s: Scanned, col: int, events: npt.NDArray[np.int64]) -> list[Any]:
+    """The Python values of coded column ``col`` at ``events``."""
+    return list(map(s.values.__getitem__, s.codes[events, col].tolist()))
+
+
+def slot_values(s: Scanned, slot: int, events: npt.NDArray[np.int64]) -> list[Any]:
+    """The Python values of number slot ``slot`` at ``events`` (missing and null: None)."""
+    tags, raw = s.tags[events, slot], s.numbers[events, slot]
+    pairs = zip(tags.tolist(), raw.tolist(), strict=True)
+    return [None if t == MISSING else slot_value(t, r, s.values) for t, r in pairs]
+
+
 __all__ = [
     "ARG_NUMBER_KEYS",
     "ARG_VALUE_KEYS",
@@ -145,9 +169,15 @@ __all__ = [
     "NUMBER_KEYS",
     "OTHER",
     "UNSET",
+    "RawScan",
     "Scanned",
+    "array_end",
+    "distinct_codes",
     "enabled",
     "scan",
+    "scan_raw",
     "scanned",
     "slot_value",
+    "slot_values",
+    "values_at",
 ]

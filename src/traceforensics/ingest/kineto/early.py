@@ -1,29 +1,26 @@
-"""Early scan: a trace file gunzipped and scanned while the command still imports polars.
+"""Early scan: a trace file read and decoded while the command still imports polars.
 
 A cold ``tf analyze TRACE`` spends its first 0.2-0.5 s (by machine) importing click, polars,
 numpy and the analysis modules. A child process forked first (``start``, from the console
 script, which imports numpy just before the fork so the child holds it too) reads the file on
-the other core meanwhile, cutting it into the same chunks as the stream (``chunks``), then
-builds the chunks' columns with numpy (``batches``, which import no polars), and answers in a
-memory file::
+the other core meanwhile as the stream does (``text``, the compiled scanner), decodes the
+chunks with the one decoder (``decode``: numpy, no polars) and answers in a memory file
+(``answer_file``); the rules that need the whole file run once, in polars, in the command::
 
-    parent |numpy|-- imports (click, polars, analysis) -------------|take|-- table, passes --|
-    child        |-- gunzip, cut, scan chunk 1 .. n, the tail --|columns|  ^ its answer
+    parent |numpy|-- imports (click, polars, analysis) -------------|take|-- rules, passes --|
+    child        |-- gunzip, cut, scan and decode chunk 1 .. n, the tail --|  ^ its answer
 
 A process, not a thread: zlib and the scanner release the interpreter lock, yet a thread's
 gunzip and scan slowed the imports by about as much as they saved (docs/benchmarks.md).
 
-The stream (``stream.stream_events``) takes these columns (or, when building them failed, the
-scanned chunks, and builds them itself) instead of reading the file only when they are of the
-same file, unchanged (``input_identity``: path, size, mtime, inode, ctime), and the scan
-reached the end of the event list with every chunk read by the scanner at its first boundary,
-as the stream itself would have. Anything else (the scanner off, a chunk it cannot read, a file
-beyond ``EARLY_MAX_JSON``, an error) gives up, and the stream reads the file as always: a load
-gives the same table with or without the early scan. Importing this module imports no numpy
-or polars: ``start`` imports numpy just before it forks (imported in the child instead, it
-took 0.05-0.15 s there while this process imported polars on the other core: whole runs took
-0.055-0.11 s longer, docs/benchmarks.md); a file whose end the scanner does not read is left
-to the stream.
+The load takes the answer instead of reading the file only when it is of the same file,
+unchanged (``input_identity``: path, size, mtime, inode, ctime), and the scan reached the end
+of the event list with every chunk read by the scanner at its first boundary, as the stream
+would have (a file whose end the scanner does not read is left to the stream; decoding that
+fails leaves the scanned chunks to it). Anything else (the scanner off, a chunk it cannot
+read, a file beyond ``EARLY_MAX_JSON``, an error) gives up, and the stream reads the file as
+always: a load gives the same table with or without the early scan. Importing this module
+imports no numpy or polars.
 """
 
 from __future__ import annotations
@@ -46,11 +43,10 @@ from traceforensics.ingest.kineto.scanner import RawScan
 from traceforensics.ingest.progress import report
 
 if TYPE_CHECKING:
-    from traceforensics.ingest.kineto.batches import ColumnBuilder
-    from traceforensics.ingest.kineto.columns import Columns
+    from traceforensics.ingest.kineto.decode import Decoded
 
 #: Most JSON text scanned early (bytes; the child holds ~25 MB of scanned chunks while it
-#: builds their columns). Beyond it the load is long enough that the imports are a small part
+#: decodes them). Beyond it the load is long enough that the imports are a small part
 #: of it, and the stream reads the file.
 EARLY_MAX_JSON: Final = 48 << 20
 #: ``TF_EARLY_SCAN=0`` turns the early scan off (no child process is forked).
@@ -60,7 +56,7 @@ OFF: Final = "TF_EARLY_SCAN"
 WAIT_S: Final = 60.0
 
 
-# (a NamedTuple, and ``chunks`` imported by the functions the child runs: the console script
+# (a NamedTuple, and ``text`` imported by the functions the child runs: the console script
 # imports this module before it forks, and dataclasses or orjson would delay the fork)
 class EarlyScan(NamedTuple):
     """A file read up to its last chunk: ``top``, the keys before the event list; ``batches``,
@@ -69,16 +65,15 @@ class EarlyScan(NamedTuple):
     read, its size]; ``tail``, the rest read too when it is the clean case: (the keys after
     the list, the scanner's result of the last events), and then ``rest`` is left empty.
 
-    ``built``: the columns of the scanned events and the builder's shared values
-    (``ColumnBuilder.c``/``memo``; ``with_columns``); ``batches`` is then empty and the
-    tail's scanner result None, both in the columns."""
+    ``decoded``: the whole file's events decoded (``decode.Decoded``, by the decoder the stream
+    uses: ``with_decoded``); ``batches`` is then empty and the tail's scanner result None."""
 
     top: dict[str, Any]
     batches: list[RawScan]
     rest: bytearray
     read: list[int]
     tail: tuple[dict[str, Any], RawScan | None] | None = None
-    built: tuple[Columns, dict[Any, Any]] | None = None
+    decoded: Decoded | None = None
 
 
 class _Pending:
@@ -105,7 +100,7 @@ class _Pending:
         self.done, said = os.pipe2(os.O_CLOEXEC)
         # Ctrl-C between the fork and the child's handlers would run this process's code in
         # the child: it is held off there (the child ends by itself, within its scan and
-        # column build: well under a second for ``EARLY_MAX_JSON``)
+        # decode: well under a second for ``EARLY_MAX_JSON``)
         held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             self.pid = os.fork()
@@ -174,8 +169,8 @@ def _mapped_answer(answer: int) -> EarlyScan | None:
 
 
 def _answer(path: Path, answer: int, said: int) -> NoReturn:
-    """In the child: ``scan_file(path)`` with its columns (``with_columns``) pickled into the
-    memory file ``answer`` (without them if building or pickling them fails; None on any other
+    """In the child: ``scan_file(path)``, decoded (``with_decoded``), pickled into the
+    memory file ``answer`` (undecoded if decoding or pickling fails; None on any other
     failure), one byte on the pipe ``said`` once it is written, then ``os._exit``: the
     parent's buffers, atexit handlers and finally blocks are the parent's to run."""
     try:
@@ -188,7 +183,7 @@ def _answer(path: Path, answer: int, said: int) -> NoReturn:
             try:
                 reuse_big_blocks()  # (its pieces of gunzipped text: the same few MB again)
                 scan = scan_file(path)
-                sent = _sent(fh, None if scan is None else with_columns(scan)) or _sent(fh, scan)
+                sent = (scan is not None and _sent(fh, with_decoded(scan))) or _sent(fh, scan)
             except BaseException:  # any doubt: the stream reads the file and says what is wrong
                 sent = False
             if not sent:
@@ -198,66 +193,31 @@ def _answer(path: Path, answer: int, said: int) -> NoReturn:
         os._exit(0)
 
 
+def with_decoded(scan: EarlyScan) -> EarlyScan:
+    """``scan`` with its events decoded (``EarlyScan.decoded``: numpy arrays, no polars) when
+    the child read the whole file; ``scan`` itself otherwise or when decoding raises (the
+    stream then decodes the chunks, and reports what is wrong as it would have)."""
+    if scan.tail is None or scan.tail[1] is None:
+        return scan
+    try:
+        from traceforensics.ingest.kineto import colscan
+        from traceforensics.ingest.kineto.decode import Decoded
+
+        decoded = Decoded()
+        for batch in (*scan.batches, scan.tail[1]):
+            decoded.add(colscan.scanned(batch))
+        decoded.memo = {}  # (shared values of the chunks: nothing more is decoded)
+    except Exception:
+        return scan
+    return scan._replace(batches=[], tail=(scan.tail[0], None), decoded=decoded)
+
+
 def _sent(fh: BinaryIO, value: EarlyScan | None) -> bool:
     """Whether ``value`` was written whole into the memory file ``fh`` (``answer_file``: the
     pickle stream, then its arrays from where they lie: no copy of the answer in this
-    process). On failure (an unpicklable value in the columns: the scan alone is sent next)
+    process). On failure (an unpicklable value: the scan alone is sent next)
     the next try empties the file again."""
     return write_answer(fh, value)
-
-
-def with_columns(scan: EarlyScan) -> EarlyScan:
-    """``scan`` with its events' columns built (``EarlyScan.built``, by ``build_columns``) and,
-    when the child read the whole file (``tail``), their row rules run (``Columns.rules``:
-    the parent then only makes polars columns of them), the kind, name and cat columns kept
-    as codes alone (``Columns.coded``: ~1 ms to send against ~2 ms as lists, and the parent's
-    categorical columns ~4 ms sooner) and the kept args joined into one part (each distinct
-    text once: one categorical column to build); ``scan`` itself when building or the rules
-    raise (the stream then builds them, and reports what is wrong as it would have)."""
-    try:
-        from traceforensics.ingest.kineto.batches import ColumnBuilder
-        from traceforensics.ingest.kineto.parts import joined_parts
-
-        builder = ColumnBuilder(defer_flows=True, coded=True)
-        build_columns(scan, builder)
-        c = builder.c
-        if scan.tail is not None:  # no more rows: the table's rules may run here too
-            from traceforensics.ingest.kineto.rows import row_rules
-
-            c.rules = row_rules(c, builder.settle_flows)
-            if c.coded is not None:  # the text columns are sent as codes alone
-                c.coded.settle()
-                c.kind, c.name, c.cat = [], [], []
-            c.arg_parts = [joined_parts(c.arg_parts)]  # (one args table part to build)
-        else:  # (the stream adds the rest to these columns: as lists)
-            builder.settle_flows()
-            c.coded = None
-    except Exception:
-        return scan
-    tail = None if scan.tail is None else (scan.tail[0], None)
-    return scan._replace(batches=[], tail=tail, built=(builder.c, builder.memo))
-
-
-def build_columns(scan: EarlyScan, builder: ColumnBuilder) -> None:
-    """Add the scanned events of ``scan`` to ``builder`` in file order: every chunk, then the
-    last events when the child read them too (``tail``)."""
-    from traceforensics.ingest.kineto import colscan  # (numpy: already imported)
-
-    for batch in scan.batches:
-        builder.add(colscan.scanned(batch))
-    if scan.tail is not None and scan.tail[1] is not None:
-        builder.add(colscan.scanned(scan.tail[1]))
-
-
-def whole_columns(path: Path, scan: EarlyScan) -> tuple[dict[str, Any], Columns] | None:
-    """``(the file's top-level keys, its columns)`` when the child read the whole file and
-    built its columns (``with_columns``: the common case), as the stream would have given them
-    (``stream._from_early``); None otherwise (the stream reads the rest, or says why not)."""
-    if scan.built is None or scan.tail is None or not scan.built[0].events_seen:
-        return None
-    columns = scan.built[0]
-    report_read(path, scan.read, columns.events_seen)
-    return scan.top | scan.tail[0], columns
 
 
 def report_read(path: Path, read: list[int], events: int) -> None:
@@ -274,7 +234,7 @@ def start(path: Path) -> None:
     forked child of a Python process is not safe), other Python threads run (the child would
     hold only this one: the console script has none at start-up), or the file is not a
     regular file of at most ``EARLY_MAX_JSON`` bytes of JSON (``json_size_estimate``).
-    Imports numpy just before it forks (the child builds its columns with it)."""
+    Imports numpy just before it forks (the child decodes with it)."""
     if _STATE or not scanner.enabled() or sys.platform != "linux":
         return
     if os.environ.get(OFF, "") == "0" or _other_threads():
@@ -282,7 +242,7 @@ def start(path: Path) -> None:
     try:
         if not path.is_file() or json_size_estimate(path) > EARLY_MAX_JSON:
             return
-        # numpy before the fork: the child then has it for its columns instead of importing it
+        # numpy before the fork: the child then has it to decode instead of importing it
         # on the other core while this process imports polars (this one needs numpy anyway).
         # Its OpenBLAS starts worker threads at import (one per core beyond the first): it
         # joins them in a pthread_atfork prepare handler, either process restarts them only on
@@ -321,23 +281,23 @@ def scan_file(path: Path) -> EarlyScan | None:
     """``path`` read as the stream reads it, every chunk by the scanner; None as soon as a chunk
     is not the scanner's clean case at its first boundary (the stream would then try earlier
     boundaries) or the text goes beyond ``EARLY_MAX_JSON``. Raises what reading the file raises
-    (``chunks.NotStreamableError`` for a file the stream does not take)."""
-    from traceforensics.ingest.kineto import chunks
+    (``text.NotStreamableError`` for a file the stream does not take)."""
+    from traceforensics.ingest.kineto import text as kt
 
     read = [0, 0]
-    text = chunks.pieces(path, read)
-    top, pending = chunks.read_header(text)
+    pieces = kt.pieces(path, read)
+    top, pending = kt.read_header(pieces)
     batches: list[RawScan] = []
     seen = len(pending)
-    for piece in text:
+    for piece in pieces:
         pending += piece
         seen += len(piece)
         if seen > EARLY_MAX_JSON:
             return None
-        if len(pending) >= chunks.CHUNK_BYTES and not _cut(pending, batches):
+        if len(pending) >= kt.CHUNK_BYTES and not _cut(pending, batches):
             return None
-    # the rest too, as ``stream._tail`` reads it
-    split = chunks.scanned_tail(pending)
+    # the rest too, as ``text._tail`` reads it
+    split = kt.scanned_tail(pending)
     last = None if split is None else scanner.scan_raw(split[1])
     if split is None or last is None:  # the stream reads it (or says why)
         return EarlyScan(top, batches, pending, read)
@@ -345,21 +305,21 @@ def scan_file(path: Path) -> EarlyScan | None:
 
 
 def _cut(pending: bytearray, batches: list[RawScan]) -> bool:
-    """The stream's cut (``stream._emit``) with the scanner alone: the events before the last
+    """The stream's cut (``text._emit``) with the scanner alone: the events before the last
     element boundary scanned into ``batches`` and dropped from ``pending``; False when the
     scanner does not read them (the stream would try other boundaries). No boundary yet:
     nothing is cut (more text is read)."""
-    from traceforensics.ingest.kineto import chunks
+    from traceforensics.ingest.kineto import text as kt
 
-    first = next(chunks.boundaries(pending), None)
+    first = next(kt.boundaries(pending), None)
     if first is None:
-        chunks.check_size(pending)
+        kt.check_size(pending)
         return True
     end, nxt = first
-    with chunks.closed_view(pending, end) as view:
+    with kt.closed_view(pending, end) as view:
         out = scanner.scan_raw(view)
     if out is None:
         return False
     batches.append(out)
-    chunks.keep_from(pending, nxt)
+    kt.keep_from(pending, nxt)
     return True

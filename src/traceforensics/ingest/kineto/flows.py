@@ -14,12 +14,29 @@ row of that thread that encloses its ``ts`` (Chrome's binding rule for ``s`` and
 from __future__ import annotations
 
 from array import array
+from itertools import compress
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from traceforensics.ingest.kineto import gpu
+from traceforensics.ingest.kineto.colscan import (
+    ARG_VALUE_KEYS,
+    CODED_KEYS,
+    FLOAT,
+    INT,
+    MISSING,
+    Scanned,
+    distinct_codes,
+    slot_values,
+    values_at,
+)
+from traceforensics.ingest.kineto.timeconv import slots_ns, slots_usable, us_to_ns, usable_us
+
+_NAME, _PID, _TID, _ID = (CODED_KEYS.index(k) for k in ("name", "pid", "tid", "id"))
+_TS = 0  # (the first number slot)
+_ARG_KEY = {key: i for i, key in enumerate(ARG_VALUE_KEYS)}
 
 
 def _args(event: dict[str, Any]) -> dict[str, Any]:
@@ -69,29 +86,13 @@ def thread_key(value: Any) -> Any:
 FlowPoints = tuple["array[int]", "array[int]"]
 
 
-def add_flow_points(
-    points: dict[Any, FlowPoints], key: Any, ts_ns: list[int], flow_ids: list[int]
-) -> None:
-    """Record one thread's endpoints; ids or times beyond int64 (damaged) are not ones."""
-    lo, hi = -(2**63), 2**63
-    if not all(lo <= v < hi for v in flow_ids) or not all(lo <= v < hi for v in ts_ns):
-        kept = [
-            (t, f) for t, f in zip(ts_ns, flow_ids, strict=True) if lo <= t < hi and lo <= f < hi
-        ]
-        ts_ns, flow_ids = [t for t, _ in kept], [f for _, f in kept]
-    if key not in points:
-        points[key] = (array("q"), array("q"))
-    points[key][0].extend(ts_ns)
-    points[key][1].extend(flow_ids)
-
-
 def add_flow_arrays(
     points: dict[Any, FlowPoints],
     key: Any,
     ts_ns: npt.NDArray[np.int64],
     flow_ids: npt.NDArray[np.int64],
 ) -> None:
-    """``add_flow_points`` for endpoints already in int64 arrays (in range by construction)."""
+    """Record one thread's endpoints (int64 arrays: in range by construction)."""
     if key not in points:
         points[key] = (array("q"), array("q"))
     points[key][0].frombytes(np.ascontiguousarray(ts_ns, dtype=np.int64).tobytes())
@@ -134,3 +135,64 @@ def fill_correlation_from_flows(
             correlation[i] = int(ids[pos])
             filled += 1
     return filled
+
+
+def add_endpoints(points: dict[Any, FlowPoints], s: Scanned, flows: npt.NDArray[np.int64]) -> None:
+    """Add the launch-flow endpoints at ``flows`` of a scanned chunk to ``points`` (the
+    correlation fallback), grouped by thread (``thread_key``, once per distinct (pid, tid)
+    pair); one without a number ``ts`` within int64 ns or an id (``gpu.parse_int``) is
+    none."""
+    if not flows.size:
+        return
+    id_codes = s.codes[flows, _ID]
+    present = distinct_codes(id_codes, len(s.values))[0]
+    ids = np.zeros(len(s.values), dtype=np.int64)
+    has_id = np.zeros(len(s.values), dtype=bool)
+    for code in present.tolist():
+        parsed = gpu.parse_int(s.values[code])
+        if parsed is not None:
+            ids[code], has_id[code] = parsed, True
+    tags = s.tags[flows, _TS]
+    flows = flows[has_id[id_codes] & np.isin(tags, (INT, FLOAT))]
+    tags, raw = s.tags[flows, _TS], s.numbers[flows, _TS]
+    if slots_usable(np.stack([tags, np.full_like(tags, MISSING)], axis=1), raw[:, None]):
+        ts_ns = slots_ns(tags, raw)
+    else:  # a NaN or huge ts: that endpoint is not one
+        ts = slot_values(s, _TS, flows)
+        usable = np.asarray(usable_us(ts), dtype=bool)
+        flows, ts_ns = flows[usable], us_to_ns(list(compress(ts, usable)))
+    pair = s.codes[flows, _PID].astype(np.int64) * len(s.values) + s.codes[flows, _TID]
+    distinct, inverse = np.unique(pair, return_inverse=True)
+    keys: dict[Any, int] = {}
+    key_code = np.asarray(
+        [
+            keys.setdefault(
+                tuple(map(_thread, divmod(p, len(s.values)), (s.values,) * 2)), len(keys)
+            )
+            for p in distinct.tolist()
+        ],
+        dtype=np.int64,
+    )
+    code = key_code[inverse.reshape(-1)]
+    order = np.argsort(code, kind="stable")  # each thread's endpoints in file order
+    cuts = np.searchsorted(code[order], np.arange(len(keys) + 1))
+    for key, c in keys.items():
+        at = order[cuts[c] : cuts[c + 1]]
+        add_flow_arrays(points, key, ts_ns[at], ids[s.codes[flows[at], _ID]])
+
+
+def _thread(code: int, values: list[Any]) -> Any:
+    return thread_key(gpu.key_of(values[code]))
+
+
+def metadata(s: Scanned, events: npt.NDArray[np.int64]) -> list[dict[str, Any]]:
+    """The metadata events at ``events`` of a scanned chunk: ``{"name", "pid", "args"}`` with
+    the ``labels``/``name`` args (empty without an args object)."""
+    out: list[dict[str, Any]] = [{} for _ in range(events.size)]
+    at = {e: i for i, e in enumerate(events.tolist())}
+    wanted = [_ARG_KEY["labels"], _ARG_KEY["name"]]
+    hits = np.flatnonzero(np.isin(s.arg_events, events) & np.isin(s.arg_keys, wanted))
+    for j in hits.tolist():
+        out[at[int(s.arg_events[j])]][ARG_VALUE_KEYS[s.arg_keys[j]]] = s.values[s.arg_values[j]]
+    names, pids = values_at(s, _NAME, events), values_at(s, _PID, events)
+    return [{"name": n, "pid": p, "args": a} for n, p, a in zip(names, pids, out, strict=True)]

@@ -1,9 +1,9 @@
 """``load_kineto``: one Kineto trace, or the rank files of one job, into a session (see the
 package docstring for the rules).
 
-The decoders (the stream with the compiled scanner, the generic reader) are
-imported only when a file is decoded here: a file the early-scan child read and built whole
-(``early.whole_columns``) is turned into its table without them."""
+Each file is decoded (``decode.Decoded``) by the early-scan child (``early``), else by the
+stream, else by the generic reader; its rules then run in polars (``rules.extract``). The
+stream and the generic reader are imported only when a file is read here."""
 
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ import polars as pl
 
 from traceforensics.ingest.kineto import early
 from traceforensics.ingest.kineto import meta as kmeta
-from traceforensics.ingest.kineto.columns import Columns
-from traceforensics.ingest.kineto.events import Extracted, extract
+from traceforensics.ingest.kineto.decode import Decoded
 from traceforensics.ingest.kineto.reader import (
     CUT_NOTE_WORDS,
     TRACE_TRUNCATED,
@@ -26,6 +25,7 @@ from traceforensics.ingest.kineto.reader import (
     check_fits,
     read_trace,
 )
+from traceforensics.ingest.kineto.rules import Extracted, extract
 from traceforensics.ingest.kineto.timeconv import TimeValueError
 from traceforensics.ingest.progress import report
 from traceforensics.model.errors import (
@@ -48,41 +48,33 @@ STREAM_MEMORY_PER_JSON_BYTE = 1.5
 _GENERIC_BATCH = 200_000
 
 
-def read_columns(path: Path) -> tuple[RawTrace, Columns]:
-    """One file's top-level keys (``RawTrace`` with no events) and its row columns: those the
-    early-scan child built when it read the whole file, else streamed when the file allows it,
-    else read whole by the generic reader."""
+def read_decoded(path: Path) -> tuple[RawTrace, Decoded]:
+    """One file's top-level keys (``RawTrace`` with no events) and its decoded rows: streamed
+    (of the early scan's chunks when it read them) when the file allows it, else read whole by
+    the generic reader and decoded a batch at a time (``generic.scanned_events``)."""
     check_fits(path, STREAM_MEMORY_PER_JSON_BYTE)
-    # polars' first Series from a numpy array imports numpy.ma (~5 ms): here, while the early
-    # scan's child may still be building the columns, rather than after it
-    import numpy.ma  # noqa: F401
+    scan = early.take(path)  # read while the command imported polars (``early``)
+    if scan is not None and scan.decoded is not None and scan.tail is not None:
+        decoded = scan.decoded  # the whole file: no stream is even imported (~6 ms)
+        if decoded.events_seen:
+            early.report_read(path, scan.read, decoded.events_seen)
+            return RawTrace(path=path, top=scan.top | scan.tail[0], events=[]), decoded
+    from traceforensics.ingest.kineto.text import NotStreamableError, stream_events
 
-    scanned = early.take(path)  # read while the command imported polars (``early``)
-    whole = None if scanned is None else early.whole_columns(path, scanned)
-    if whole is not None:  # (no decoder is even imported: ~5 ms of a 1x ResNet-50 run)
-        return RawTrace(path=path, top=whole[0], events=[]), whole[1]
-    return _decoded(path, scanned)
-
-
-def _decoded(path: Path, scanned: early.EarlyScan | None) -> tuple[RawTrace, Columns]:
-    """``read_columns`` by the decoders: the stream (of the early scan's chunks when it read
-    them), else the generic reader."""
-    from traceforensics.ingest.kineto.batches import ColumnBuilder
-    from traceforensics.ingest.kineto.chunks import NotStreamableError
-    from traceforensics.ingest.kineto.stream import stream_events
-
-    builder = ColumnBuilder()
+    decoded = Decoded() if scan is None or scan.decoded is None else scan.decoded
     try:
-        top = stream_events(path, builder, scanned)
+        top = stream_events(path, decoded, scan)
         release_free_memory()  # the decoded chunks are gone
     except NotStreamableError:
+        from traceforensics.ingest.kineto.generic import scanned_events
+
         raw = read_trace(path)
-        builder = ColumnBuilder()
+        decoded = Decoded()
         for i in range(0, len(raw.events), _GENERIC_BATCH):
-            builder.add_dicts(raw.events[i : i + _GENERIC_BATCH])
+            decoded.add(scanned_events(raw.events[i : i + _GENERIC_BATCH]))
         raw.events = []
-        return raw, builder.c
-    return RawTrace(path=path, top=top, events=[]), builder.c
+        return raw, decoded
+    return RawTrace(path=path, top=top, events=[]), decoded
 
 
 def load_kineto(paths: Sequence[Path], *, skip_non_traces: bool = False) -> TraceSession:
@@ -104,14 +96,15 @@ def load_kineto(paths: Sequence[Path], *, skip_non_traces: bool = False) -> Trac
     finally:
         if gc_was_enabled:
             gc.enable()
-        release_free_memory()  # the decoded events and batch columns are gone now
+        release_free_memory()  # the decoded events and their parts are gone now
 
 
 def _read_all(
     paths: Sequence[Path], skip_non_traces: bool
-) -> tuple[list[tuple[RawTrace, Columns]], list[str]]:
-    """Every file's top-level keys and columns, plus a warning naming the files left out."""
-    read: list[tuple[RawTrace, Columns]] = []
+) -> tuple[list[tuple[RawTrace, Decoded]], list[str]]:
+    """Every file's top-level keys and decoded rows, plus a warning naming the files left
+    out."""
+    read: list[tuple[RawTrace, Decoded]] = []
     skipped: list[UnsupportedFormatError] = []
     for p in paths:
         try:
@@ -132,9 +125,8 @@ def _read_all(
 def _load(paths: Sequence[Path], skip_non_traces: bool = False) -> TraceSession:
     read, warnings = _read_all(paths, skip_non_traces)
     raws = [r for r, _ in read]
-    # each file's decoded columns (Python lists: ~60 bytes a row) are let go as soon as its
-    # table is built, not held through the concatenation and the validation (the peak of a
-    # 10M-event load)
+    # each file's decoded rows are let go as soon as its table is built, not held through the
+    # concatenation and the validation (the peak of a 10M-event load)
     pending = [c for _, c in read]
     pending.reverse()  # pop() then takes them in file order
     del read
@@ -155,10 +147,10 @@ def _load(paths: Sequence[Path], skip_non_traces: bool = False) -> TraceSession:
         warnings.extend(raw.notes)
         coded += [{"code": TRACE_TRUNCATED, "message": n} for n in raw.notes if CUT_NOTE_WORDS in n]
         base = kmeta.base_time_ns(raw.top)
-        columns = pending.pop()
-        report(f"building the event table of {raw.path.name} ({columns.rows:,} rows)")
-        part, seen = _extract(raw.path, columns, rank, offset, base), columns.events_seen
-        del columns
+        decoded = pending.pop()
+        report(f"building the event table of {raw.path.name} ({decoded.n_rows:,} rows)")
+        part, seen = _extract(raw.path, decoded, rank, offset, base), decoded.events_seen
+        del decoded
         release_free_memory()  # glibc keeps the lists' pages; polars' allocator cannot use them
         if part.events.height == 0:
             raise CorruptTraceError(
@@ -222,14 +214,14 @@ def _input_errors(path: Path) -> Iterator[None]:
         ) from exc
 
 
-def _read(path: Path) -> tuple[RawTrace, Columns]:
+def _read(path: Path) -> tuple[RawTrace, Decoded]:
     with _input_errors(path):
-        return read_columns(path)
+        return read_decoded(path)
 
 
-def _extract(path: Path, columns: Columns, rank: int, offset: int, base: int | None) -> Extracted:
+def _extract(path: Path, decoded: Decoded, rank: int, offset: int, base: int | None) -> Extracted:
     with _input_errors(path):
-        return extract(path, columns, rank, offset, base)
+        return extract(path, decoded, rank, offset, base)
 
 
 def _is_wall_clock(part: Extracted, base: int | None) -> bool:

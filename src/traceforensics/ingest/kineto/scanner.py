@@ -40,13 +40,6 @@ RULE_FIELDS: Final[dict[str, str]] = {
 }
 
 
-def _attr(key: str) -> str:
-    return "k_" + "".join(ch if ch.isalnum() else "_" for ch in key.lower())
-
-
-#: Kept args (the side table): name -> JSON key, sorted by key.
-KEPT_FIELDS: Final[dict[str, str]] = {_attr(k): k for k in sorted(cats.KEPT_ARG_KEYS)}
-
 #: Top-level keys read as codes into ``values``, in the order of ``Scanned.codes``' columns.
 CODED_KEYS: Final = ("ph", "cat", "name", "pid", "tid", "id")
 #: Number slots, in the order of ``Scanned.tags``' columns: top-level keys, then args keys.
@@ -59,7 +52,7 @@ ARG_NUMBER_KEYS: Final = (
 #: The other args keys the rules read, as (event, key, value code) triples.
 ARG_VALUE_KEYS: Final = tuple(k for k in RULE_FIELDS.values() if k not in ARG_NUMBER_KEYS)
 #: The kept args keys, in the order ``Scanned.kept_keys`` indexes: sorted by key.
-KEPT_KEYS: Final = tuple(KEPT_FIELDS.values())
+KEPT_KEYS: Final = tuple(sorted(cats.KEPT_ARG_KEYS))
 
 #: What ``_colscan.scan`` returns: ``(n, values, codes, tags, numbers, has_args, arg_events,
 #: arg_keys, arg_values, kept_events, kept_keys, kept_values, kept_texts)``, the arrays as

@@ -36,6 +36,8 @@ from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 import numpy as np
 import numpy.typing as npt
 
+from traceforensics.ingest.kineto.colscan import FLOAT, INT, OTHER
+
 FAST_LIMIT_US = float(2**43)
 #: Up to here (2**53 µs, year 2255) doubles are converted by ``_shortest_ns_mid``.
 MID_LIMIT_US = float(2**53)
@@ -197,4 +199,25 @@ def usable_us(values: list[object], missing: int | None = None) -> list[bool]:
             out.append(False)
         else:
             out.append(True)
+    return out
+
+
+def slots_usable(tags: npt.NDArray[np.uint8], raw: npt.NDArray[np.int64]) -> bool:
+    """Whether every row's ``ts`` is a number and its ``dur`` a number or absent, all within
+    the ranges the array conversion takes (ints within int64 ns, doubles below 2**53 µs)."""
+    if not np.isin(tags[:, 0], (INT, FLOAT)).all() or (tags[:, 1] == OTHER).any():
+        return False
+    ints = np.where(tags == INT, raw, 0)
+    floats = np.where(tags == FLOAT, raw.view(np.float64), 0.0)
+    # (not np.abs: the absolute value of INT64_MIN is INT64_MIN)
+    in_range = (ints <= _INT64_US_LIMIT) & (ints >= -_INT64_US_LIMIT)
+    return bool(in_range.all() and (np.abs(floats) < MID_LIMIT_US).all())
+
+
+def slots_ns(tags: npt.NDArray[np.uint8], raw: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """int64 ns of number slots (checked by ``slots_usable``); missing and null are 0."""
+    out = np.where(tags == INT, raw * 1000, 0)
+    floats = tags == FLOAT
+    if floats.any():
+        out[floats] = floats_us_to_ns(raw[floats].view(np.float64))
     return out
