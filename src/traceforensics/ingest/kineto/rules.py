@@ -96,25 +96,26 @@ def _nullable(
 ) -> pl.Series:
     """A nullable column of a part: its values, null where ``<name>_valid`` is False; with
     ``at`` (the rows the part holds), a column of ``n`` rows, null elsewhere."""
-    values, valid = (
-        _joined(part, name, np.int32 if name in _DIMS else np.int64),
-        _joined(part, name + "_valid", bool),
-    )
+    values, valid = _joined(part, name), _joined(part, name + "_valid", bool)
     if at is not None:
         values, valid = _spread(values, at, n), _spread(valid, at, n)
-    if name in _DIMS:
-        lists = pl.Series(name, values).arr.to_list() if len(values) else pl.Series(name, [], dtype)
-        if valid.all():
-            return lists
-        when = pl.when(pl.lit(pl.Series(valid))).then(pl.lit(lists))
-        return pl.select(when.alias(name)).to_series()
     out = pl.Series(name, values, dtype=dtype)
     return out if valid.all() else out.scatter(np.flatnonzero(~valid), None)
 
 
+def _dims(part: dict[str, list[Array]], name: str) -> pl.Series:
+    """A ``grid``/``block`` column (``List(Int32)``) of a part's [k, 3] block, null where the
+    row has none."""
+    block, valid = _joined(part, name, np.int32), _joined(part, name + "_valid", bool)
+    lists = pl.Series(name, block).arr.to_list() if len(block) else pl.Series(name, [], _DIM)
+    if valid.all():
+        return lists
+    return pl.select(pl.when(pl.lit(pl.Series(valid))).then(pl.lit(lists)).alias(name)).to_series()
+
+
 def _spread(values: Array, at: Array, n: int) -> Array:
     """``values`` of the rows at ``at`` as a column of ``n`` rows (zero elsewhere)."""
-    out = np.zeros((n, *values.shape[1:]), dtype=values.dtype)
+    out = np.zeros(n, dtype=values.dtype)
     out[at] = values
     return out
 
@@ -125,14 +126,12 @@ def _texts(d: Decoded, column: str, codes: Array) -> pl.Series:
     return pl.Series(values, dtype=pl.String).cast(pl.Categorical).gather(codes)
 
 
-def _rows(d: Decoded) -> pl.DataFrame:
-    """Every row with its rule args (null where it has none)."""
+def _rows(d: Decoded) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``(every row, with its device and stream args; the other rule args of the rows that
+    carry them, by position)``: the rule args a few columns need stay sparse."""
     r, u, n = d.rows, d.rule, d.n_rows
     at = _joined(u, "pos")
-    rocm_kind = [*d.distinct.get("rocm_kind", {}), None]
-    no_kind = np.full(n, len(rocm_kind) - 1, dtype=np.uint32)
-    no_kind[at] = _joined(u, "rocm_kind", np.uint32)
-    return pl.DataFrame(
+    rows = pl.DataFrame(
         {
             "pos": np.arange(n, dtype=np.int64),
             "kind": pl.Series(ROW_KINDS, dtype=EVENT_SCHEMA["kind"]).gather(
@@ -148,14 +147,21 @@ def _rows(d: Decoded) -> pl.DataFrame:
             "external_id": _nullable(r, "external_id", pl.Int64),
             "device": _nullable(u, "device", pl.Int32, at, n),
             "stream": _nullable(u, "stream", pl.Int64, at, n),
-            "bytes": _nullable(u, "bytes", pl.Int64, at, n),
-            "api_bytes": _nullable(u, "api_bytes", pl.Int64, at, n),
-            "rocm_kind": pl.Series(rocm_kind, dtype=pl.String).gather(no_kind),
-            "grid": _nullable(u, "grid", _DIM, at, n),
-            "block": _nullable(u, "block", _DIM, at, n),
-            "collective": _spread(_joined(u, "collective", bool), at, n),
         }
     )
+    rocm_kind = pl.Series(list(d.distinct.get("rocm_kind", {})), dtype=pl.String)
+    rule = pl.DataFrame(
+        {
+            "pos": at,
+            "bytes": _nullable(u, "bytes", pl.Int64),
+            "api_bytes": _nullable(u, "api_bytes", pl.Int64),
+            "rocm_kind": rocm_kind.gather(_joined(u, "rocm_kind", np.uint32)),
+            "grid": _dims(u, "grid"),
+            "block": _dims(u, "block"),
+            "collective": _joined(u, "collective", bool),
+        }
+    )
+    return rows, rule
 
 
 def _args(d: Decoded, id_offset: int) -> pl.DataFrame:
@@ -208,36 +214,46 @@ def _flow_correlation(d: Decoded, rows: pl.DataFrame) -> tuple[pl.Series, int]:
     return correlation.fill_null(pl.Series(values, dtype=pl.Int64)), filled
 
 
-def _copies(rows: pl.DataFrame) -> pl.DataFrame:
-    """``bytes``, ``copy_kind``, ``src_mem``, ``dst_mem`` of every row (null but on
-    memcpy/memset rows), once per distinct (name, ROCm kind)."""
-    is_mem = pl.col("kind").is_in(["memcpy", "memset"])
+def _extra(rows: pl.DataFrame, rule: pl.DataFrame) -> pl.DataFrame:
+    """The columns only copies and kernels fill, by position (the rows that have them):
+    ``bytes``, ``copy_kind``, ``src_mem``, ``dst_mem`` of memcpy/memset rows (the kinds once
+    per distinct (kind, name, ROCm kind)); ``grid``, ``block``, ``collective`` of kernels."""
+    kind = pl.col("kind")
+    rows = rows.select("pos", "kind", "name", "correlation")
     api = (
-        rows.filter((pl.col("kind") == "cuda_api") & pl.col("api_bytes").is_not_null())
-        .filter(pl.col("correlation").is_not_null())
+        rows.filter(kind == "cuda_api")
+        .join(rule.select("pos", "api_bytes"), on="pos")
+        .filter(pl.col("api_bytes").is_not_null() & pl.col("correlation").is_not_null())
         .group_by("correlation", maintain_order=True)
         .agg(pl.col("api_bytes").last())
     )
-    mem = rows.filter(is_mem).select("kind", "name", "rocm_kind").unique(maintain_order=True)
+    mem = rows.filter(kind.is_in(["memcpy", "memset"])).join(
+        rule.select("pos", "bytes", "rocm_kind"), on="pos", how="left", maintain_order="left"
+    )
+    names = mem.select("kind", "name", "rocm_kind").unique(maintain_order=True)
     kinds = [
         gpu.memcpy_kinds(n, k) if kind == "memcpy" else (None, None, gpu.memset_dst(n))
-        for kind, n, k in mem.iter_rows()
+        for kind, n, k in names.iter_rows()
     ]
-    table = mem.with_columns(
+    names = names.with_columns(
         pl.Series("copy_kind", [k[0] for k in kinds], dtype=COPY_KIND_DTYPE),
         pl.Series("src_mem", [k[1] for k in kinds], dtype=MEM_KIND_DTYPE),
         pl.Series("dst_mem", [k[2] for k in kinds], dtype=MEM_KIND_DTYPE),
     )
-    out = rows.select("kind", "name", "rocm_kind", "correlation", "bytes").join(
-        table, on=["kind", "name", "rocm_kind"], how="left", maintain_order="left", nulls_equal=True
+    mem = (
+        mem.join(names, on=["kind", "name", "rocm_kind"], how="left", nulls_equal=True)
+        .join(api, on="correlation", how="left")
+        .select("pos", pl.coalesce("bytes", "api_bytes").alias("bytes"), *_COPY_KINDS)
     )
-    out = out.join(api, on="correlation", how="left", maintain_order="left")
-    return out.select(
-        pl.when(is_mem).then(pl.coalesce("bytes", "api_bytes")).alias("copy_bytes"),
-        "copy_kind",
-        "src_mem",
-        "dst_mem",
+    kernels = (
+        rows.filter(kind == "kernel")
+        .select("pos")
+        .join(rule.select("pos", "grid", "block", "collective"), on="pos")
     )
+    return pl.concat([mem, kernels], how="diagonal").sort("pos")
+
+
+_COPY_KINDS = ("copy_kind", "src_mem", "dst_mem")
 
 
 def _is_comm(rows: pl.DataFrame) -> pl.Expr:
@@ -247,7 +263,8 @@ def _is_comm(rows: pl.DataFrame) -> pl.Expr:
     host = [n for n in names if n is not None and gpu.is_comm_host(n)]
     kind = pl.col("kind")
     name = pl.col("name").cast(pl.String)
-    return ((kind == "kernel") & (name.is_in(kernels) | pl.col("collective"))) | (
+    collective = pl.col("collective").fill_null(False)
+    return ((kind == "kernel") & (name.is_in(kernels) | collective)) | (
         kind.is_in(sorted(cats.HOST_COMM_KINDS)) & name.is_in(host)
     )
 
@@ -261,7 +278,7 @@ def extract(src: Path, d: Decoded, rank: int, id_offset: int, base_ns: int | Non
     if d.n_rows == 0 and d.first_time_error is not None:
         raise d.first_time_error  # no event has a usable time: refused with the reason
     args = _args(d, id_offset)
-    rows = _rows(d)
+    rows, rule = _rows(d)
     labels, host_pid = gpu_labels(d.meta), cpu_pid(d.meta)
     is_gpu = pl.col("kind").is_in(sorted(cats.GPU_ROW_KINDS))
     pid_code, tid_code = rows.get_column("pid_code"), rows.get_column("tid_code")
@@ -280,7 +297,9 @@ def extract(src: Path, d: Decoded, rank: int, id_offset: int, base_ns: int | Non
         pl.when(is_gpu).then(None).otherwise("tid_int").alias("tid"),
     )
     correlation, flow_filled = _flow_correlation(d, rows)
-    rows = rows.with_columns(correlation.alias("correlation"))
+    rows = rows.with_columns(correlation.alias("correlation")).drop(
+        "pid_code", "tid_code", "pid_device", "tid_stream", "pid_int", "tid_int"
+    )
     work = rows.filter(pl.col("kind").is_in(sorted(cats.WORK_KINDS)) & is_gpu)
     lost = work.filter(pl.col("device").is_null()).get_column("pos")
     if lost.len() and lost.len() == work.height:
@@ -288,8 +307,9 @@ def extract(src: Path, d: Decoded, rank: int, id_offset: int, base_ns: int | Non
             f"{src}: none of the {lost.len()} GPU ops has a device index (no args.device and "
             "a pid that is not a GPU index); re-export the trace with a current PyTorch"
         )
-    is_kernel = pl.col("kind") == "kernel"
-    events = pl.concat([rows, _copies(rows)], how="horizontal").select(
+    events = rows.join(_extra(rows, rule), on="pos", how="left", maintain_order="left")
+    del rule
+    events = events.select(
         (pl.col("pos") + id_offset).alias("event_id"),
         "kind",
         pl.col("start_ns") + (base_ns or 0),
@@ -303,12 +323,10 @@ def extract(src: Path, d: Decoded, rank: int, id_offset: int, base_ns: int | Non
         "category",
         "correlation",
         "external_id",
-        pl.col("copy_bytes").alias("bytes"),
-        "copy_kind",
-        "src_mem",
-        "dst_mem",
-        pl.when(is_kernel).then("grid").alias("grid"),
-        pl.when(is_kernel).then("block").alias("block"),
+        "bytes",
+        *_COPY_KINDS,
+        "grid",
+        "block",
         _is_comm(rows).alias("is_comm"),
     )
     gpu_rows = rows.filter(is_gpu)
