@@ -50,9 +50,8 @@ def _no_scan_left(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def _load_early(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TraceSession, int]:
-    """``path`` loaded after its early scan was started; how many times the load took the
-    scan (its decoded events whole, or its chunks through the stream) instead of reading the
-    file."""
+    """``path`` loaded after its early scan was started; 1 when the load took the child's
+    decoded file instead of reading it, else 0."""
     early.start(path)
     try:
         return _load_counting(path, monkeypatch)
@@ -61,13 +60,11 @@ def _load_early(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TraceSessi
 
 
 def _load_counting(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TraceSession, int]:
-    """``path`` loaded (its early scan started already, or not); how many times the load took
-    an early scan instead of reading the file: the stream took its chunks (``_from_early``),
-    or the load took its decoded events whole (the stream not even called)."""
+    """``path`` loaded (its early scan started already, or not); 1 when the load took the
+    child's decoded file (the stream not even called), else 0."""
     answers: list[early.EarlyScan | None] = []
     streamed: list[Path] = []
-    from_early: list[Path] = []
-    take, stream_events, chunks_of = early.take, kt.stream_events, kt._from_early
+    take, stream_events = early.take, kt.stream_events
 
     def taking(p: Path) -> early.EarlyScan | None:
         out = take(p)
@@ -78,16 +75,10 @@ def _load_counting(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TraceSe
         streamed.append(p)
         return stream_events(p, *rest)
 
-    def counting(p: Path, *rest: Any) -> dict[str, Any]:
-        from_early.append(p)
-        return chunks_of(p, *rest)
-
     monkeypatch.setattr(early, "take", taking)
     monkeypatch.setattr(kt, "stream_events", streaming)
-    monkeypatch.setattr(kt, "_from_early", counting)
     session = load_kineto([path])
-    whole = int(any(a is not None for a in answers) and not streamed)
-    return session, len(from_early) + whole
+    return session, int(any(a is not None for a in answers) and not streamed)
 
 
 @needs_fork
@@ -112,8 +103,7 @@ def test_the_resnet_trace_is_taken_from_its_early_scan(monkeypatch: pytest.Monke
     # the case the scan is for (1x ResNet-50, issue 12): not given up on
     path = shared_trace("kineto/resnet50_v100_workers0.pt.trace.json.gz")
     scanned = early.scan_file(path)
-    assert scanned is not None and len(scanned.batches) >= 5  # cut into several chunks
-    assert scanned.tail is not None and not scanned.rest  # the last events read there too
+    assert scanned is not None and len(scanned.decoded.rows["kind"]) >= 5  # several chunks
     _, used = _load_early(path, monkeypatch)
     assert used == 1
 
@@ -163,7 +153,7 @@ def test_a_clean_trace_of_many_chunks_is_taken_and_loads_the_same(
     monkeypatch.setattr(kt, "CHUNK_BYTES", 4096)
     monkeypatch.setattr(kt, "READ_BYTES", 1000)
     scanned = early.scan_file(path)
-    assert scanned is not None and len(scanned.batches) > 20 and scanned.tail is not None
+    assert scanned is not None and len(scanned.decoded.rows["kind"]) > 20
     got, used = _load_early(path, monkeypatch)
     assert used == 1
     _same(got, load_kineto([path]))
@@ -177,9 +167,8 @@ def test_the_child_decodes_the_file_and_the_load_takes_it(
     path = shared_trace("kineto/resnet50_v100_workers0.pt.trace.json.gz")
     early.start(path)
     answer = early.take(path)
-    # the whole file decoded there: no scanned chunk is sent, the tail's events are in it too
-    assert answer is not None and answer.decoded is not None
-    assert answer.batches == [] and answer.tail is not None and answer.tail[1] is None
+    # the whole file decoded there, the tail's events and keys too
+    assert answer is not None and answer.top == kt.stream_events(path, decode.Decoded())
     want = load_kineto([path])
     assert answer.decoded.n_rows == want.events.height  # (none dropped)
     early.start(path)
@@ -210,15 +199,14 @@ def test_a_load_of_the_childs_decoded_file_imports_no_stream() -> None:
 
 @pytest.mark.parametrize("which", ["sample", "resnet"])
 def test_the_childs_decoded_events_give_the_frames_the_stream_gives(which: str) -> None:
-    # (``with_decoded`` as the child runs it, in this process: the frames of its decoded
-    # events and of the stream's, by the same whole-file rules)
+    # (``scan_file`` as the child runs it, in this process: the frames of its decoded events
+    # and of the stream's, by the same whole-file rules)
     path = (
         SAMPLE
         if which == "sample"
         else shared_trace("kineto/resnet50_v100_workers0.pt.trace.json.gz")
     )
-    answer = early.with_decoded(_scan(path))
-    assert answer.decoded is not None and answer.batches == []
+    answer = _scan(path)
     streamed = decode.Decoded()
     kt.stream_events(path, streamed)
     got, want = (extract(path, d, 0, 0, None) for d in (answer.decoded, streamed))
@@ -232,13 +220,12 @@ def test_launch_flows_decoded_in_the_child_fill_correlations_as_the_stream_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # every launch and kernel of the sample carries its correlation: no flow fills one
-    full = early.with_decoded(_scan(SAMPLE))
-    assert full.decoded is not None
+    full = _scan(SAMPLE)
     assert extract(SAMPLE, full.decoded, 0, 0, None).flow_filled == 0
     # kernels without one take the flows' ids, decoded in the child as the stream decodes them
     path = write(tmp_path, "flows.json", flow_events())
-    scan = early.with_decoded(_scan(path))
-    assert scan.decoded is not None and scan.decoded.flows
+    scan = _scan(path)
+    assert scan.decoded.flows
     assert extract(path, scan.decoded, 0, 0, None).flow_filled == 3
     got, used = _load_early(path, monkeypatch)
     assert used == 1
@@ -252,54 +239,26 @@ def _scan(path: Path) -> early.EarlyScan:
     return scan
 
 
-def _decode_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Decoding raises (the answer then holds the scanned chunks alone)."""
-
-    def fails(*_: Any) -> None:
-        raise ValueError("in the child")
-
-    monkeypatch.setattr(decode.Decoded, "add", fails)
-
-
-def test_a_decode_that_fails_leaves_the_scanned_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    scan = _scan(SAMPLE)
-    assert scan.tail is not None and scan.tail[1] is not None
-    _decode_fails(monkeypatch)
-    assert early.with_decoded(scan) is scan  # (its chunks then go to the stream)
-    # a scan whose tail the child did not read is not decoded there either
-    monkeypatch.undo()
-    monkeypatch.setattr(early, "_other_threads", lambda: False)
-    cut = scan._replace(tail=None)
-    assert early.with_decoded(cut) is cut
-
-
 @needs_fork
-@pytest.mark.parametrize(
-    "case", ["decode fails", "decoded does not pickle", "tail read by the stream"]
-)
-def test_an_answer_without_decoded_events_is_decoded_by_the_stream(
+@pytest.mark.parametrize("case", ["decode fails", "answer does not pickle", "tail not read"])
+def test_a_child_that_cannot_answer_with_the_whole_file_leaves_it_to_the_stream(
     case: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = shared_trace("kineto/resnet50_v100_workers0.pt.trace.json.gz")
     want = load_kineto([path])
     with monkeypatch.context() as child:  # (the patches hold in the child alone)
         if case == "decode fails":
-            _decode_fails(child)
-        elif case == "decoded does not pickle":
-            decoded = early.with_decoded
+            child.setattr(decode.Decoded, "add", lambda *_: 1 / 0)
+        elif case == "answer does not pickle":
+            scan = early.scan_file
             unpicklable: Any = lambda: 0  # noqa: E731
-            child.setattr(early, "with_decoded", lambda s: decoded(s)._replace(decoded=unpicklable))
+            child.setattr(early, "scan_file", lambda p: scan(p)._replace(read=unpicklable))
         else:
             child.setattr(kt, "scanned_tail", lambda _: None)
         early.start(path)
-    answer = early._STATE["file"].result()
-    assert answer is not None and answer.decoded is None and len(answer.batches) >= 5
-    if case == "tail read by the stream":  # the chunks alone; the tail's events not read
-        assert answer.tail is None and answer.rest
-    else:
-        assert answer.tail is not None and answer.tail[1] is not None
+    assert early._STATE["file"].result() is None
     got, used = _load_counting(path, monkeypatch)
-    assert used == 1
+    assert used == 0
     _same(got, want)
 
 
@@ -310,12 +269,10 @@ def test_the_child_decodes_without_polars_or_msgspec() -> None:
         "import sys\n"
         "from pathlib import Path\n"
         "from traceforensics.ingest.kineto import early\n"
-        f"scan = early.with_decoded(early.scan_file(Path({str(SAMPLE)!r})))\n"
-        "d = scan.decoded\n"
-        "print(d is not None and d.n_rows > 0, scan.batches == [], scan.tail is not None,"
-        " 'polars' in sys.modules, 'msgspec' in sys.modules)\n"
+        f"scan = early.scan_file(Path({str(SAMPLE)!r}))\n"
+        "print(scan.decoded.n_rows > 0, 'polars' in sys.modules, 'msgspec' in sys.modules)\n"
     )
-    want = ["True", "True", "True", "False", "False"]
+    want = ["True", "False", "False"]
     assert fresh_python(code).stdout.split() == want
 
 
@@ -403,18 +360,6 @@ def test_a_chunk_the_scanner_does_not_read_gives_the_scan_up(
     got, used = _load_early(path, monkeypatch)
     assert used == 0
     _same(got, load_kineto([path]))
-
-
-@needs_fork
-def test_a_tail_the_child_does_not_read_is_read_by_the_stream(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(kt, "scanned_tail", lambda _: None)  # (early's: the stream keeps its own)
-    scanned = early.scan_file(SAMPLE)
-    assert scanned is not None and scanned.tail is None and scanned.rest.startswith(b"[")
-    got, used = _load_early(SAMPLE, monkeypatch)
-    assert used == 1
-    _same(got, load_kineto([SAMPLE]))
 
 
 @needs_fork

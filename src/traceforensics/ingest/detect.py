@@ -159,3 +159,21 @@ def left_out_note(directory: Path, others: list[Path], what: str) -> list[str]:
         return []
     names = ", ".join(p.name for p in others[:5]) + (" ..." if len(others) > 5 else "")
     return [f"{directory}: {len(others)} file(s) that are not {what} were left out ({names})"]
+
+
+#: Rank numbers in file names: ``rank-3``, ``rank_3``, ``rank3``; else ``_3.``.
+_RANK_NAME_RES = (
+    re.compile(r"rank[-_]?(\d+)", re.IGNORECASE),
+    re.compile(r"_(\d+)\."),
+)
+
+
+def rank_from_name(path: Path, *, explicit_only: bool = False) -> int | None:
+    """Rank number from a file name like ``rank-3.json.gz`` or ``trace_3.json``. With
+    ``explicit_only`` only the ``rank`` spelling counts (a lone file named ``host_12345.json``
+    carries a pid, not a rank)."""
+    for pattern in _RANK_NAME_RES[:1] if explicit_only else _RANK_NAME_RES:
+        match = pattern.search(path.name)
+        if match:
+            return int(match.group(1))
+    return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 #: The current listener (a stack: ``listening`` restores the previous one).
 _LISTENERS: list[Callable[[str], None]] = []
@@ -18,6 +19,12 @@ def report(text: str) -> None:
     """Tell the listener, if any, what the load is doing now."""
     if _LISTENERS:
         _LISTENERS[-1](text)
+
+
+def report_read(path: Path, read: list[int], events: int) -> None:
+    """The progress line of a file being read: ``read`` is [bytes of the file read, its
+    size], ``events`` how many were decoded so far."""
+    report(f"reading {path.name}: {read[0] / 1e6:.0f} of {read[1] / 1e6:.0f} MB, {events:,} events")
 
 
 @contextmanager

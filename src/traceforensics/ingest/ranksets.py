@@ -27,7 +27,6 @@ start is not shifted (with a warning).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
@@ -35,26 +34,10 @@ from pathlib import Path
 
 import polars as pl
 
-from traceforensics.ingest.detect import left_out_note
+from traceforensics.ingest.detect import left_out_note, rank_from_name
 from traceforensics.ingest.readers import Reader, rank_sets, reader_of, set_reader
 from traceforensics.model.errors import InputError
 from traceforensics.model.session import TraceMeta, TraceSession
-
-_RANK_NAME_RES = (
-    re.compile(r"rank[-_]?(\d+)", re.IGNORECASE),
-    re.compile(r"_(\d+)\."),
-)
-
-
-def rank_from_name(path: Path, *, explicit_only: bool = False) -> int | None:
-    """Rank number from a file name like ``rank-3.json.gz`` or ``trace_3.json``. With
-    ``explicit_only`` only the ``rank`` spelling counts (a lone file named ``host_12345.json``
-    carries a pid, not a rank)."""
-    for pattern in _RANK_NAME_RES[:1] if explicit_only else _RANK_NAME_RES:
-        match = pattern.search(path.name)
-        if match:
-            return int(match.group(1))
-    return None
 
 
 def assign_ranks(

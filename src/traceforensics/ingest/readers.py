@@ -20,7 +20,7 @@ first set, in list order, with files in the directory is read):
   on those left out; may refuse the directory (``InputError``). Default: the files that
   ``sniff`` as a row of the set, the others named in a note;
 - ``rank_of(path)``: a file's rank from its own metadata or name (None: unknown). Default: the
-  file-name rule (``ranksets.rank_from_name``); unknown or colliding ranks fall back to
+  file-name rule (``detect.rank_from_name``); unknown or colliding ranks fall back to
   positions in name order (``ranksets.assign_ranks``);
 - ``clock_start(path)``: wall ns of the file's session start, read before loading (the
   fan-out shifts each rank by it before analysing); the set is put on its earliest start, and

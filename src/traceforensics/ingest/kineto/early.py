@@ -13,14 +13,13 @@ chunks with the one decoder (``decode``: numpy, no polars) and answers in a memo
 A process, not a thread: zlib and the scanner release the interpreter lock, yet a thread's
 gunzip and scan slowed the imports by about as much as they saved (docs/benchmarks.md).
 
-The load takes the answer instead of reading the file only when it is of the same file,
-unchanged (``input_identity``: path, size, mtime, inode, ctime), and the scan reached the end
-of the event list with every chunk read by the scanner at its first boundary, as the stream
-would have (a file whose end the scanner does not read is left to the stream; decoding that
-fails leaves the scanned chunks to it). Anything else (the scanner off, a chunk it cannot
-read, a file beyond ``EARLY_MAX_JSON``, an error) gives up, and the stream reads the file as
-always: a load gives the same table with or without the early scan. Importing this module
-imports no numpy or polars.
+The child answers only with the whole file decoded, and the load takes the answer only when
+it is of the same file, unchanged (``input_identity``: path, size, mtime, inode, ctime).
+Anything else (the scanner off, a chunk the scanner does not read at its first boundary, an
+end of the file it does not read, a file beyond ``EARLY_MAX_JSON``, an error) gives up, and
+the stream reads the file as always: a load gives the same table with or without the early
+scan. (A child that handed over the chunks it had read for the stream to finish paid only for
+such rare files: one answer is simpler.) Importing this module imports no numpy or polars.
 """
 
 from __future__ import annotations
@@ -39,8 +38,6 @@ from traceforensics.cache import input_identity
 from traceforensics.ingest.detect import json_size_estimate
 from traceforensics.ingest.kineto import scanner
 from traceforensics.ingest.kineto.answer_file import read_answer, write_answer
-from traceforensics.ingest.kineto.scanner import RawScan
-from traceforensics.ingest.progress import report
 
 if TYPE_CHECKING:
     from traceforensics.ingest.kineto.decode import Decoded
@@ -59,21 +56,13 @@ WAIT_S: Final = 60.0
 # (a NamedTuple, and ``text`` imported by the functions the child runs: the console script
 # imports this module before it forks, and dataclasses or orjson would delay the fork)
 class EarlyScan(NamedTuple):
-    """A file read up to its last chunk: ``top``, the keys before the event list; ``batches``,
-    the scanner's result of every chunk in file order; ``rest``, ``[`` + the text after the
-    last chunk (the last events and the keys after the list); ``read``, [bytes of the file
-    read, its size]; ``tail``, the rest read too when it is the clean case: (the keys after
-    the list, the scanner's result of the last events), and then ``rest`` is left empty.
-
-    ``decoded``: the whole file's events decoded (``decode.Decoded``, by the decoder the stream
-    uses: ``with_decoded``); ``batches`` is then empty and the tail's scanner result None."""
+    """A file read and decoded whole by the child: ``top``, its top-level keys (before and
+    after the event list); ``read``, [bytes of the file read, its size]; ``decoded``, its
+    events (``decode.Decoded``, by the decoder the stream uses)."""
 
     top: dict[str, Any]
-    batches: list[RawScan]
-    rest: bytearray
     read: list[int]
-    tail: tuple[dict[str, Any], RawScan | None] | None = None
-    decoded: Decoded | None = None
+    decoded: Decoded
 
 
 class _Pending:
@@ -169,8 +158,7 @@ def _mapped_answer(answer: int) -> EarlyScan | None:
 
 
 def _answer(path: Path, answer: int, said: int) -> NoReturn:
-    """In the child: ``scan_file(path)``, decoded (``with_decoded``), pickled into the
-    memory file ``answer`` (undecoded if decoding or pickling fails; None on any other
+    """In the child: ``scan_file(path)`` pickled into the memory file ``answer`` (None on any
     failure), one byte on the pipe ``said`` once it is written, then ``os._exit``: the
     parent's buffers, atexit handlers and finally blocks are the parent's to run."""
     try:
@@ -182,8 +170,7 @@ def _answer(path: Path, answer: int, said: int) -> NoReturn:
         with os.fdopen(answer, "wb") as fh:
             try:
                 reuse_big_blocks()  # (its pieces of gunzipped text: the same few MB again)
-                scan = scan_file(path)
-                sent = (scan is not None and _sent(fh, with_decoded(scan))) or _sent(fh, scan)
+                sent = _sent(fh, scan_file(path))
             except BaseException:  # any doubt: the stream reads the file and says what is wrong
                 sent = False
             if not sent:
@@ -193,36 +180,12 @@ def _answer(path: Path, answer: int, said: int) -> NoReturn:
         os._exit(0)
 
 
-def with_decoded(scan: EarlyScan) -> EarlyScan:
-    """``scan`` with its events decoded (``EarlyScan.decoded``: numpy arrays, no polars) when
-    the child read the whole file; ``scan`` itself otherwise or when decoding raises (the
-    stream then decodes the chunks, and reports what is wrong as it would have)."""
-    if scan.tail is None or scan.tail[1] is None:
-        return scan
-    try:
-        from traceforensics.ingest.kineto import colscan
-        from traceforensics.ingest.kineto.decode import Decoded
-
-        decoded = Decoded()
-        for batch in (*scan.batches, scan.tail[1]):
-            decoded.add(colscan.scanned(batch))
-        decoded.memo = {}  # (shared values of the chunks: nothing more is decoded)
-    except Exception:
-        return scan
-    return scan._replace(batches=[], tail=(scan.tail[0], None), decoded=decoded)
-
-
 def _sent(fh: BinaryIO, value: EarlyScan | None) -> bool:
     """Whether ``value`` was written whole into the memory file ``fh`` (``answer_file``: the
     pickle stream, then its arrays from where they lie: no copy of the answer in this
-    process). On failure (an unpicklable value: the scan alone is sent next)
-    the next try empties the file again."""
+    process). On failure (an unpicklable value: None is sent next) the next try empties the
+    file again."""
     return write_answer(fh, value)
-
-
-def report_read(path: Path, read: list[int], events: int) -> None:
-    """The progress line of a load: ``read`` is [bytes of the file read, its size]."""
-    report(f"reading {path.name}: {read[0] / 1e6:.0f} of {read[1] / 1e6:.0f} MB, {events:,} events")
 
 
 _STATE: dict[str, _Pending] = {}
@@ -278,37 +241,44 @@ def take(path: Path) -> EarlyScan | None:
 
 
 def scan_file(path: Path) -> EarlyScan | None:
-    """``path`` read as the stream reads it, every chunk by the scanner; None as soon as a chunk
-    is not the scanner's clean case at its first boundary (the stream would then try earlier
-    boundaries) or the text goes beyond ``EARLY_MAX_JSON``. Raises what reading the file raises
-    (``text.NotStreamableError`` for a file the stream does not take)."""
+    """``path`` read and decoded as the stream reads it, every chunk by the scanner; None as
+    soon as a chunk is not the scanner's clean case at its first boundary (the stream would
+    then try earlier boundaries), the text goes beyond ``EARLY_MAX_JSON`` or the end of the
+    file is not the clean case: the stream then reads the file (and says what is wrong).
+    Raises what reading the file raises (``text.NotStreamableError`` for a file the stream
+    does not take)."""
+    from traceforensics.ingest.kineto import colscan
     from traceforensics.ingest.kineto import text as kt
+    from traceforensics.ingest.kineto.decode import Decoded
 
-    read = [0, 0]
+    read, decoded = [0, 0], Decoded()
     pieces = kt.pieces(path, read)
     top, pending = kt.read_header(pieces)
-    batches: list[RawScan] = []
     seen = len(pending)
     for piece in pieces:
         pending += piece
         seen += len(piece)
         if seen > EARLY_MAX_JSON:
             return None
-        if len(pending) >= kt.CHUNK_BYTES and not _cut(pending, batches):
+        if len(pending) >= kt.CHUNK_BYTES and not _cut(pending, decoded):
             return None
-    # the rest too, as ``text._tail`` reads it
-    split = kt.scanned_tail(pending)
-    last = None if split is None else scanner.scan_raw(split[1])
-    if split is None or last is None:  # the stream reads it (or says why)
-        return EarlyScan(top, batches, pending, read)
-    return EarlyScan(top, batches, bytearray(), read, (split[0], last))
+    split = kt.scanned_tail(pending)  # the rest too, as ``text._tail`` reads it
+    last = None if split is None else colscan.scan(split[1])
+    if split is None or last is None:
+        return None
+    decoded.add(last)
+    if not decoded.events_seen:
+        return None
+    decoded.memo = {}  # (shared values of the chunks: nothing more is decoded)
+    return EarlyScan(top | split[0], read, decoded)
 
 
-def _cut(pending: bytearray, batches: list[RawScan]) -> bool:
+def _cut(pending: bytearray, decoded: Decoded) -> bool:
     """The stream's cut (``text._emit``) with the scanner alone: the events before the last
-    element boundary scanned into ``batches`` and dropped from ``pending``; False when the
-    scanner does not read them (the stream would try other boundaries). No boundary yet:
+    element boundary scanned, decoded into ``decoded`` and dropped from ``pending``; False when
+    the scanner does not read them (the stream would try other boundaries). No boundary yet:
     nothing is cut (more text is read)."""
+    from traceforensics.ingest.kineto import colscan
     from traceforensics.ingest.kineto import text as kt
 
     first = next(kt.boundaries(pending), None)
@@ -317,9 +287,9 @@ def _cut(pending: bytearray, batches: list[RawScan]) -> bool:
         return True
     end, nxt = first
     with kt.closed_view(pending, end) as view:
-        out = scanner.scan_raw(view)
+        out = colscan.scan(view)
     if out is None:
         return False
-    batches.append(out)
+    decoded.add(out)
     kt.keep_from(pending, nxt)
     return True

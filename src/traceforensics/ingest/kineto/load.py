@@ -27,7 +27,7 @@ from traceforensics.ingest.kineto.reader import (
 )
 from traceforensics.ingest.kineto.rules import Extracted, extract
 from traceforensics.ingest.kineto.timeconv import TimeValueError
-from traceforensics.ingest.progress import report
+from traceforensics.ingest.progress import report, report_read
 from traceforensics.model.errors import (
     CorruptTraceError,
     InputError,
@@ -49,21 +49,19 @@ _GENERIC_BATCH = 200_000
 
 
 def read_decoded(path: Path) -> tuple[RawTrace, Decoded]:
-    """One file's top-level keys (``RawTrace`` with no events) and its decoded rows: streamed
-    (of the early scan's chunks when it read them) when the file allows it, else read whole by
-    the generic reader and decoded a batch at a time (``generic.scanned_events``)."""
+    """One file's top-level keys (``RawTrace`` with no events) and its decoded rows: those the
+    early scan decoded, else streamed when the file allows it, else read whole by the generic
+    reader and decoded a batch at a time (``generic.scanned_events``)."""
     check_fits(path, STREAM_MEMORY_PER_JSON_BYTE)
     scan = early.take(path)  # read while the command imported polars (``early``)
-    if scan is not None and scan.decoded is not None and scan.tail is not None:
-        decoded = scan.decoded  # the whole file: no stream is even imported (~6 ms)
-        if decoded.events_seen:
-            early.report_read(path, scan.read, decoded.events_seen)
-            return RawTrace(path=path, top=scan.top | scan.tail[0], events=[]), decoded
+    if scan is not None:  # (the stream is not even imported: ~6 ms)
+        report_read(path, scan.read, scan.decoded.events_seen)
+        return RawTrace(path=path, top=scan.top, events=[]), scan.decoded
     from traceforensics.ingest.kineto.text import NotStreamableError, stream_events
 
-    decoded = Decoded() if scan is None or scan.decoded is None else scan.decoded
+    decoded = Decoded()
     try:
-        top = stream_events(path, decoded, scan)
+        top = stream_events(path, decoded)
         release_free_memory()  # the decoded chunks are gone
     except NotStreamableError:
         from traceforensics.ingest.kineto.generic import scanned_events

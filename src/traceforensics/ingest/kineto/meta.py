@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from traceforensics.ingest.detect import rank_from_name
 from traceforensics.ingest.kineto.gpu import parse_index, parse_int
-from traceforensics.ingest.ranksets import rank_from_name
 from traceforensics.model.session import UNKNOWN_DEVICE, DeviceInfo
 
 #: Top-level keys that only ROCm (roctracer) builds write.

@@ -17,7 +17,7 @@ Memory holds one chunk of JSON text and its decoded events, never the whole file
 Reading and gunzip run on a thread ahead of the scan (zlib releases the interpreter lock). The
 scanner reads a chunk without the interpreter lock too, so each chunk is decoded on a thread
 one chunk behind the scan (``_Behind``). The early scan (``early``) cuts a file at the same
-boundaries; a file it read is not read again (``_from_early``).
+boundaries.
 
 Anything outside this clean case (the scanner off or not built, a chunk or tail it does not
 read) raises ``NotStreamableError`` and the caller reads the file with the generic whole-file
@@ -41,15 +41,14 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import orjson
 
 from traceforensics.ingest.detect import GZIP_MAGIC
-from traceforensics.ingest.kineto import colscan, early
+from traceforensics.ingest.kineto import colscan
 from traceforensics.ingest.kineto.reader import reading
-from traceforensics.ingest.progress import report
+from traceforensics.ingest.progress import report, report_read
 from traceforensics.model.errors import CorruptTraceError
 
 if TYPE_CHECKING:
     from traceforensics.ingest.kineto.colscan import Scanned
     from traceforensics.ingest.kineto.decode import Decoded
-    from traceforensics.ingest.kineto.early import EarlyScan
 
 try:  # ISA-L's inflate, where its wheel installs: ~4x zlib's on trace text (docs/benchmarks.md)
     from isal import isal_zlib as _inflate
@@ -321,14 +320,11 @@ class _Behind:
         self.pool.shutdown(wait=True)
 
 
-def stream_events(path: Path, builder: Decoded, scanned: EarlyScan | None = None) -> dict[str, Any]:
+def stream_events(path: Path, builder: Decoded) -> dict[str, Any]:
     """Decode the file's events in batches into ``builder``; return its other top-level keys.
-    With ``scanned``, the file's early scan (``early.take``), its chunks are not read again.
 
     Raises ``NotStreamableError`` for anything but the clean case (see the module docstring),
     and ``InputError`` subclasses for files that cannot be read at all."""
-    if scanned is not None:
-        return _from_early(path, scanned, builder)
     if not colscan.enabled():
         raise NotStreamableError("the scanner is off")  # the generic reader reads every file
     read = [0, 0]
@@ -341,7 +337,7 @@ def stream_events(path: Path, builder: Decoded, scanned: EarlyScan | None = None
             pending += piece
             if len(pending) >= CHUNK_BYTES:
                 _emit(pending, behind)
-                _report_read(path, read, builder)
+                report_read(path, read, builder.events_seen)
         rest, last = _tail(pending)
         behind.wait()
     except BaseException as exc:
@@ -355,26 +351,6 @@ def stream_events(path: Path, builder: Decoded, scanned: EarlyScan | None = None
         behind.close()
     builder.add(last)
     return _ended(builder, top | rest)
-
-
-def _from_early(path: Path, scanned: EarlyScan, builder: Decoded) -> dict[str, Any]:
-    """``stream_events`` of a file the early scan read: its chunks' columns (built by the child,
-    else here), then the rest of the file as the stream reads it (``_tail``)."""
-    for batch in scanned.batches:
-        builder.add(colscan.scanned(batch))
-    if scanned.tail is not None and scanned.tail[1] is not None:  # (else in ``builder``)
-        builder.add(colscan.scanned(scanned.tail[1]))
-    _report_read(path, scanned.read, builder)
-    if scanned.tail is None:
-        rest, last = _tail(scanned.rest)
-        builder.add(last)
-    else:  # read by the child too, and in the columns now
-        rest = scanned.tail[0]
-    return _ended(builder, scanned.top | rest)
-
-
-def _report_read(path: Path, read: list[int], builder: Decoded) -> None:
-    early.report_read(path, read, builder.events_seen)
 
 
 def _ended(builder: Decoded, top: dict[str, Any]) -> dict[str, Any]:
