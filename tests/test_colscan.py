@@ -482,16 +482,19 @@ def test_chunks_of_odd_values_give_the_frames_of_the_generic_path(
 @needs_scanner
 def test_equal_values_of_two_types_are_shared_in_the_order_the_column_meets_them() -> None:
     """``tid`` 1.0 is read before ``pid`` 1 (so its code is the lower), but the pid column
-    meets 1 first: as on the generic path, the pid column holds the int 1 twice."""
+    meets 1 first: as on the generic path, the pid column holds the int 1 twice; each column
+    shares its own values (a ``tid`` 1.0 does not make a ``pid`` 1 a float)."""
     text = b'[{"ph":"X","cat":"cpu_op","name":"a","tid":1.0,"pid":1,"ts":0},' + (
         b'{"ph":"X","cat":"cpu_op","name":"a","tid":2,"pid":1.0,"ts":1}]'
     )
     scanned = colscan.scan(text)
     assert scanned is not None
     got, want = _decoded([scanned]), _decoded([_parsed(text)])
-    # (the raw pid/tid values, met in the order the rows have them: pid, then tid)
-    assert [type(v) for v in want.distinct["raw"]] == [int, int]
-    assert _same(list(got.distinct["raw"]), list(want.distinct["raw"]))
+    # (the raw pid and tid values, each column's met in the order its rows have them)
+    assert [type(v) for v in want.distinct["pid"]] == [int]
+    assert [type(v) for v in want.distinct["tid"]] == [float, int]
+    for column in ("pid", "tid"):
+        assert _same(list(got.distinct[column]), list(want.distinct[column]))
     _assert_same_frames(got, want)
 
 

@@ -89,7 +89,7 @@ Array = npt.NDArray[Any]
 class Decoded:
     """One file's decoded events, a chunk at a time (``add``): ``rows``, ``rule`` and
     ``kept``, each a column name -> the arrays of the chunks (see the module docstring);
-    ``distinct``, per coded column (``name``, ``category``, ``raw`` pid/tid, ``rocm_kind``,
+    ``distinct``, per coded column (``name``, ``category``, raw ``pid``/``tid``, ``rocm_kind``,
     ``kept`` texts), the file's distinct values -> code; ``meta``, the metadata events;
     ``flows``, launch-flow endpoints by thread (``flows``)."""
 
@@ -99,7 +99,8 @@ class Decoded:
     distinct: dict[str, dict[Any, int]] = field(default_factory=dict)
     meta: list[dict[str, Any]] = field(default_factory=list)
     flows: dict[Any, FlowPoints] = field(default_factory=dict)
-    memo: dict[Any, Any] = field(default_factory=dict)
+    #: per coded column, its values shared across chunks (``_by_code``)
+    memo: dict[int, dict[Any, Any]] = field(default_factory=dict)
     unknown_cats: Counter[str] = field(default_factory=Counter)
     n_rows: int = 0
     events_seen: int = 0
@@ -176,13 +177,13 @@ class Decoded:
             return
         is_x = _is_x(s, rows)
         base = self.n_rows
-        cat_codes, cat = _by_code(s, _CAT, rows, self.memo)
+        cat_codes, cat = _by_code(s, _CAT, rows, self.memo.setdefault(_CAT, {}))
         present = distinct_codes(cat_codes, len(s.values))[0]
         kind_of = np.zeros(len(s.values), dtype=np.int8)
         kind_of[present] = [_KIND_CODE[cats.kind_of(v)] for v in cat[present].tolist()]
         kind = np.where(is_x, kind_of[cat_codes], _KIND_CODE["marker"]).astype(np.int8)
         _count_unknown(self.unknown_cats, cat, cat_codes[is_x])
-        name_codes, names = _by_code(s, _NAME, rows, self.memo, _name)
+        name_codes, names = _by_code(s, _NAME, rows, self.memo.setdefault(_NAME, {}), _name)
         args = s.has_args[rows]
         correlation, corr_valid = _ints(s, rows, _CORR, np.flatnonzero(args & _CORRELATED[kind]))
         external, ext_valid = _external_ids(s, rows)
@@ -194,8 +195,12 @@ class Decoded:
                 "dur_ns": dur,
                 "name": self._coded("name", name_codes, names),
                 "category": self._coded("category", cat_codes, cat, _text_or_none),
-                "pid": self._coded("raw", *_by_code(s, _PID, rows, self.memo), gpu.key_of),
-                "tid": self._coded("raw", *_by_code(s, _TID, rows, self.memo), gpu.key_of),
+                "pid": self._coded(
+                    "pid", *_by_code(s, _PID, rows, self.memo.setdefault(_PID, {})), gpu.key_of
+                ),
+                "tid": self._coded(
+                    "tid", *_by_code(s, _TID, rows, self.memo.setdefault(_TID, {})), gpu.key_of
+                ),
                 "correlation": correlation,
                 "correlation_valid": corr_valid,
                 "external_id": external,

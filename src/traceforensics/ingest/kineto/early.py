@@ -234,9 +234,9 @@ def take(path: Path) -> EarlyScan | None:
     try:
         if input_identity(path) == pending.identity:
             return pending.result()
-        pending.cancel()
     except Exception:  # any doubt: the stream reads the file (and says what is wrong)
         pass
+    pending.cancel()  # (a no-op once its answer was read)
     return None
 
 

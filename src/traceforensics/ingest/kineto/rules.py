@@ -180,9 +180,9 @@ _DIM = pl.List(pl.Int32)
 _DIMS = ("grid", "block")
 
 
-def _by_raw(d: Decoded, fn: Any, dtype: Any) -> pl.Series:
-    """``fn`` of each distinct raw pid/tid value, indexed by its code."""
-    return pl.Series([fn(v) for v in d.distinct.get("raw", {})], dtype=dtype)
+def _by_raw(d: Decoded, column: str, fn: Any, dtype: Any) -> pl.Series:
+    """``fn`` of each distinct raw value of ``column`` (``pid``/``tid``), indexed by its code."""
+    return pl.Series([fn(v) for v in d.distinct.get(column, {})], dtype=dtype)
 
 
 def _flow_correlation(d: Decoded, rows: pl.DataFrame) -> tuple[pl.Series, int]:
@@ -193,13 +193,13 @@ def _flow_correlation(d: Decoded, rows: pl.DataFrame) -> tuple[pl.Series, int]:
     )
     if missing.height == 0 or not d.flows:
         return correlation, 0
-    raw = list(d.distinct.get("raw", {}))
+    pids, tids = list(d.distinct.get("pid", {})), list(d.distinct.get("tid", {}))
     values: list[int | None] = [None] * rows.height
     candidates = missing.get_column("pos").to_list()
     pid_raw: list[Any] = [None] * rows.height
     tid_raw: list[Any] = [None] * rows.height
     for i, p, t in missing.select("pos", "pid_code", "tid_code").iter_rows():
-        pid_raw[i], tid_raw[i] = raw[p], raw[t]
+        pid_raw[i], tid_raw[i] = pids[p], tids[t]
     filled = fill_correlation_from_flows(
         d.flows,
         candidates,
@@ -282,14 +282,13 @@ def extract(src: Path, d: Decoded, rank: int, id_offset: int, base_ns: int | Non
     labels, host_pid = gpu_labels(d.meta), cpu_pid(d.meta)
     is_gpu = pl.col("kind").is_in(sorted(cats.GPU_ROW_KINDS))
     pid_code, tid_code = rows.get_column("pid_code"), rows.get_column("tid_code")
-    parsed = _by_raw(d, gpu.parse_int, pl.Int64)
     rows = rows.with_columns(
-        _by_raw(d, lambda v: gpu.device_from_pid(v, labels), pl.Int32)
+        _by_raw(d, "pid", lambda v: gpu.device_from_pid(v, labels), pl.Int32)
         .gather(pid_code)
         .alias("pid_device"),
-        _by_raw(d, gpu.parse_stream, pl.Int64).gather(tid_code).alias("tid_stream"),
-        parsed.gather(pid_code).alias("pid_int"),
-        parsed.gather(tid_code).alias("tid_int"),
+        _by_raw(d, "tid", gpu.parse_stream, pl.Int64).gather(tid_code).alias("tid_stream"),
+        _by_raw(d, "pid", gpu.parse_int, pl.Int64).gather(pid_code).alias("pid_int"),
+        _by_raw(d, "tid", gpu.parse_int, pl.Int64).gather(tid_code).alias("tid_int"),
     ).with_columns(
         pl.when(is_gpu).then(pl.coalesce("device", "pid_device")).alias("device"),
         pl.when(is_gpu).then(pl.coalesce("stream", "tid_stream")).alias("stream"),

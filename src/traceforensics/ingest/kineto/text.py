@@ -19,10 +19,12 @@ scanner reads a chunk without the interpreter lock too, so each chunk is decoded
 one chunk behind the scan (``_Behind``). The early scan (``early``) cuts a file at the same
 boundaries.
 
-Anything outside this clean case (the scanner off or not built, a chunk or tail it does not
-read) raises ``NotStreamableError`` and the caller reads the file with the generic whole-file
-reader (``reader``), which knows every irregular shape: the Chrome array format, NaN literals,
-cut-off files (salvaged), damaged JSON (refused with the reason), a header beyond
+A chunk the scanner does not read at any of its last boundaries (a value outside its clean
+case: a uint64 arg, an escaped key) is parsed as strict JSON and coded by ``generic`` in the
+stream (``_parsed``). Anything else (the scanner off or not built, a chunk or tail that is not
+strict JSON) raises ``NotStreamableError`` and the caller reads the file with the generic
+whole-file reader (``reader``), which knows every irregular shape: the Chrome array format,
+NaN literals, cut-off files (salvaged), damaged JSON (refused with the reason), a header beyond
 ``HEADER_LIMIT``, an event list with no object in it.
 """
 
@@ -268,22 +270,43 @@ def _decoded(pending: bytearray, end: int) -> Scanned | None:
         return colscan.scan(text)
 
 
+def _parsed(text: bytes | memoryview) -> Scanned | None:
+    """A chunk the scanner does not read (a value outside its clean case, e.g. a uint64 arg)
+    parsed as strict JSON and coded as the scanner codes (``generic.scanned_events``: its kept
+    args then read as compact JSON, not as written); None when it is not a JSON array (a cut
+    inside a string, NaN literals: the file then goes to the generic reader)."""
+    from traceforensics.ingest.kineto.generic import scanned_events
+
+    try:
+        events = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return scanned_events(events) if isinstance(events, list) else None
+
+
 def _emit(pending: bytearray, sink: Callable[[Scanned], None]) -> int:
     """Hand the complete events in ``pending`` (``[`` + events + a partial one) to ``sink``
     and keep ``[`` + the rest in it; returns how many events went. A boundary that does not
     scan (inside a string or a nested object) gives way to an earlier one; when none of the
-    last ``chunks.MAX_TRIES`` does, the text is not the scanner's clean case and the file
-    goes to the generic reader."""
-    tried = False
-    for end, nxt in boundaries(pending):
-        tried = True
+    last ``MAX_TRIES`` does, the last one that parses as strict JSON is read by the generic
+    coder (``_parsed``: one odd value does not send a large file to the whole-file reader);
+    when none does, the file goes to the generic reader."""
+    cuts = list(boundaries(pending))
+    for end, nxt in cuts:
         events = _decoded(pending, end)
         if events is not None:
             sink(events)
             keep_from(pending, nxt)
             return len(events)
-    if tried:
-        raise NotStreamableError("a chunk the scanner does not read")
+    for end, nxt in cuts:
+        with closed_view(pending, end) as text:
+            events = _parsed(text)
+        if events is not None:
+            sink(events)
+            keep_from(pending, nxt)
+            return len(events)
+    if cuts:
+        raise NotStreamableError("a chunk that is not strict JSON")
     check_size(pending)
     return 0
 
@@ -364,7 +387,7 @@ def _tail(pending: bytearray) -> tuple[dict[str, Any], Scanned]:
     """``(top-level keys after the event list, its last events)`` from the rest of the file
     (``chunks.scanned_tail``)."""
     split = scanned_tail(pending)
-    last = None if split is None else colscan.scan(split[1])
+    last = None if split is None else colscan.scan(split[1]) or _parsed(split[1])
     if split is None or last is None:
-        raise NotStreamableError("the end of the file is not the scanner's clean case")
+        raise NotStreamableError("the end of the file is not plain JSON")
     return split[0], last
