@@ -182,12 +182,16 @@ def _findings(analysis: Analysis, top: int) -> str:
 
 
 def _figure(analysis: Analysis) -> list[str]:
+    """The figures as embedded PNGs; when they cannot be drawn (matplotlib missing, a
+    drawing error), the section says why instead of silently leaving them out (the tables
+    still tell it all)."""
     try:
         from traceforensics.report.plots import figure_pngs
 
         pngs = figure_pngs(analysis)
-    except Exception:  # no matplotlib, or nothing to draw: the tables still tell it all
-        return []
+    except Exception as exc:
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        return ["<h2>Figures</h2>", f"<p>The figures could not be drawn ({escape(reason)}).</p>"]
     out = ["<h2>Figures</h2>"]
     for name, caption, png in pngs:
         data = base64.b64encode(png).decode("ascii")

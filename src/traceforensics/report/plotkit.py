@@ -32,7 +32,8 @@ def pyplot() -> Any:
         import matplotlib.pyplot as plt
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise InputError(
-            "plots need matplotlib; install it with: pip install 'traceforensics[plot]'"
+            "plots need matplotlib, a dependency of traceforensics that is missing here; "
+            "install it with: pip install matplotlib"
         ) from exc
     return plt
 
