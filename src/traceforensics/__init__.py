@@ -106,6 +106,27 @@ def analyze(
     return run(session, opts, log)
 
 
+def _show_analyses_in_notebooks() -> None:
+    """Inside IPython (a notebook), an ``Analysis`` displays as HTML, its verdict and findings
+    (``report.html.notebook_html``); registered by name, so nothing is imported for it, and
+    nothing happens outside IPython."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None:
+        return
+
+    def html(analysis: Analysis) -> str:
+        from traceforensics.report.html import notebook_html
+
+        return notebook_html(analysis)
+
+    formatter = shell.display_formatter.formatters["text/html"]
+    formatter.for_type_by_name("traceforensics.analysis.pipeline", "Analysis", html)
+
+
+_show_analyses_in_notebooks()
+
+
 def __getattr__(name: str) -> Any:
     """``TraceSession`` and ``capture`` on first use: importing ``traceforensics`` imports
     neither polars (a cached run may not need it) nor ``torch`` (only those who record need

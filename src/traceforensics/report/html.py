@@ -122,6 +122,20 @@ def render_html(analysis: Analysis, command: str | None = None, top: int = 10) -
     return page(parts)
 
 
+def notebook_html(analysis: Analysis, top: int = 10) -> str:
+    """What a notebook shows for an ``Analysis`` (its HTML display): the verdict and the
+    ranked findings, as a fragment (no page styles: the notebook's own apply). The figures
+    are the ``report.plots`` functions, each shown by itself."""
+    if not analysis.devices:
+        parts = [f"<p><b>Verdict:</b> {escape(no_gpu_verdict(analysis.diagnostics))}</p>"]
+        return "".join(parts + (_host(analysis.host) if analysis.host is not None else []))
+    parts = ["<h3>Verdict</h3>"]
+    parts += _job_verdict(analysis) if is_job(analysis) else _device_verdicts(analysis)
+    parts += [f"<h3>Findings (top {top})</h3>", _findings(analysis, top)]
+    parts += [f"<p>warning: {escape(w)}</p>" for w in analysis.warnings]
+    return "".join(parts)
+
+
 def _device_verdicts(analysis: Analysis) -> list[str]:
     """One verdict box per device."""
     out = []

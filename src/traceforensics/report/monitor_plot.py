@@ -7,7 +7,7 @@ constrained layout reserves for it: a legend inside a panel covered the curves o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -15,6 +15,7 @@ import polars as pl
 
 from traceforensics.analysis.monitoring.monitor import MonitorReport
 from traceforensics.model.monitor import MonitorLog, first_time_ns, gpu_ids, gpu_rows
+from traceforensics.report.plotkit import figure_class
 
 MAX_POINTS_PER_LINE: Final = 20_000
 _THROTTLE: Final = "#D55E00"  # Okabe-Ito vermillion: visible under every GPU's line colour
@@ -50,16 +51,19 @@ def _decimate(
 
 def plot_monitor(log: MonitorLog, report: MonitorReport, out: str | Path) -> Path:
     """Write the four-panel PNG to ``out``; returns the path."""
-    import matplotlib
+    path = Path(out)
+    figure_monitor(log, report).savefig(path, dpi=110)
+    return path
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
+def figure_monitor(log: MonitorLog, report: MonitorReport) -> Any:
+    """The four-panel figure of a monitoring log (utilization, memory, power, clocks per GPU
+    over time; shaded: clock throttling under load), a matplotlib Figure that a notebook
+    shows (``plotkit.figure_class``)."""
     frame = log.frame
     t0 = first_time_ns(frame)
-    fig, axes = plt.subplots(
-        len(_PANELS), 1, sharex=True, figsize=(12, 8), squeeze=False, layout="constrained"
-    )
+    fig = figure_class()(figsize=(12, 8), layout="constrained")
+    axes = fig.subplots(len(_PANELS), 1, sharex=True, squeeze=False)
     for gpu in gpu_ids(frame):
         part = gpu_rows(frame, gpu)
         x = ((part.get_column("time_ns") - t0).cast(pl.Float64) / 1e9).to_numpy()
@@ -92,7 +96,4 @@ def plot_monitor(log: MonitorLog, report: MonitorReport, out: str | Path) -> Pat
                    ncol=max(1, -(-len(handles) // 25)), frameon=False)  # fmt: skip
     axes[-1, 0].set_xlabel("seconds from first sample (shaded: clock throttling under load)")
     fig.suptitle(f"{Path(report.file).name} ({report.source_format})")
-    path = Path(out)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig

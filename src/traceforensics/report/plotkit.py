@@ -1,6 +1,11 @@
-"""What every figure shares: the pyplot import (Agg backend), time units, bin labels (the bins
-themselves follow analysis/utilization/bins.py), message panels for figures with nothing to
-draw, and legends placed outside the data.
+"""What every figure shares: the figure class, time units, bin labels (the bins themselves
+follow analysis/utilization/bins.py), message panels for figures with nothing to draw, and
+legends placed outside the data.
+
+Figures are ``matplotlib.figure.Figure`` objects made without pyplot (``figure_class``): no
+backend is switched, so a notebook's own (inline) backend stays as the user set it, and no
+figure is held in pyplot's registry after its last reference goes. Each shows itself as a PNG
+where a figure is a cell's last expression (``_repr_png_``), whatever the backend.
 
 Figures are made with ``layout="constrained"`` and their legends with ``loc="outside ..."``:
 the layout engine then reserves room for the legend beside the axes, so a legend can never
@@ -9,6 +14,7 @@ cover a curve or a bar, whatever the data.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -22,33 +28,44 @@ DPI: Final = 110
 NO_GPU: Final = "no GPU activity in this trace (CPU-only): nothing to draw"
 
 
-def pyplot() -> Any:
-    """``matplotlib.pyplot`` on the Agg backend (no display needed), or an ``InputError`` that
-    says how to install matplotlib."""
-    try:
-        import matplotlib
+_FIGURE_CLASS: list[Any] = []
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise InputError(
-            "plots need matplotlib, a dependency of traceforensics that is missing here; "
-            "install it with: pip install matplotlib"
-        ) from exc
-    return plt
+
+def figure_class() -> Any:
+    """matplotlib's ``Figure`` with a PNG display (``_repr_png_``, at ``DPI``), made on first
+    use (the import costs ~0.2 s: commands that draw nothing never pay it); an ``InputError``
+    that says how to install matplotlib when it is missing."""
+    if not _FIGURE_CLASS:
+        try:
+            from matplotlib.backends.backend_agg import FigureCanvasAgg
+            from matplotlib.figure import Figure
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise InputError(
+                "plots need matplotlib, a dependency of traceforensics that is missing here; "
+                "install it with: pip install matplotlib"
+            ) from exc
+
+        class TfFigure(Figure):  # type: ignore[misc]
+            """A figure on its own Agg canvas (drawn, saved and measured without a backend
+            being chosen) that a notebook shows as a PNG."""
+
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                FigureCanvasAgg(self)
+
+            def _repr_png_(self) -> bytes:
+                buf = io.BytesIO()
+                self.savefig(buf, format="png", dpi=DPI)
+                return buf.getvalue()
+
+        _FIGURE_CLASS.append(TfFigure)
+    return _FIGURE_CLASS[0]
 
 
 def new_figure(rows: int, cols: int = 1, row_in: float = 3.0, **kw: Any) -> tuple[Any, Any]:
     """A constrained-layout figure with a ``rows x cols`` grid of axes (always 2-D)."""
-    plt = pyplot()
-    fig, axes = plt.subplots(
-        rows,
-        cols,
-        figsize=(WIDTH_IN, 1.2 + row_in * rows),
-        squeeze=False,
-        layout="constrained",
-        **kw,
-    )
+    fig = figure_class()(figsize=(WIDTH_IN, 1.2 + row_in * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False, **kw)
     return fig, axes
 
 

@@ -45,7 +45,6 @@ from traceforensics.report.plotkit import (
     legend_below,
     message_figure,
     new_figure,
-    pyplot,
     time_unit,
 )
 
@@ -73,9 +72,6 @@ FIGURES: Final[dict[str, tuple[str, Callable[[Analysis], Any]]]] = {
     "kernels": ("Short-kernel Pareto chart", figure_short_kernels),
     "tflops": ("Achieved TFLOPS against peak", figure_tflops),
 }
-
-#: Older name of ``plotkit.pyplot`` (kept for callers that imported it from here).
-_pyplot = pyplot
 
 
 def figure_analysis(analysis: Analysis) -> Any:
@@ -183,17 +179,12 @@ def figure_pngs(analysis: Analysis, dpi: int = 100) -> list[tuple[str, str, byte
 
 
 def _save(fig: Any, target: Path | io.BytesIO, dpi: int = DPI) -> None:
-    """Save and close ``fig`` (closing frees pyplot's reference: a long notebook or report
-    run would otherwise keep every figure in memory)."""
-    plt = pyplot()
-    try:
-        with warnings.catch_warnings():
-            # a name in a script the installed fonts lack (CJK) is drawn as boxes: the HTML
-            # and Markdown tables carry the text itself, so one warning per glyph is noise
-            warnings.filterwarnings("ignore", message="Glyph .* missing from font")
-            if isinstance(target, Path):
-                fig.savefig(target, dpi=dpi)
-            else:
-                fig.savefig(target, format="png", dpi=dpi)
-    finally:
-        plt.close(fig)
+    """Save ``fig`` (made without pyplot: nothing holds it once saved)."""
+    with warnings.catch_warnings():
+        # a name in a script the installed fonts lack (CJK) is drawn as boxes: the HTML and
+        # Markdown tables carry the text itself, so one warning per glyph is noise
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        if isinstance(target, Path):
+            fig.savefig(target, dpi=dpi)
+        else:
+            fig.savefig(target, format="png", dpi=dpi)
