@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -116,3 +117,21 @@ def tree_parents(session: TraceSession) -> dict[int, int | None]:
     ev = session.events.lazy().with_columns((pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"))
     tree = host_tree(host_rows(ev).collect())
     return dict(zip(tree["event_id"].to_list(), tree["parent_id"].to_list(), strict=True))
+
+
+def chromium() -> str:
+    """Path of a headless-capable Chromium, installed with apt (Debian's ``chromium``) when
+    missing; skips the test, with the reason, only where that is impossible."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found:
+        return found
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        pytest.skip("chromium is not installed and cannot be installed here (needs root + apt)")
+    done = subprocess.run(
+        ["apt-get", "install", "-y", "-q", "chromium"], capture_output=True, text=True,
+        timeout=600, check=False, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+    )  # fmt: skip
+    found = shutil.which("chromium")
+    if done.returncode != 0 or not found:
+        pytest.skip(f"apt-get install chromium failed: {done.stderr.strip()[-200:]}")
+    return found

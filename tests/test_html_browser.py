@@ -4,33 +4,15 @@ trace and saves a screenshot. Chromium is installed with apt when missing (Debia
 
 from __future__ import annotations
 
-import os
-import shutil
 import struct
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, TRACES, run_cli
+from tests.conftest import ROOT, TRACES, chromium, run_cli
 
 WIDTH, HEIGHT = 1300, 1600
-
-
-def _chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found:
-        return found
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        pytest.skip("chromium is not installed and cannot be installed here (needs root + apt)")
-    done = subprocess.run(
-        ["apt-get", "install", "-y", "-q", "chromium"], capture_output=True, text=True,
-        timeout=600, check=False, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-    )  # fmt: skip
-    found = shutil.which("chromium")
-    if done.returncode != 0 or not found:
-        pytest.skip(f"apt-get install chromium failed: {done.stderr.strip()[-200:]}")
-    return found
 
 
 def _png_size(path: Path) -> tuple[int, int]:
@@ -43,7 +25,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 def test_html_report_renders_in_chromium(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    browser = _chromium()
+    browser = chromium()
     real = TRACES / "kineto" / "resnet50_v100_workers0.pt.trace.json.gz"
     trace = real if real.exists() else ROOT / "examples" / "synthetic_training.pt.trace.json.gz"
     report = tmp_path / "report.html"

@@ -21,6 +21,7 @@ from traceforensics.analysis.pipeline import (
 )
 from traceforensics.cache import DEFAULTS as DEFAULTS_KEY
 from traceforensics.cache import cached_result, entry_path, replay_entry, store_result
+from traceforensics.cli.annotate import annotate_option, check_annotate, write_annotation
 from traceforensics.cli.fail_on import FAIL_ON_EXIT_HELP, check_gate, fail_on_option
 from traceforensics.cli.options import (
     COLUMNS_HELP,
@@ -238,6 +239,7 @@ if TYPE_CHECKING:
     help="Label the stored run, e.g. git=abc123, run=baseline (repeatable; with --store; "
     "$TF_LABELS adds KEY=VALUE words).",
 )
+@annotate_option
 @fail_on_option(relative=False)
 def analyze_command(
     path: str,
@@ -251,6 +253,7 @@ def analyze_command(
     markdown_path: Path | None,
     report_path: Path | None,
     plot_path: Path | None,
+    annotate_path: Path | None,
     sections: tuple[str, ...],
     fail_on: tuple[Rule, ...],
     store: str | None,
@@ -268,6 +271,7 @@ def analyze_command(
         check_output(report_path, inputs, "--report", (".html", ".htm", ".md"))
         if report_path.suffix.lower() == ".md":
             markdown_path = report_path
+    check_annotate(annotate_path, inputs)
     # a .md report carries its figures beside it; plain --markdown links only --plot's files
     md_figures = report_path is not None and report_path == markdown_path
     # the analysis options' flat names are the flags' parameter names (``analysis.options``)
@@ -283,7 +287,7 @@ def analyze_command(
             use_cache=not no_cache,
             jobs=jobs,
             dask=dask,
-            figures=figures,
+            figures=figures or annotate_path is not None,  # (both read the events)
             monitor=lambda: _monitor(monitor_path, columns, log_utc_offset),
             entry=replay_at,
         )
@@ -298,6 +302,8 @@ def analyze_command(
             encoding="utf-8",
             errors=NAME_BYTES,
         )
+    if annotate_path is not None:
+        write_annotation(result, path, annotate_path)
     # the JSON document is built once, and only when --json, --store or --fail-on needs it
     document = functools.cache(lambda: build_json(result))
     out = _write(

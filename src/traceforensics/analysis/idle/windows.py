@@ -22,6 +22,7 @@ before any attribution), its matrix row, ending op and ``Parts`` (the evidence r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +39,11 @@ from traceforensics.model.units import I64
 #: Gaps attributed per ``attribute_gaps`` call: 131 072 gaps x 13 causes x 8 bytes = 13.6 MB
 #: per gap x cause matrix (the rule holds a few at a time). Any size gives the same results.
 CHUNK_GAPS = 1 << 17
+
+#: Receives every chunk of attributed gaps (``window_gaps(..., each_chunk=...)``): the devices,
+#: ``[s, e)`` (ns), the op ending each gap, the gap x cause matrix and the ``Parts``, row j of
+#: each belonging to gap j of the chunk (chunks arrive in gap order).
+ChunkSink = Callable[[I64, I64, I64, I64, I64, Parts], None]
 
 
 @dataclass
@@ -96,11 +102,14 @@ def window_gaps(
     *,
     keep: int | None = None,
     best: bool = False,
+    each_chunk: ChunkSink | None = None,
 ) -> WindowGaps:
     """Find and attribute the idle gaps of device ``dev[k]`` inside ``[lo[k], hi[k])`` (ns), in
     chunks of ``CHUNK_GAPS`` gaps; keep the rows of the ``keep`` longest gaps (all: None);
     with ``best``, also the gap with the most ns of each cause per window (``WindowGaps.best``:
-    two ints per window and cause)."""
+    two ints per window and cause). ``each_chunk``, when given, is handed every chunk's
+    attribution before it is dropped (``ChunkSink``; for passes that read every gap's parts
+    without holding all of them at once)."""
     parts_s: list[I64] = []
     parts_e: list[I64] = []
     parts_w: list[I64] = []
@@ -128,6 +137,8 @@ def window_gaps(
         g = dev[w[a:b]]  # the chunk's devices
         op, mat, pt = _attribute(ctx, g, s[a:b], e[a:b], launches, cuts, linked)
         by_window += window_sums(w[a:b], mat, n_win)
+        if each_chunk is not None:
+            each_chunk(g, s[a:b], e[a:b], op, mat, pt)
         if tops is not None:
             tops.update(w[a:b], mat, a)
         j = kept_sorted[np.searchsorted(kept_sorted, a) : np.searchsorted(kept_sorted, b)] - a

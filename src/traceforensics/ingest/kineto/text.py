@@ -78,6 +78,9 @@ MAX_TRIES: Final = 16
 _EVENTS_KEY: Final = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY: Final = re.compile(rb"\}\s*,\s*\{")
 _BOM: Final = b"\xef\xbb\xbf"
+#: The pattern that opens the event list, and the UTF-8 byte-order mark (``passthrough``).
+EVENTS_KEY: Final = _EVENTS_KEY
+BOM: Final = _BOM
 
 
 class NotStreamableError(Exception):
