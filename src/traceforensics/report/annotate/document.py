@@ -23,7 +23,7 @@ from typing import IO, Any, BinaryIO, cast
 import orjson
 import polars as pl
 
-from traceforensics import __version__
+from traceforensics._version import __version__
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.report.annotate.layout import EXACT_LIMIT_NS, Layout, TrackKey
 from traceforensics.report.annotate.table import table_events
