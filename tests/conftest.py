@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
     from traceforensics.model.session import TraceSession
@@ -135,3 +136,16 @@ def chromium() -> str:
     if done.returncode != 0 or not found:
         pytest.skip(f"apt-get install chromium failed: {done.stderr.strip()[-200:]}")
     return found
+
+
+def drawn_shapes_settings(examples: int) -> settings:
+    """Hypothesis settings of a test over drawn trace shapes (``tools/shapes.py``): the same
+    examples every run (derandomized, no database), no deadline (a shape is written, loaded
+    and analysed)."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )

@@ -18,12 +18,18 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 
 import shapes
 import synth
 from synth_scenarios import DATALOADER_RANGE
-from tests.conftest import kineto_trace_files, nsys_trace_files, plain_union, shared_trace
+from tests.conftest import (
+    drawn_shapes_settings,
+    kineto_trace_files,
+    nsys_trace_files,
+    plain_union,
+    shared_trace,
+)
 from traceforensics.analysis import AnalysisOptions, prepare
 from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.idle.attribution import Parts
@@ -161,13 +167,7 @@ def test_where_the_causes_lie(fmt: str, tmp_path: Path) -> None:
     ]
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@drawn_shapes_settings(60)
 @given(shape=shapes.shapes())
 def test_drawn_shapes(shape: shapes.Shape) -> None:
     opts = AnalysisOptions.of(**shape.options)

@@ -30,11 +30,11 @@ from typing import Any
 
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 
 import shapes
 import synth
-from tests.conftest import kineto_trace_files, nsys_trace_files, shared_trace
+from tests.conftest import drawn_shapes_settings, kineto_trace_files, nsys_trace_files, shared_trace
 from traceforensics.analysis.options import DEFAULTS
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.cli.analyze import analysis_of
@@ -245,13 +245,7 @@ def test_shared_traces(rel: str, tmp_path: Path) -> None:
         assert _check_job_clock(result, theirs) > 1000
 
 
-@settings(
-    max_examples=25,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@drawn_shapes_settings(25)
 @given(shape=shapes.shapes())
 def test_drawn_shapes(shape: shapes.Shape) -> None:
     for fmt in shapes.FORMATS:  # the same drawn timeline in both formats
