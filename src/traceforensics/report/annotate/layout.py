@@ -37,11 +37,13 @@ TF_PID_BASE: Final = 1_000_000_000
 GPU_PID_BASE: Final = 900_000_000
 #: Process of rank r (a job).
 RANK_PID_BASE: Final = 1_000_000
-#: Output times at or beyond this (ns) are epoch times: a viewer reads ``ts`` (µs) as a
-#: double, whose steps there are 0.25 µs, so ns-exact boundaries of touching slices would
-#: round apart and cross (Perfetto dropped 79 of hta/resnet_v100_ns_resolution's idle slices
-#: so). tf's slices are then written on whole µs, their exact ns kept in ``args``.
-EXACT_LIMIT_NS: Final = 1 << 53
+#: Output times at or beyond this (ns, ~73 minutes) are too large for a viewer's doubles: it
+#: reads ``ts`` (µs) as a double and multiplies by 1000, so ns-exact boundaries of touching
+#: slices round apart by a ns or more and cross (Perfetto dropped 79 of
+#: hta/resnet_v100_ns_resolution's idle slices at epoch µs, 1,956 of
+#: hta/ddp_nccl_a100_rank0's at 4.5e12 µs from its baseTimeNanoseconds). tf's slices are then
+#: written on whole µs (exact in a double), their exact ns kept in ``args``.
+EXACT_LIMIT_NS: Final = 1 << 42
 #: Sort index of tf's tracks: before the input's tracks in viewers that read it.
 TF_SORT_INDEX: Final = -100
 
@@ -89,8 +91,8 @@ class Layout:
     #: Kineto file's own events)
     grouped: bool = False
     shift_ns: dict[int, int] = field(default_factory=dict)
-    #: tf's slice boundaries are written on this grid (ns): 1000 when the output clock reads
-    #: epoch times (``EXACT_LIMIT_NS``), else 1
+    #: tf's slice boundaries are written on this grid (ns): 1000 when the output clock's
+    #: times reach ``EXACT_LIMIT_NS``, else 1
     grid_ns: int = 1
     #: a Kineto file's host pid / tid written as strings (PyTorch <= 1.9 writes ``"tid":
     #: "25738"`` on its slices): tf's arrows name the thread the same way (Perfetto keeps
