@@ -11,16 +11,19 @@ The annotated trace keeps the input's own tracks where it can and adds tf's::
         tid 2 "steps"                               pid 1000001  "rank 1" ...
         tid 3.. "finding 1: data_loading", ...
 
-Rule: with one rank, input tracks keep their pid/tid (an nsys export's GPU work goes to a
-process per device, ``GPU_PID_BASE + device``, a thread per stream) and tf's tracks get a
-process per device (``TF_PID_BASE + device``). With two ranks or more, every track of rank r
-goes to process ``RANK_PID_BASE + r`` (one process per rank), each (input pid, tid), GPU
-stream or tf track of the rank to its own thread, numbered in first-use order.
+Rule: with one rank, a Kineto file's tracks keep their pid/tid as written; events converted
+from the table keep their host pid, a track per thread and group of kinds (numbered from
+2,000,000,000, named ``pid P · thread T · GROUP``), GPU work a process per device
+(``GPU_PID_BASE + device``), a thread per stream; tf's tracks get a process per device
+(``TF_PID_BASE + device``). With two ranks or more, every track of rank r goes to process
+``RANK_PID_BASE + r`` (one process per rank), each (input pid, tid), GPU stream or tf track of
+the rank to its own thread, numbered in first-use order.
 
 Clock: a time t (tf's ns on rank r's clock) is written ``(t - shift[r]) / 1000`` µs, exact to
-the ns (``us_text``). ``shift[r]`` is the input's time base (Kineto ``baseTimeNanoseconds``,
-which tf adds to every ``ts``) plus, for a job, the rank's clock offset (``ranks``: how far
-its clock reads ahead of the job clock), so all ranks share the job clock.
+the ns (``us_text``). With one rank ``shift[r]`` is the input's time base (Kineto
+``baseTimeNanoseconds``, which tf adds to every ``ts``): the file's own clock. In a job it is
+the rank's clock offset (``ranks``: how far its clock reads ahead of the job clock) plus one
+origin for the job (``document._job_clock``), so all ranks share the job clock.
 """
 
 from __future__ import annotations

@@ -1,18 +1,21 @@
 """An input's own events as Chrome events, from the unified event table (for the formats that
-are not Chrome traces already: Nsight Systems exports, rocprof; and a Kineto file whose text
-cannot be copied).
+are not Chrome traces already: Nsight Systems exports, rocprof; a Kineto file's own events
+are copied or re-encoded by ``ingest.kineto.passthrough`` instead).
 
 Rule, per row of the session's event table:
 
-- GPU rows (a ``device``: kernels, copies, memsets, sync records, graph launches, GPU
-  annotations) go to the device's stream track (``("gpu", device, stream)``; stream 0 when
-  none);
+- GPU rows (a ``device``: kernels, copies, memsets, graph launches) go to the device's stream
+  track (``("gpu", device, stream)``; stream 0 when none; a stream id from 2**31 up, CUPTI's
+  device-wide records, is named ``all streams``); a stream's sync records and GPU annotations
+  go to tracks of their own beside it (they overlap its work);
 - host rows go to their thread, one track per group of kinds (``layout.HOST_GROUPS``: CUDA API
   calls, NVTX ranges, OS runtime calls, ...), because ranges of different kinds need not nest
   and a viewer drops slices that cross on one track;
+- slices of one track that overlap without nesting (NVTX start/end ranges) go to further
+  lanes of it (``_lanes``);
 - a row with ``dur_ns`` 0 and kind ``marker`` is an instant (``ph: i``, thread scope), every
   other row a slice (``ph: X``) named by its ``name``, ``cat`` its source category (the kind
-  when none), ``args``: ``kind``, ``correlation``, ``bytes``, ``stream`` where known.
+  when none), ``args``: ``kind``, ``correlation``, ``bytes`` where the table has them.
 """
 
 from __future__ import annotations
