@@ -29,6 +29,14 @@ NS_PER_S: Final = 1_000_000_000
 MAX_INDEX: Final = 1 << 20
 
 
+def us_text(ns: int) -> str:
+    """``ns`` nanoseconds as an exact decimal µs text, the Chrome trace format's unit
+    (``-1234`` -> ``-1.234``): JSON numbers written so, never through a float."""
+    sign = "-" if ns < 0 else ""
+    q, r = divmod(abs(ns), 1000)
+    return f"{sign}{q}.{r:03d}"
+
+
 def fmt_ns(ns: int | float) -> str:
     """Human duration from ns: 812 ns, 15.3 µs, 4.21 ms, 1.204 s."""
     v = float(ns)

@@ -27,8 +27,6 @@ LATENCY_BOUND_PCT: Final = 60.0
 BALANCED_PCT: Final = 10.0
 #: Fewer waves of blocks per SM than this: the grid cannot fill the GPU.
 SMALL_GRID_WAVES: Final = 1.0
-#: The classes ``bound_class`` returns.
-BOUND_CLASSES: Final = ("compute", "memory", "latency", "unknown")
 
 
 def bound_class(sm_pct: float | None, mem_pct: float | None) -> str:

@@ -36,6 +36,7 @@ from traceforensics.ingest.kineto.text import (
 )
 from traceforensics.ingest.kineto.timeconv import us_to_ns
 from traceforensics.model.errors import CorruptTraceError, UnsupportedFormatError
+from traceforensics.model.units import us_text
 
 Track = Callable[[Any, Any], tuple[int, int]]
 
@@ -172,7 +173,7 @@ def _moved_block(
     the same exact rule as the reader's)."""
     stamped = [i for i, e in enumerate(batch) if e.get("ts") is not None]
     ns = us_to_ns([batch[i]["ts"] for i in stamped]) - shift_ns
-    ts_text = dict(zip(stamped, (_us(int(v)) for v in ns.tolist()), strict=True))
+    ts_text = dict(zip(stamped, (us_text(int(v)) for v in ns.tolist()), strict=True))
     out: list[bytes] = []
     for i, e in enumerate(batch):
         moved = dict(e)
@@ -188,9 +189,3 @@ def _moved_block(
         t = ts_text.get(i)
         out.append(text if t is None else b'{"ts":' + t.encode() + b"," + text[1:])
     return b",\n".join(out)
-
-
-def _us(ns: int) -> str:
-    sign = "-" if ns < 0 else ""
-    q, r = divmod(abs(ns), 1000)
-    return f"{sign}{q}.{r:03d}"

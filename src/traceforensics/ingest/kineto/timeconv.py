@@ -73,9 +73,7 @@ def float_us_to_ns(value: float) -> int:
     return -ns if neg else ns
 
 
-def scalar_us_to_ns(value: object) -> int:
-    """One ``ts``/``dur`` value (int, float or numeric text, µs) as exact ns; raises
-    ``TimeValueError``."""
+def _scalar_us_to_ns(value: object) -> int:
     if type(value) is int:
         return value * 1000
     if isinstance(value, float):
@@ -179,7 +177,7 @@ def us_to_ns(values: list[object], missing: int | None = None) -> npt.NDArray[np
                 raise TimeValueError("an event has no timestamp")
             out[i] = missing
         else:
-            ns = scalar_us_to_ns(v)
+            ns = _scalar_us_to_ns(v)
             if abs(ns) > 2**63 - 1:
                 raise TimeValueError("a timestamp does not fit in int64 nanoseconds")
             out[i] = ns

@@ -20,7 +20,7 @@ from the table keep their host pid, a track per thread and group of kinds (numbe
 the rank to its own thread, numbered in first-use order.
 
 Clock: a time t (tf's ns on rank r's clock) is written ``(t - shift[r]) / 1000`` µs, exact to
-the ns (``us_text``). With one rank ``shift[r]`` is the input's time base (Kineto
+the ns (``us_expr``). With one rank ``shift[r]`` is the input's time base (Kineto
 ``baseTimeNanoseconds``, which tf adds to every ``ts``): the file's own clock. In a job it is
 the rank's clock offset (``ranks``: how far its clock reads ahead of the job clock) plus one
 origin for the job (``document._job_clock``), so all ranks share the job clock.
@@ -51,15 +51,8 @@ EXACT_LIMIT_NS: Final = 1 << 42
 TF_SORT_INDEX: Final = -100
 
 
-def us_text(ns: int) -> str:
-    """``ns`` nanoseconds as an exact decimal µs text (``-1234`` -> ``-1.234``)."""
-    sign = "-" if ns < 0 else ""
-    q, r = divmod(abs(ns), 1000)
-    return f"{sign}{q}.{r:03d}"
-
-
 def us_expr(ns: pl.Expr) -> pl.Expr:
-    """``us_text`` of an Int64 column, vectorised (null stays null)."""
+    """``model.units.us_text`` of an Int64 column, vectorised (null stays null)."""
     a = ns.abs()
     text = pl.concat_str(
         [(a // 1000).cast(pl.String), pl.lit("."), (a % 1000).cast(pl.String).str.zfill(3)]
