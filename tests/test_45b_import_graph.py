@@ -32,13 +32,15 @@ PKG = "traceforensics"
 PASSES = ("idle", "kernels", "findings", "ranks", "utilization", "monitoring")
 #: Root modules of ``analysis`` above the passes: the runner that calls every pass and folds
 #: their results into ``Analysis`` (with its JSON object and frames), the package facade that
-#: re-exports it, and the per-device record and tables built from the pass results.
+#: re-exports it, and the per-device record, tables and step work sizes (issue 47: read over
+#: the idle pass's steps) built from the pass results.
 TOP_OF_ANALYSIS = frozenset(
     {
         "traceforensics.analysis",
         "traceforensics.analysis.pipeline",
         "traceforensics.analysis.devices",
         "traceforensics.analysis.frames",
+        "traceforensics.analysis.work_size",
     }
 )
 #: Root -> pass arrows still to be removed (a fix removes its entry; none left since the

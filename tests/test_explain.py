@@ -55,8 +55,16 @@ def test_sections_choose_what_follows_the_verdict(capsys: pytest.CaptureFixture[
     ]
     code, out, _ = run_cli(["analyze", "--no-cache", str(example)], capsys)
     lines = out.splitlines()
-    # the verdict and the first three findings fit on one 30-line screen
-    end = next(i for i, ln in enumerate(lines) if ln.startswith("== Devices"))
+    # the verdict and the first three findings fit on one 30-line screen; the investigation
+    # (issue 47: the method's walk, the evidence one step below) follows them
+    heads = [ln for ln in lines if ln.startswith("== ")]
+    assert heads[:3] == [
+        "== Verdict ==",
+        "== Findings (largest time to give back first) ==",
+        heads[2],
+    ]
+    assert heads[2].startswith("== Investigation")
+    end = lines.index(heads[2])
     assert end <= 30 and sum(ln.startswith("#") for ln in lines[:end]) == 3
     code, out, err = run_cli(["analyze", "--no-cache", str(example), "--sections", "nope"], capsys)
     assert code == 2 and "unknown section nope" in err

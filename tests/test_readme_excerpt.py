@@ -54,3 +54,17 @@ def test_readme_diff_verdict_is_the_real_output(
     assert code == 0, err
     shown = block.group(3).rstrip("\n")
     assert len(shown.splitlines()) >= 3 and shown in out
+
+
+def test_readme_investigation_is_the_real_output(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 47: the investigation excerpt is ``--sections method`` on the same trace."""
+    path = shared_trace(TRACE)
+    block = re.search(r"```\n\$ tf analyze (\S+) --sections method\n(.*?)```", _section(), re.S)
+    assert block is not None and block.group(1) == path.name
+    monkeypatch.chdir(path.parent)
+    code, out, err = run_cli(["analyze", "--no-cache", path.name, "--sections", "method"], capsys)
+    assert code == 0, err
+    shown = block.group(2).rstrip("\n")
+    assert shown.startswith("== Investigation") and shown in out

@@ -37,6 +37,7 @@ NAMES = [*SYNTH, *REAL]
 # the heading each terminal section prints (``report.terminal.render_text``)
 HEADINGS = {
     "verdict": "== Verdict ==",
+    "method": "== Investigation",
     "findings": "== Findings",
     "devices": "== Devices ==",
     "idle": "== Idle time by cause ==",

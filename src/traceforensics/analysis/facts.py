@@ -42,7 +42,7 @@ _HOST: Final = ("cpu_op", "annotation", "gpu_annotation", "python", "marker")
 _MULTI_LOADER: Final = r"_MultiProcessingDataLoaderIter"
 _SINGLE_LOADER: Final = r"_SingleProcessDataLoaderIter"
 _GRAPH_API: Final = r"^(cuda|hip)GraphLaunch"
-_FUSED_OPT: Final = (
+FUSED_OPTIMIZER_RE: Final = (
     r"(?i)multi_tensor_apply|_foreach_|fused_adam|fusedadam|fused_sgd|FusedAdam|_fused_adamw?_"
 )
 _INDUCTOR_KERNEL: Final = r"^triton_(poi|red|per|tem)_"
@@ -158,7 +158,7 @@ def facts_from(names: pl.DataFrame, meta: TraceMeta) -> TraceFacts:
         graph_replays=_rows(names, ("cuda_api",), _GRAPH_API) + _rows(names, ("cuda_graph",), ""),
         pinned_copies=_rows(copies, ("memcpy",), r"(?i)\bpinned\b"),
         pageable_copies=_rows(copies, ("memcpy",), r"(?i)\bpageable\b"),
-        fused_optimizer=_rows(names, ("kernel",), _FUSED_OPT),
+        fused_optimizer=_rows(names, ("kernel",), FUSED_OPTIMIZER_RE),
         compiled_kernels=_rows(kernels, ("kernel",), _INDUCTOR_KERNEL),
         kernel_rows=int(kernels.get_column("len").sum() or 0),
         chip=chip_facts(meta.devices, hints),

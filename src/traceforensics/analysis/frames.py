@@ -4,8 +4,9 @@ or ``.to_pandas()``. Column names carry units (``*_ns``); cause columns are ``id
 Tables: ``findings`` (the ranked findings, largest ``recoverable_ns`` first), ``transfers``
 (copies by device and direction), ``devices`` (one row per device), ``gaps`` (the largest gaps
 kept), ``gap_causes`` (one row per gap and cause with time), ``steps`` (one row per step
-window), ``short_kernels`` and ``ops`` (the kernel tables), ``ranks`` (one row per rank and
-device: step time, collective wait and transfer, ``analysis.ranks``). Schemas are fixed, so an empty
+window; its time by phase in ``<phase>_gpu_ns``/``<phase>_host_ns``), ``short_kernels`` and
+``ops`` (the kernel tables), ``ranks`` (one row per rank and device: step time, collective wait
+and transfer, ``analysis.ranks``). Schemas are fixed, so an empty
 table still has its columns.
 """
 
@@ -18,6 +19,7 @@ import polars as pl
 
 from traceforensics.analysis.cause_table import CAUSES, ranked_causes
 from traceforensics.analysis.kernels.results import OpRow, ShortKernelRow
+from traceforensics.analysis.phases import STEP_PHASES
 from traceforensics.analysis.ranks.results import rank_frame
 from traceforensics.model.schema import BUSY_CLASSES
 
@@ -81,6 +83,8 @@ _STEP_SCHEMA: dict[str, Any] = {
     "comm_ns": pl.Int64,
     "exposed_comm_ns": pl.Int64,
     **_CAUSE_COLS,
+    # the step's time by phase (``analysis.phases``): GPU busy ns and host ns of each
+    **{f"{p}_{side}_ns": pl.Int64 for p in STEP_PHASES for side in ("gpu", "host")},
 }
 
 
@@ -156,6 +160,8 @@ def analysis_frames(
         {
             **{k: getattr(s, k) for k in _STEP_SCHEMA if hasattr(s, k)},
             **{f"idle_{c}_ns": s.idle_by_cause.get(c, 0) for c in CAUSES},
+            **{f"{p}_gpu_ns": t.gpu_ns for p, t in s.phases.items()},
+            **{f"{p}_host_ns": t.host_ns for p, t in s.phases.items()},
         }
         for s in idle.steps
     ]

@@ -13,17 +13,11 @@ step range at all gets one pseudo-step, ``whole trace`` (source ``whole_trace``)
 thread (the most recorded host time) from its first range to its last.
 
 Phases of a step: the host ranges on the step's own thread (same rank, pid and tid), clipped
-to the step; each ns goes to the first class covering it, in this order::
-
-    data_loading   DataLoader ranges (``BUILTIN_DATA_RE``) and user ranges named by the
-                   ``data_patterns`` words (as the idle classifier reads them)
-    optimizer      ``Optimizer.step#``/``zero_grad`` and ranges saying optimizer
-    backward       autograd nodes (``*Backward0``), ranges saying backward
-    forward        ranges saying forward, ``nn.Module: *``
-    other          any other named range (a user range, a collective, logging)
-    forward        any other operator (``cpu_op``): outside loading, backward and the
-                   optimizer, the operators of a training step are its forward pass and loss
-    other          the rest of the step (Python between operators, nothing recorded)
+to the step; each ns goes to the first range class covering it, in the order of the one phase
+rule (``analysis.phases``: data loading, communication, optimizer, backward, forward, other
+named ranges, any other operator as forward); collectives recorded on the host count as
+``other`` in this view, and the rest of the step (Python between operators, nothing recorded)
+is ``other`` too:
 
     step      [ProfilerStep#3 ......................................................)
     thread      [DataLoader)[aten::linear][aten::mse][AddmmBackward0][Optimizer.step#]
@@ -40,10 +34,8 @@ from typing import Any, Final
 import numpy as np
 import polars as pl
 
-from traceforensics.analysis import intervals
-from traceforensics.analysis.classify import data_regex
-from traceforensics.analysis.names import BUILTIN_DATA_RE, OPTIMIZER_RE, matching
 from traceforensics.analysis.options import AnalysisOptions
+from traceforensics.analysis.phases import CLASS_PHASE, range_classes, split_by_class
 from traceforensics.analysis.steps import first_step_ranges, step_number
 from traceforensics.model.session import TraceSession
 
@@ -59,8 +51,6 @@ STEP_SOURCES: Final[tuple[str, ...]] = (
 #: The name of a rank's one pseudo-step when it has no step range (source ``whole_trace``).
 WHOLE_TRACE: Final = "whole trace"
 
-BACKWARD_RE: Final = r"(?i)backward"
-FORWARD_RE: Final = r"(?i)forward|^nn\.Module: "
 #: Host kinds holding named ranges and operators.
 _RANGE_KINDS: Final = ("annotation", "cpu_op")
 _THREAD: Final = ["rank", "pid", "tid"]
@@ -135,13 +125,14 @@ def host_breakdown(session: TraceSession, options: AnalysisOptions) -> HostBreak
         pl.col("name").cast(pl.String),
         "start_ns",
         (pl.col("start_ns") + pl.col("dur_ns").clip(0)).alias("end_ns"),
+        "is_comm",
     )
     if ev.height == 0:
         return HostBreakdown()
     steps, sources = _steps(ev, options.steps.pattern)
     if steps.height == 0:
         return HostBreakdown()
-    cls = _classes(ev, options)
+    cls = ev.with_columns(pl.Series("cls", range_classes(ev, options)))
     out: list[HostStep] = []
     for key, mine in steps.group_by(_THREAD, maintain_order=True):
         rows = cls.filter(
@@ -188,55 +179,24 @@ def _whole_trace(ev: pl.DataFrame) -> pl.DataFrame:
         pl.lit(WHOLE_TRACE).alias("name"),
         "start_ns",
         "end_ns",
+        pl.lit(False).alias("is_comm"),
     ).cast({c: ev.schema[c] for c in ev.columns})
 
 
-def _classes(ev: pl.DataFrame, options: AnalysisOptions) -> pl.DataFrame:
-    """``ev`` with ``cls``: the index of the first class of the module's order each row is in
-    (null: a step range, never a phase)."""
-    name, kind = pl.col("name"), pl.col("kind")
-    user_range = (kind == "annotation") | (
-        (kind == "cpu_op") & ~name.str.contains("::") & ~name.str.contains(r"Backward\d*$")
-    )
-    data = matching(ev, BUILTIN_DATA_RE) | (
-        user_range & name.str.contains(data_regex(options.idle.data_patterns))
-    )
-    return ev.filter(~matching(ev, options.steps.marker_re)).with_columns(
-        pl.when(data)
-        .then(0)
-        .when(matching(ev, OPTIMIZER_RE))
-        .then(1)
-        .when(matching(ev, BACKWARD_RE))
-        .then(2)
-        .when(matching(ev, FORWARD_RE))
-        .then(3)
-        .when(kind == "annotation")
-        .then(4)
-        .otherwise(5)
-        .alias("cls")
-    )
-
-
-#: The phase of each class index of ``_classes``.
-_CLASS_PHASE: Final = ("data_loading", "optimizer", "backward", "forward", "other", "forward")
-
-
 def _thread_steps(steps: pl.DataFrame, rows: pl.DataFrame) -> list[HostStep]:
-    """The steps of one thread, each split by the cumulative unions of the classes: class k
-    holds what the union of classes 0..k covers beyond the union of classes 0..k-1."""
+    """The steps of one thread, each split by the range classes (``phases.split_by_class``:
+    a ns covered by several classes goes to the first); what no range covers is ``other``."""
     lo = steps.get_column("start_ns").to_numpy().astype(np.int64)
     hi = np.maximum(steps.get_column("end_ns").to_numpy().astype(np.int64), lo)
-    cls = rows.get_column("cls").to_numpy()
+    cls = rows.get_column("cls").to_numpy().astype(np.int8)
     rs = rows.get_column("start_ns").to_numpy().astype(np.int64)
     re_ = rows.get_column("end_ns").to_numpy().astype(np.int64)
+    by_class = split_by_class(rs, re_, cls, tuple(range(len(CLASS_PHASE))), lo, hi)
     phase = {p: np.zeros(lo.size, np.int64) for p in PHASES}
-    covered = np.zeros(lo.size, np.int64)
-    for k, name in enumerate(_CLASS_PHASE):
-        us, ue = intervals.union(rs[cls <= k], re_[cls <= k])
-        now = intervals.cumulative(us, ue, hi) - intervals.cumulative(us, ue, lo)
-        phase[name] += now - covered
-        covered = now
-    phase["other"] += (hi - lo) - covered
+    for k, name in enumerate(CLASS_PHASE):
+        # (no launch calls here; collectives recorded on the host are ``other`` in this view)
+        phase[name if name in phase else "other"] += by_class[:, k]
+    phase["other"] += (hi - lo) - by_class.sum(axis=1)
     numbers = steps.select(step_number(pl.col("name"))).to_series()
     return [
         HostStep(

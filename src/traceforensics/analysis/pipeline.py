@@ -69,6 +69,7 @@ from traceforensics.analysis.host_steps import HostBreakdown, host_breakdown
 from traceforensics.analysis.idle.gaps import IdleAnalysis, analyze_idle
 from traceforensics.analysis.kernels.forensics import analyze_kernels
 from traceforensics.analysis.kernels.results import KernelAnalysis
+from traceforensics.analysis.method import investigation
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.program import Program
 from traceforensics.analysis.ranks import RankAnalysis, analyze_ranks
@@ -76,6 +77,7 @@ from traceforensics.analysis.ranks.collectives import PG_ARG
 from traceforensics.analysis.ranks.throttle import with_monitor
 from traceforensics.analysis.transfers import device_transfers
 from traceforensics.analysis.utilization.timeline import DevicePattern, analyze_utilization
+from traceforensics.analysis.work_size import DeviceWork, step_work
 from traceforensics.model.errors import InputError
 from traceforensics.model.memory import release_free_memory
 from traceforensics.model.session import TraceSession
@@ -142,6 +144,9 @@ class Analysis:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     #: the host time of each step by phase, for a trace without GPU activity (None with GPUs)
     host: HostBreakdown | None = None
+    #: per device, the work size of each step and whether step time follows it
+    #: (``analysis.work_size.step_work``; a ``DeviceWork`` each)
+    work_size: list[DeviceWork] = field(default_factory=list)
 
     def findings_of(self, rank: int, device: int) -> list[Finding]:
         """The findings of one device, largest ``recoverable_ns`` first."""
@@ -179,6 +184,7 @@ class Analysis:
                 "facts": self.program.facts.to_json(),
             },
             "findings": [f.to_json() for f in self.findings],
+            "method": [m.to_json() for m in investigation(self)],
             "range": {
                 "steps": self.options.range.steps,
                 "start_ns": self.options.range.start_ns,
@@ -186,6 +192,7 @@ class Analysis:
             },
             "devices": [device_json(d) for d in self.devices],
             "steps": [s.to_json() for s in idle.steps],
+            "work_size": [w.to_json() for w in self.work_size],
             "step_summary": [s.to_json() for s in idle.step_summary],
             "gaps": [g.to_json() for g in idle.gaps],
             "stream_gaps": [s.to_json() for s in idle.stream_gaps],
@@ -226,10 +233,13 @@ def analyze(
     session: TraceSession,
     options: AnalysisOptions | None = None,
     monitor_log: MonitorLog | None = None,
+    ncu: pl.DataFrame | None = None,
 ) -> Analysis:
     """Prepare the context once, run every pass in ``PASSES`` over it, fold the results into
-    device records and align the optional monitoring log."""
-    return analyze_context(prepare(session, options), monitor_log)
+    device records and align the optional monitoring log; ``ncu``: an Nsight Compute report
+    (``ingest.ncu.read_ncu_csv``) whose measured figures the kernels take
+    (``kernels.ncu_join.with_ncu``)."""
+    return analyze_context(prepare(session, options), monitor_log, ncu=ncu)
 
 
 _T = TypeVar("_T")
@@ -248,7 +258,11 @@ def _then_release(run: Callable[[AnalysisContext], _T]) -> Callable[[AnalysisCon
 
 
 def analyze_context(
-    ctx: AnalysisContext, monitor_log: MonitorLog | None = None, *, job: bool = True
+    ctx: AnalysisContext,
+    monitor_log: MonitorLog | None = None,
+    *,
+    job: bool = True,
+    ncu: pl.DataFrame | None = None,
 ) -> Analysis:
     """``analyze`` of a prepared context. ``job=False``: the context holds one rank of a job
     analysed apart (``traceforensics.fanout``): the multi-rank view and the straggler findings
@@ -271,8 +285,12 @@ def analyze_context(
         results = {name: _result(name, f, _empty(name, ctx), failed) for name, f in futures.items()}
         transfers = _result("transfers", moved, [], failed)
     idle, kernels, patterns = results["idle"], results["kernels"], results["utilization"]
+    kernels, ncu_note = _with_ncu(ctx, kernels, ncu)
     warnings = list(session.meta.warnings)
     born: dict[str, str] = {}
+    if ncu_note is not None:  # launches of other processes or devices were not joined
+        warnings.append(ncu_note)
+        born[ncu_note] = WARNING
     monitor = None
     if monitor_log is not None:
         has_events = session.events.height > 0
@@ -284,6 +302,8 @@ def analyze_context(
             warnings.append(note)
             born[note] = MONITOR_UNALIGNED
     records = device_records(ctx, idle, kernels, patterns, transfers)
+    no_work: list[DeviceWork] = []
+    work_size = _guard("work_size", lambda: step_work(ctx, idle.steps), no_work, failed)
     program = ctx.program
     ranks = None
     if job:
@@ -324,6 +344,7 @@ def analyze_context(
         ranks=ranks,
         diagnostics=coded(warnings, {**meta_codes(session.meta), **born}, presence),
         host=host,
+        work_size=work_size,
     )
 
 
@@ -332,6 +353,20 @@ WARNING_CODES: Final = frozenset({GPU_ACTIVITY_MISSING, ANALYSIS_FAILED, WARNING
 #: Set (``TF_RAISE_FAILED=1``; the test suite sets it): a part that raises fails the run
 #: instead of leaving an ``analysis_failed`` warning, so a test sees the bug.
 RAISE_FAILED: Final = os.environ.get("TF_RAISE_FAILED", "") not in ("", "0")
+
+
+def _with_ncu(
+    ctx: AnalysisContext, kernels: KernelAnalysis, ncu: pl.DataFrame | None
+) -> tuple[KernelAnalysis, str | None]:
+    """The kernels with an Nsight Compute report's measured figures (``ncu`` None: as they
+    are), and the warning when part of the report was not joined; a report matching nothing
+    raises (exit 2)."""
+    if ncu is None:
+        return kernels, None
+    from traceforensics.analysis.kernels.ncu_join import with_ncu
+
+    joined = with_ncu(ctx, kernels, ncu)
+    return joined, joined.ncu.warning("the Nsight Compute report") if joined.ncu else None
 
 
 def _guard(name: str, run: Callable[[], _T], empty: _T, failed: list[str]) -> _T:

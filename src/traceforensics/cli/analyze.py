@@ -23,15 +23,20 @@ from traceforensics.cache import DEFAULTS as DEFAULTS_KEY
 from traceforensics.cache import cached_result, entry_path, replay_entry, store_result
 from traceforensics.cli.annotate import annotate_option, check_annotate, write_annotation
 from traceforensics.cli.fail_on import FAIL_ON_EXIT_HELP, check_gate, fail_on_option
+from traceforensics.cli.figure_links import figure_links
 from traceforensics.cli.options import (
     COLUMNS_HELP,
     EXIT_CODES_HELP,
     PLOT_SUFFIXES,
     check_output,
     duration_ns,
+    monitor_log,
+    ncu_named,
+    ncu_option,
     non_negative_int,
     positive_float,
     positive_int,
+    read_ncu,
     regex,
     sections_list,
 )
@@ -239,6 +244,7 @@ if TYPE_CHECKING:
     help="Label the stored run, e.g. git=abc123, run=baseline (repeatable; with --store; "
     "$TF_LABELS adds KEY=VALUE words).",
 )
+@ncu_option
 @annotate_option
 @fail_on_option(relative=False)
 def analyze_command(
@@ -248,6 +254,7 @@ def analyze_command(
     jobs: int | None,
     dask: str | None,
     monitor_path: str | None,
+    ncu_path: str | None,
     columns: str | None,
     log_utc_offset: str,
     markdown_path: Path | None,
@@ -262,7 +269,7 @@ def analyze_command(
 ) -> None:
     """Analyze a trace: PyTorch Profiler .json/.json.gz, a directory of rank files,
     an Nsight Systems .sqlite export or a .nsys-rep report."""
-    inputs = [path] + ([monitor_path] if monitor_path else [])
+    inputs = [path, *(p for p in (monitor_path, ncu_path) if p)]
     if markdown_path is not None:
         check_output(markdown_path, inputs, "--markdown")
     if plot_path is not None:
@@ -279,7 +286,7 @@ def analyze_command(
     figures = plot_path is not None or report_path is not None
     # ``tf analyze TRACE --json`` alone is replayed next time (``cache.serve``): keyed by the
     # input as it is now, before the run reads it (a file replaced meanwhile is a miss)
-    replay_at = replay_entry(_argv()) if as_json and not no_cache else None
+    replay_at = replay_entry(_argv()) if as_json and not (no_cache or ncu_path) else None
     with progress_line(enabled=not as_json):
         result = analysis_of(
             path,
@@ -288,8 +295,9 @@ def analyze_command(
             jobs=jobs,
             dask=dask,
             figures=figures or annotate_path is not None,  # (both read the events)
-            monitor=lambda: _monitor(monitor_path, columns, log_utc_offset),
+            monitor=lambda: monitor_log(monitor_path, columns, log_utc_offset),
             entry=replay_at,
+            ncu_path=ncu_path,
         )
     if as_json:  # a script reads the JSON; the person running it sees the warnings
         for w in result.warnings:
@@ -326,22 +334,31 @@ def analysis_of(
     figures: bool = False,
     monitor: Callable[[], MonitorLog | None] | None = None,
     entry: Path | None = None,
+    ncu_path: str | None = None,
 ) -> Analysis:
     """The analysis of ``path`` exactly as ``tf analyze`` makes it: the rank files of a
     directory apart (``_apart``), else one session (the session cache with ``use_cache``); a
     repeat run reads the finished analysis from the result cache. ``figures``: the run also
     draws figures (they need every rank's events in one table). ``monitor`` loads the
     monitoring log, after the trace (a trace error is reported first). ``entry``: the
-    analysis cache's entry, when taken before the run (``cache.replay_entry``)."""
+    analysis cache's entry, when taken before the run (``cache.replay_entry``). ``ncu_path``:
+    an Nsight Compute report joined to the kernels (one table of events, never cached)."""
+    # the report first: a wrong --ncu file fails before the trace loads
+    ncu = read_ncu(ncu_path) if ncu_path is not None else None
     load_log = monitor or (lambda: None)
-    if _apart(path, options, figures, dask):
+    if _apart(path, options, figures, dask, ncu is not None):
         log = load_log()
         report("analysing the rank files")
         return _analyze_apart(path, options, jobs, dask, use_cache, log)
-    # only what the analysis and its renderers read is kept (``TraceSession.only``)
-    session = load_path(path, use_cache=use_cache).only(EVENT_COLUMNS_READ, ARG_KEYS_READ)
+    # only what the analysis and its renderers read is kept (``TraceSession.only``); the
+    # ncu join also checks the launches' grid and block
+    read = (*EVENT_COLUMNS_READ, *(("grid", "block") if ncu_path else ()))
+    session = load_path(path, use_cache=use_cache).only(read, ARG_KEYS_READ)
     log = load_log()
     report("analysing")
+    if ncu_path is not None:  # measured figures: never read from or kept in the result cache
+        run = functools.partial(analyze, session, options, log, ncu=ncu)
+        return _analyze(path, lambda: ncu_named(path, ncu_path, run))
     if not use_cache or log is not None or options.range != DEFAULTS.range:
         return _analyze(path, lambda: analyze(session, options, log))
     # a repeat run reads the finished analysis (``cache.cached_result``)
@@ -366,26 +383,6 @@ def _figures(document: dict[str, Any], path: str) -> dict[str, FigureDelta]:
     return analysis_figures(document, path)
 
 
-def _figure_links(
-    result: Analysis, md: Path, written: dict[str, Path], beside: bool
-) -> list[tuple[str, str]]:
-    """(caption, path relative to the Markdown file) of the figures it links: those ``--plot``
-    wrote in this run, else for a ``.md`` report its own, written beside it as ``<stem>.png``,
-    ``<stem>.timeline.png``, ... (figures with nothing to draw are left out)."""
-    from traceforensics.report.plots import caption, has_content, write_figures
-
-    if not written and beside and result.devices:
-        try:
-            written = write_figures(result, md.with_suffix(".png"), only_content=True)
-        except InputError:  # no matplotlib: the report's tables still tell it all
-            return []
-    return [
-        (caption(name), os.path.relpath(path, md.parent))
-        for name, path in written.items()
-        if has_content(name, result)
-    ]
-
-
 def command_line() -> str:
     """The command line of this run, quoted for a shell (report headers)."""
     return " ".join(shlex.quote(a) for a in ["tf", *_argv()])
@@ -397,31 +394,28 @@ def _argv() -> list[str]:
     return argv
 
 
-def _monitor(path: str | None, columns: str | None, utc_offset: str) -> MonitorLog | None:
-    if path is None:
-        return None
-    # (here: a run without --monitor never imports the log readers)
-    from traceforensics.ingest.monitor import load_monitor_log_utc
-
-    return load_monitor_log_utc(path, columns=columns, utc_offset=utc_offset)
-
-
-def _apart(path: str, options: AnalysisOptions, figures: bool, dask: str | None) -> bool:
+def _apart(
+    path: str, options: AnalysisOptions, figures: bool, dask: str | None, ncu: bool = False
+) -> bool:
     """Whether ``path`` is a directory whose rank files are analysed apart
-    (``traceforensics.fanout``): always, unless the figures or a ``--from``/``--to`` cut
-    need every rank's events in one table (the joint path)."""
+    (``traceforensics.fanout``): always, unless the figures, a ``--from``/``--to`` cut or an
+    ``--ncu`` join need every rank's events in one table (the joint path)."""
     if not os.path.isdir(path):  # (False for any error: the joint load names it)
         return False
     # (``fanout`` is imported for directories only: it brings the rank workers' machinery)
     from traceforensics.fanout import needs_joint
 
-    joint = figures or needs_joint(options)
-    if joint and dask is not None:
+    why = [
+        *(["figures (--plot, --report)"] if figures else []),
+        *(["--from/--to"] if needs_joint(options) else []),
+        *(["--ncu"] if ncu else []),
+    ]
+    if why and dask is not None:
         raise InputError(
-            "--dask: figures (--plot, --report) and --from/--to read every rank's events in "
-            "one process; drop --dask or those options"
+            f"--dask: {' and '.join(why)} read every rank's events in one process; drop "
+            "--dask or those options"
         )
-    return not joint
+    return not why
 
 
 def _analyze_apart(
@@ -480,7 +474,7 @@ def _write(
     if markdown_path is not None:
         from traceforensics.report.markdown import render_markdown
 
-        links = _figure_links(result, markdown_path, figures, md_figures)
+        links = figure_links(result, markdown_path, figures, md_figures)
         # a file name that is not UTF-8 is written escaped, never a crash
         markdown_path.write_text(
             render_markdown(result, command=command_line(), figures=links),

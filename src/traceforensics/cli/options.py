@@ -10,13 +10,19 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from traceforensics.analysis.options import regex_error
 from traceforensics.model.errors import InputError
-from traceforensics.model.monitor import COLUMN_KEYS
+from traceforensics.model.monitor import COLUMN_KEYS, MonitorLog
 from traceforensics.report.terminal import SECTIONS
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from traceforensics.analysis.pipeline import Analysis
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 #: Files a directory input would load as rank files (so an output there would become an input).
@@ -158,3 +164,46 @@ EXIT_CODES_HELP = (
     "Exit codes: 0 done; 2 bad input or option (one line: file, problem, what to do); "
     "3 internal error (a bug: please report it)."
 )
+
+
+#: ``tf analyze --ncu``.
+ncu_option = click.option(
+    "--ncu",
+    "ncu_path",
+    type=click.Path(path_type=str, readable=False),
+    default=None,
+    metavar="REPORT.csv",
+    help="An Nsight Compute CSV report (ncu --csv, details or --page raw) of the same program: "
+    "its kernels' measured SM/DRAM throughput and class replace the estimates (never cached).",
+)
+
+
+def monitor_log(path: str | None, columns: str | None, utc_offset: str) -> MonitorLog | None:
+    """The ``--monitor`` log at ``path`` (None without one)."""
+    if path is None:
+        return None
+    # (here: a run without --monitor never imports the log readers)
+    from traceforensics.ingest.monitor import load_monitor_log_utc
+
+    return load_monitor_log_utc(path, columns=columns, utc_offset=utc_offset)
+
+
+def read_ncu(report: str) -> pl.DataFrame:
+    """The launches of the ncu ``report`` (``ingest.ncu.read_ncu_csv``): a missing,
+    unreadable or non-ncu file is an input error naming it (exit 2, one line)."""
+    # (imported here: a run without --ncu never loads the report's reader)
+    from traceforensics.ingest.ncu import read_ncu_csv
+
+    return read_ncu_csv(report)
+
+
+def ncu_named(trace: str, report: str, run: Callable[[], Analysis]) -> Analysis:
+    """``run()``; a report with no kernel of ``trace`` (``ncu_join.NcuMismatchError``) is an
+    input error naming both files. (Launches of the report's other processes or devices, left
+    out of the join, are a warning of the analysis itself: ``NcuJoin.warning``.)"""
+    from traceforensics.analysis.kernels.ncu_join import NcuMismatchError
+
+    try:
+        return run()
+    except NcuMismatchError as exc:
+        raise InputError(exc.line(report, trace)) from exc

@@ -137,6 +137,7 @@ def merge_parts(
         event_total=events,
         diagnostics=coded(warnings, codes, made),
         host=_job_host(res) if not records else None,
+        work_size=[w for r in res for w in r.work_size],
     )
 
 

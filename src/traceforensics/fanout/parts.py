@@ -28,6 +28,7 @@ from traceforensics.analysis.idle.results import Evidence
 from traceforensics.analysis.kernels.results import KernelAnalysis
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.utilization.timeline import DevicePattern
+from traceforensics.analysis.work_size import DeviceWork
 from traceforensics.ingest.readers import Reader
 from traceforensics.model import errors
 from traceforensics.model.session import TraceMeta
@@ -103,6 +104,7 @@ class RankResults:
     attention: tuple[int, Evidence] | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)  # the rank's analysis's
     host: HostBreakdown | None = None  # the rank's host steps, when it has no GPU activity
+    work_size: list[DeviceWork] = field(default_factory=list)  # its devices' work per step
 
 
 @dataclass

@@ -102,6 +102,7 @@ def _analyse(task: RankTask) -> RankPart:
         attention=attention_scores(ctx).get(rank),
         diagnostics=result.diagnostics,
         host=result.host,
+        work_size=result.work_size,
     )
     return part
 

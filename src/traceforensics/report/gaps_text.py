@@ -3,9 +3,12 @@ evidence, and the step table. Pure formatting; returns lines, prints nothing."""
 
 from __future__ import annotations
 
+from typing import Final
+
 from traceforensics.analysis.devices import DeviceRecord
 from traceforensics.analysis.idle.causes import ranked_causes
 from traceforensics.analysis.idle.gaps import IdleAnalysis
+from traceforensics.analysis.idle.results import StepStats
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.report.format import fmt_ns, fmt_pct, truncate
 
@@ -67,7 +70,8 @@ def gap_lines(analysis: Analysis, limit: int | None = None) -> list[str]:
 
 
 def step_lines(res: IdleAnalysis) -> list[str]:
-    """Step table (span, busy, idle, top idle causes, exposed comm) and step statistics."""
+    """Step table (span, busy, idle, exposed comm, busy by phase, top idle causes) and step
+    statistics."""
     if not res.steps:
         return ["no steps detected (ProfilerStep#N, step/iteration ranges or --step-pattern)"]
     # several devices: each row says whose step it is (the same step number on every rank)
@@ -75,14 +79,15 @@ def step_lines(res: IdleAnalysis) -> list[str]:
     who = f"{'rank':>4} {'GPU':>3} " if many else ""
     out = [
         f"{who}{'step':<24} {'span':>10} {'busy':>10} {'idle':>10} {'exp.comm':>10}"
-        "  top idle causes"
+        f"  {'busy by phase':<26}  top idle causes"
     ]
     for s in res.steps:
         causes = ", ".join(f"{c} {fmt_ns(v)}" for c, v in ranked_causes(s.idle_by_cause)[:2])
         mine = f"{s.rank:>4} {s.device:>3} " if many else ""
         out.append(
             f"{mine}{truncate(s.name, 24):<24} {fmt_ns(s.dur_ns):>10} {fmt_ns(s.busy_ns):>10}"
-            f" {fmt_ns(s.idle_ns):>10} {fmt_ns(s.exposed_comm_ns):>10}  {causes}"
+            f" {fmt_ns(s.idle_ns):>10} {fmt_ns(s.exposed_comm_ns):>10}"
+            f"  {phase_cell(s):<26}  {causes}"
         )
     for m in res.step_summary:
         out.append(
@@ -93,6 +98,28 @@ def step_lines(res: IdleAnalysis) -> list[str]:
         for o in m.outliers:
             out.append(f"  slow: {o.name} {fmt_ns(o.dur_ns)} (+{fmt_ns(o.excess_ns)}): {o.reason}")
     return out
+
+
+#: Short names of the phases in the step table.
+PHASE_SHORT: Final = {
+    "data_loading": "data",
+    "h2d": "h2d",
+    "forward": "fwd",
+    "backward": "bwd",
+    "optimizer": "opt",
+    "communication": "comm",
+    "other": "other",
+}
+
+
+def phase_cell(step: StepStats, most: int = 3) -> str:
+    """The step's GPU busy time by phase, the ``most`` largest as % of its busy time
+    (``fwd 36% bwd 61% opt 2%``); ``-`` without busy time or phases."""
+    if step.busy_ns <= 0 or not step.phases:
+        return "-"
+    top = sorted(step.phases.items(), key=lambda kv: -kv[1].gpu_ns)[:most]
+    shares = [(PHASE_SHORT[p], 100 * t.gpu_ns / step.busy_ns) for p, t in top]
+    return " ".join(f"{p} {pct:.0f}%" for p, pct in shares if pct >= 0.5) or "-"
 
 
 def _signed(ns: int) -> str:

@@ -1,13 +1,14 @@
 """One self-contained HTML report for a ticket or a browser (``tf analyze --report r.html``).
 
-The verdict and the ranked findings first, then the figures and the evidence tables. A multi-
-rank job's verdict is the job's (``job_verdict``: the straggler, its cause, the others' wait),
-then the per-rank verdicts grouped, each GPU's own collapsed; its figures open with the
-timeline, drawn on the job clock. Nothing is fetched to view it: styles are inline and the
-figures (``plots.figure_pngs``: those with something to draw) are embedded PNG data URIs (when
-matplotlib is installed). Each cause in the idle table carries the colour square it has in every
-figure (``palette``). Every string that comes from the trace (kernel, op and range names, paths,
-evidence) goes through ``html.escape``, so a name like ``<script>`` is shown, never run.
+The verdict, the investigation in the method's order (``method_text``) and the ranked findings
+first, then the figures and the evidence tables. A multi-rank job's verdict is the job's
+(``job_verdict``: the straggler, its cause, the others' wait), then the per-rank verdicts
+grouped, each GPU's own collapsed; its figures open with the timeline, drawn on the job clock.
+Nothing is fetched to view it: styles are inline and the figures (``plots.figure_pngs``: those
+with something to draw) are embedded PNG data URIs (when matplotlib is installed). Each cause in
+the idle table carries the colour square it has in every figure (``palette``). Every string that
+comes from the trace (kernel, op and range names, paths, evidence) goes through ``html.escape``,
+so a name like ``<script>`` is shown, never run.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from traceforensics._version import __version__
 from traceforensics.analysis.host_steps import PHASES, HostBreakdown
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.report.job_verdict import is_job, job_verdict, rank_groups
+from traceforensics.report.method_text import METHOD_STYLE, method_html, no_gpu_method
 from traceforensics.report.palette import swatch_html
 from traceforensics.report.tables import (
     EMPTY,
@@ -42,7 +44,8 @@ from traceforensics.report.verdict import (
     verdict_text,
 )
 
-STYLE = """
+STYLE = (
+    """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.5em 0;width:100%}
@@ -56,6 +59,8 @@ ul.ranks li{margin:.3em 0}summary{cursor:pointer;color:#555;margin:.4em 0}
 .sw{display:inline-block;width:.9em;height:.9em;margin-right:.4em;vertical-align:-.1em;
 border:1px solid #555}
 """
+    + METHOD_STYLE
+)
 
 
 def escape(text: object) -> str:
@@ -108,9 +113,11 @@ def render_html(analysis: Analysis, command: str | None = None, top: int = 10) -
         parts.append(f"<h2>Verdict</h2><p>{escape(no_gpu_verdict(analysis.diagnostics))}</p>")
         if analysis.host is not None:
             parts += _host(analysis.host)
+        parts.append(f"<p>{escape(no_gpu_method())}</p>")  # the investigation's one line
         return page(parts)
     parts.append("<h2>Verdict</h2>")
     parts += _job_verdict(analysis) if is_job(analysis) else _device_verdicts(analysis)
+    parts += method_html(analysis)
     p = analysis.program
     parts.append(
         f"<h2>Findings (top {top})</h2><p>Program: {escape(p.framework)} on {escape(p.vendor)}"

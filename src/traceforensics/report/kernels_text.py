@@ -2,14 +2,22 @@
 
 Pure formatting of a ``KernelAnalysis``; returns lines, prints nothing. A suspect figure
 (``kernels.suspect``: above peak, above the bandwidth, or against a guessed peak) is printed
-as computed with a ``!`` after its MFU, and each reason once under its table.
+as computed with a ``!`` after its MFU, and each reason once under its table. With an Nsight
+Compute report (``kernels.ncu``) a measured class is printed with a ``*`` (the op table's
+``bound``, the measured kernels' ``class``); an estimate has none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from traceforensics.analysis.kernels.results import FamilyRow, KernelAnalysis, MfuRow, OpRow
+from traceforensics.analysis.kernels.results import (
+    FamilyRow,
+    KernelAnalysis,
+    KernelBoundRow,
+    MfuRow,
+    OpRow,
+)
 from traceforensics.report.format import fmt_ns, fmt_pct, truncate
 
 
@@ -59,14 +67,16 @@ def op_lines(a: KernelAnalysis, top: int = 10, width: int = 48) -> list[str]:
     if not a.ops:
         out.append("  no op with known FLOPs launched kernels (record_shapes off?)")
     else:
+        bw = 8 if a.ncu is not None else 7  # room for the measured marker
         out.append(
-            f"  {'kernel':>9} {'TFLOPS':>8} {'peak':>8} {'MFU':>6}  {'membw':>6} {'bound':>7} "
+            f"  {'kernel':>9} {'TFLOPS':>8} {'peak':>8} {'MFU':>6}  {'membw':>6} {'bound':>{bw}} "
             f"{'dtype':>5}  op shapes"
         )
         for r in a.ops[:top]:
+            bound = f"{r.bound}*" if r.source == "ncu" else r.bound or "-"
             out.append(
                 f"  {fmt_ns(r.kernel_ns):>9} {_tf(r.tflops):>8} {_tf(r.peak_tflops):>8} "
-                f"{_pct(r.mfu):>6}{_mark(r)} {_pct(r.membw_share):>6} {r.bound or '-':>7} "
+                f"{_pct(r.mfu):>6}{_mark(r)} {_pct(r.membw_share):>6} {bound:>{bw}} "
                 f"{r.dtype or '-':>5}  {r.op} x{r.count} {truncate(r.shapes, width)}"
             )
         out.extend(_reasons(a.ops[:top]))
@@ -113,6 +123,56 @@ def mfu_lines(a: KernelAnalysis, max_steps: int = 20) -> list[str]:
     return [*out, *_reasons([*a.mfu_by_device, *a.mfu_by_step[:max_steps]])]
 
 
+def _num(x: float | None, unit: str = "%") -> str:
+    return "-" if x is None else f"{x:.0f}{unit}"
+
+
+def _bound_line(r: KernelBoundRow, width: int) -> str:
+    """One kernel: its class (``*`` measured) and the figures the class read: SM, memory
+    (Memory Throughput, else DRAM Throughput: what ``bound_class`` used), DRAM beside it."""
+    m = r.ncu
+    cls = f"{r.bound}*" if r.source == "ncu" else r.bound or "-"
+    if m is None:
+        sm, mem, dram, occ, waves = "-", "-", "-", "-", "-"
+    else:
+        sm, occ = _num(m.sm_pct), _num(m.achieved_occupancy_pct)
+        mem, dram = _num(m.mem_pct if m.mem_pct is not None else m.dram_pct), _num(m.dram_pct)
+        waves = "-" if m.waves_per_sm is None else f"{m.waves_per_sm:.1f}"
+    return (
+        f"  {r.rank}:{r.device} {fmt_ns(r.total_ns):>9} x{r.count:<6} {cls:>8} {sm:>4} "
+        f"{mem:>4} {dram:>4} {occ:>4} {waves:>6}  {truncate(r.name, width)}"
+    )
+
+
+def bound_lines(a: KernelAnalysis, top: int = 10, width: int = 60) -> list[str]:
+    """The top kernels by time with what bounds them: measured by Nsight Compute (``*``:
+    SM and memory throughput, the two the class reads, then DRAM throughput, achieved
+    occupancy, waves per SM) or the roofline estimate of their op; nothing without a
+    report."""
+    j = a.ncu
+    if j is None:
+        return []
+    out = [
+        f"Kernel bounds (Nsight Compute: {j.matched} of {j.launches} profiled launches matched; "
+        f"* measured, else estimated)",
+        f"  dev {'time':>9} {'count':<7} {'class':>8} {'SM':>4} {'mem':>4} {'DRAM':>4} "
+        f"{'occ':>4} {'waves':>6}  kernel",
+    ]
+    per_device: dict[tuple[int, int], int] = {}
+    for r in j.kernels:
+        seen = per_device.get((r.rank, r.device), 0)
+        per_device[(r.rank, r.device)] = seen + 1
+        if seen < top:
+            out.append(_bound_line(r, width))
+    if j.shape_mismatches:
+        out.append(f"  {j.shape_mismatches} launch pairs left out: grid or block differ")
+    if j.shifted:
+        out.append(f"  {j.shifted} kernel names paired at an offset (other first launches)")
+    if j.unmatched_names:
+        out.append(f"  not in the trace: {truncate(', '.join(j.unmatched_names), width + 40)}")
+    return out
+
+
 def kernel_report_lines(a: KernelAnalysis, top: int = 10) -> list[str]:
     """Every section, separated by blank lines."""
     return [
@@ -120,6 +180,7 @@ def kernel_report_lines(a: KernelAnalysis, top: int = 10) -> list[str]:
         "",
         *op_lines(a, top),
         "",
+        *([*bound_lines(a, top), ""] if a.ncu is not None else []),
         *([*family_lines(a), ""] if a.families else []),
         *mfu_lines(a),
     ]

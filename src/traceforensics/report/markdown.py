@@ -1,6 +1,7 @@
 """Markdown summary for performance tickets: verdict first (a multi-rank job's: the job's, then
-the per-rank verdicts grouped, ``job_verdict``), then the figures (when the run wrote them) and
-the evidence tables."""
+the per-rank verdicts grouped, ``job_verdict``), the investigation in the method's order
+(``method_text``), the findings, then the figures (when the run wrote them) and the evidence
+tables."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from traceforensics._version import __version__
 from traceforensics.analysis.host_steps import HostBreakdown
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.report.format import fmt_ns, fmt_pct, truncate
+from traceforensics.report.gaps_text import phase_cell
 from traceforensics.report.job_verdict import is_job, job_verdict, rank_groups
+from traceforensics.report.method_text import method_markdown, no_gpu_method
 from traceforensics.report.tables import (
     EMPTY,
     RANK_HEADER,
@@ -75,8 +78,10 @@ def render_markdown(
         lines += ["", "## Verdict", "", no_gpu_verdict(analysis.diagnostics, _code)]
         if analysis.host is not None:
             lines += ["", "## Host time per step", "", *_host_lines(analysis.host)]
+        lines += ["", no_gpu_method()]  # the investigation's one line
         return "\n".join(lines) + "\n"
     lines += ["", "## Verdict", "", *_verdict_lines(analysis)]
+    lines += ["", *method_markdown(analysis)]
     lines += ["", f"## Findings (top {top}, largest time to give back first)", ""]
     lines += _findings_table(analysis, top)
     if figures:
@@ -239,7 +244,7 @@ def _gap_table(analysis: Analysis, top: int) -> list[str]:
 
 def _step_table(analysis: Analysis) -> list[str]:
     return table(
-        ["rank:GPU", "step", "span", "busy", "idle", "exposed comm"],
+        ["rank:GPU", "step", "span", "busy", "idle", "exposed comm", "busy by phase"],
         [
             [
                 f"{s.rank}:{s.device}",
@@ -248,6 +253,7 @@ def _step_table(analysis: Analysis) -> list[str]:
                 fmt_ns(s.busy_ns),
                 fmt_ns(s.idle_ns),
                 fmt_ns(s.exposed_comm_ns),
+                phase_cell(s),
             ]
             for s in analysis.idle.steps
         ],

@@ -27,6 +27,17 @@ BUSY_COLORS: Final[dict[str, str]] = {
     "memcpy": "#5E5E5E",
     "memset": "#8C8C8C",
 }
+#: GPU busy time by step phase (``StepStats.phases``) -> (colour, hatch): dark greys apart
+#: from the coloured idle causes, told apart by shade and hatch.
+PHASE_STYLE: Final[dict[str, tuple[str, str]]] = {
+    "data_loading": ("#3B3B3B", "xx"),
+    "h2d": ("#5E5E5E", ".."),
+    "forward": ("#1A1A1A", ""),
+    "backward": ("#505050", ""),
+    "optimizer": ("#7F7F7F", "//"),
+    "communication": ("#6E6250", ""),
+    "other": ("#3F3F3F", "--"),  # dark: never mistaken for the light-grey idle causes
+}
 #: Lane labels of the busy kinds in the timeline.
 BUSY_LABELS: Final[dict[str, str]] = {
     "kernel": "kernels",

@@ -16,12 +16,14 @@ import numpy as np
 
 from traceforensics.analysis.idle.causes import ranked_causes
 from traceforensics.analysis.idle.results import StepStats
+from traceforensics.analysis.phases import STEP_PHASES
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.model.units import NS_PER_MS
 from traceforensics.report.format import fmt_ns
 from traceforensics.report.lanes import DeviceLanes, device_lanes
 from traceforensics.report.palette import (
     BUSY_COLORS,
+    PHASE_STYLE,
     SHADE_ALPHA,
     cause_color,
     cause_hatch,
@@ -42,7 +44,7 @@ UTIL_TITLE: Final = (
     "GPU utilization: busy % per bin from the analysis-window start; "
     "shaded: the largest idle gaps by top cause"
 )
-STEPS_TITLE: Final = "Per-step breakdown: busy time and idle time by cause"
+STEPS_TITLE: Final = "Per-step breakdown: busy time by phase and idle time by cause"
 NO_STEPS: Final = (
     "no steps detected: no ProfilerStep#N or step/iteration ranges in this trace\n"
     "(tf analyze --step-pattern REGEX names other ranges as steps)"
@@ -104,8 +106,9 @@ def draw_utilization(ax: Any, lane: DeviceLanes, analysis: Analysis) -> list[dic
 
 
 def figure_steps(analysis: Analysis) -> Any:
-    """A matplotlib Figure: per device, one stacked bar per step — busy ms, then idle ms by
-    cause — or a text panel when the trace has no GPU activity or no steps."""
+    """A matplotlib Figure: per device, one stacked bar per step — busy ms by phase
+    (``analysis.phases``), then idle ms by cause — or a text panel when the trace has no GPU
+    activity or no steps."""
     if not analysis.devices:
         return message_figure(STEPS_TITLE, NO_GPU)
     if not analysis.idle.steps:
@@ -124,16 +127,48 @@ def figure_steps(analysis: Analysis) -> Any:
         )
     from matplotlib.patches import Patch
 
-    busy = Patch(facecolor=BUSY_COLORS["kernel"], label="busy (GPU work)")
-    legend_below(fig, [busy, *(cause_patch(c) for c in used)])
+    phases = _phases_used(analysis.idle.steps)
+    busy = [
+        Patch(
+            facecolor=PHASE_STYLE[p][0],
+            hatch=PHASE_STYLE[p][1],
+            edgecolor="#DDDDDD" if PHASE_STYLE[p][1] else "none",
+            label=f"busy: {p.replace('_', ' ')}",
+        )
+        for p in phases
+    ] or [Patch(facecolor=BUSY_COLORS["kernel"], label="busy (GPU work)")]
+    legend_below(fig, [*busy, *(cause_patch(c) for c in used)])
     fig.suptitle(STEPS_TITLE)
     return fig
 
 
+def _phases_used(steps: list[StepStats]) -> list[str]:
+    """The phases with GPU time in any of ``steps``, in ``STEP_PHASES`` order."""
+    return [p for p in STEP_PHASES if any(s.phases[p].gpu_ns for s in steps if s.phases)]
+
+
 def _draw_steps(ax: Any, steps: list[StepStats], causes: list[str]) -> None:
     xs = np.arange(len(steps))
-    bottom = np.array([s.busy_ns for s in steps], dtype=np.float64) / NS_PER_MS
-    ax.bar(xs, bottom, color=BUSY_COLORS["kernel"], width=0.8)
+    bottom = np.zeros(len(steps), dtype=np.float64)
+    phases = _phases_used(steps)
+    for p in phases:  # the busy bar split by phase (their GPU ns sum to the busy ns)
+        ms = np.array([s.phases[p].gpu_ns if s.phases else 0 for s in steps], np.float64)
+        color, hatch = PHASE_STYLE[p]
+        ax.bar(
+            xs,
+            ms / NS_PER_MS,
+            bottom=bottom,
+            width=0.8,
+            color=color,
+            hatch=hatch,
+            edgecolor="#DDDDDD" if hatch else "none",
+            lw=0,
+        )
+        bottom = bottom + ms / NS_PER_MS
+    rest = np.array([s.busy_ns for s in steps], dtype=np.float64) / NS_PER_MS - bottom
+    if not phases or rest.max(initial=0) > 0:  # steps without phases: one busy bar
+        ax.bar(xs, rest, bottom=bottom, color=BUSY_COLORS["kernel"], width=0.8)
+        bottom = bottom + rest
     for c in causes:
         ms = np.array([s.idle_by_cause.get(c, 0) for s in steps], dtype=np.float64) / NS_PER_MS
         if not ms.any():

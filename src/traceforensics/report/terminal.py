@@ -2,10 +2,11 @@
 
 Order: a verdict per device (idle share, dominant cause, what to change first: its top
 finding; for a multi-rank job, the job's verdict first and the per-rank ones grouped:
-``job_verdict``), the ranked findings (a job's same change on several ranks in a row: one),
-then the device summary (busy by kind, copies by direction), idle by cause, the largest gaps
-with their evidence, the step table, the utilization pattern, kernel forensics and, when
-given, the monitoring log.
+``job_verdict``), the ranked findings (a job's same change on several ranks in a row: one):
+with the verdict they fill the first screen; then the investigation in the method's order
+(``method_text``: six checks, the walk stopping at the top finding), the device summary (busy
+by kind, copies by direction), idle by cause, the largest gaps with their evidence, the step
+table, the utilization pattern, kernel forensics and, when given, the monitoring log.
 """
 
 from __future__ import annotations
@@ -163,8 +164,8 @@ def _busy_lines(dev: DeviceRecord) -> list[str]:
 
 #: Section ids of the terminal report, in order (``--sections``); the verdict always comes first.
 SECTIONS: Final[tuple[str, ...]] = (
-    "verdict", "findings", "ranks", "devices", "idle", "gaps", "steps", "pattern", "kernels",
-    "monitor",
+    "verdict", "findings", "method", "ranks", "devices", "idle", "gaps", "steps", "pattern",
+    "kernels", "monitor",
 )  # fmt: skip
 #: Findings shown in the terminal: with the verdict they fit on one screen; JSON has them all.
 TERMINAL_FINDINGS: Final = 3
@@ -175,6 +176,7 @@ def render_text(analysis: Analysis, width: int = 100, sections: tuple[str, ...] 
     ``SECTIONS``; the verdict is always shown)."""
     from traceforensics.report.gaps_text import gap_lines, idle_lines, step_lines
     from traceforensics.report.kernels_text import kernel_report_lines
+    from traceforensics.report.method_text import method_lines, method_title, no_gpu_method
     from traceforensics.report.monitor_text import render_monitor_lines
     from traceforensics.report.ranks_text import rank_lines
 
@@ -193,11 +195,14 @@ def render_text(analysis: Analysis, width: int = 100, sections: tuple[str, ...] 
     if not analysis.devices:
         # (whatever ``sections`` says: a report without GPU sections has this one answer)
         lines += ["", *no_gpu_lines(analysis, width)]
+        # the investigation's one line (no heading: a report without GPU work has no sections)
+        lines += ["", *textwrap.wrap(no_gpu_method(), width, subsequent_indent="  ")]
         if analysis.monitor is not None:
             lines += ["", "== Monitoring log ==", *render_monitor_lines(analysis.monitor)]
         return "\n".join(lines) + "\n"
     builders: dict[str, tuple[str, Callable[[], list[str]]]] = {
         "verdict": ("Verdict", lambda: headline_lines(analysis)),
+        "method": (method_title(analysis), lambda: method_lines(analysis, width)),
         "findings": (
             "Findings (largest time to give back first)",
             lambda: findings_lines(analysis, width, TERMINAL_FINDINGS),

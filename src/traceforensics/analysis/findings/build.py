@@ -2,10 +2,11 @@
 
 One finding per (device, category) with time to give back: each idle cause with idle time,
 exposed communication, transfer-bound copies, inefficient kernels, FP32 GEMMs and layout
-conversions read from kernel names (``kernel_names``) and zero_grad fill kernels
-(``zero_grad``). The estimate of each is in ``estimates`` (and docs/findings.md); remedies come
-in the program's own terms (``remedies.remedy``); a ``cpu_compute`` finding that is the
-framework's op dispatch gets the launch remedy (``dispatch``). Once built, every finding's
+conversions read from kernel names (``kernel_names``), zero_grad fill kernels
+(``zero_grad``) and the optimizer's share of the window (``optimizer_step``). The estimate of
+each is in ``estimates`` (and docs/findings.md); remedies come in the program's own terms
+(``remedies.remedy``); a ``cpu_compute`` finding that is the framework's op dispatch gets the
+launch remedy (``dispatch``). Once built, every finding's
 remedy is checked against what the trace already shows and what its chip can do
 (``preconditions.apply``). The list is sorted by ``recoverable_ns`` (``results.ranked``).
 """
@@ -29,6 +30,7 @@ from traceforensics.analysis.findings.busy_losses import (
 from traceforensics.analysis.findings.copies import transfer_finding
 from traceforensics.analysis.findings.dispatch import dispatch_finding, median_kernel_ns
 from traceforensics.analysis.findings.kernel_names import kernel_name_findings
+from traceforensics.analysis.findings.optimizer_step import optimizer_step_finding
 from traceforensics.analysis.findings.preconditions import apply
 from traceforensics.analysis.findings.remedies import remedy
 from traceforensics.analysis.findings.results import Finding, ranked
@@ -74,6 +76,7 @@ def build_findings(
         out += efficiency_finding(rec, ops, program, scores.get(rec.rank))
         out += kernel_name_findings(ctx, rec, program)
         out += zero_grad_finding(ctx, rec, program)
+        out += optimizer_step_finding(ctx, rec, program)
     by_key = {(r.rank, r.device): r for r in records}
     capped = [apply(_within_window(f, by_key[(f.rank, f.device)]), program) for f in out]
     return ranked([f for f in capped if f.recoverable_ns > 0])

@@ -145,22 +145,17 @@ def efficiency_finding(
     rec: DeviceRecord, ops: list[OpRow], program: Program, scores: tuple[int, Evidence] | None
 ) -> list[Finding]:
     """Roofline shortfall summed over the device's modelled ops (suspect figures skipped);
-    a materialised attention on the rank is named in the title and the evidence. The remedy
-    is checked against the trace (``preconditions.apply``)."""
+    an op Nsight Compute measured is judged on its measured figures instead (``estimates``:
+    ``ATTAINABLE_SOL``), cited as measured, and the remedy follows its measured class
+    (``bound_remedy``). A materialised attention on the rank is named in the title and the
+    evidence. The remedy is checked against the trace (``preconditions.apply``)."""
     scored: list[tuple[float, OpRow, str]] = []
+    # with a report, an op it does not cover (or gives no class) says its figure is estimated
+    mark = ", estimated" if any(o.ncu is not None for o in ops) else ""
     for o in ops:
-        if o.suspect:  # above peak or against a guessed peak (kernels.suspect): no shortfall
-            continue
-        # without a byte count (no dtype sizes recorded) an op is judged on its FLOPs
-        if o.bound in ("compute", None) and o.mfu is not None:
-            missing = max(0.0, 1.0 - o.mfu / est.ATTAINABLE_MFU)
-            how = f"{fmt_pct(o.mfu)} MFU"
-        elif o.bound == "memory" and o.membw_share is not None:
-            missing = max(0.0, 1.0 - o.membw_share / est.ATTAINABLE_MEMBW)
-            how = f"{fmt_pct(o.membw_share)} of memory bandwidth"
-        else:
-            continue
-        scored.append((o.kernel_ns * missing, o, how))
+        got = _score(o, mark)
+        if got is not None:
+            scored.append((o.kernel_ns * got[0], o, got[1]))
     summed = int(sum(s for s, _, _ in scored))
     ns = within_window(summed, rec)
     if ns <= 0:
@@ -174,8 +169,9 @@ def efficiency_finding(
             rec.window_start_ns,
             o.kernel_ns,
             None,
-            f"{o.shapes} {o.dtype or ''}: {how} ({o.bound or 'FLOP'}-bound); kernel time over "
-            f"x{o.count} calls in the window",
+            f"{o.shapes} {o.dtype or ''}: {how}"
+            + ("" if _measured(o) else f" ({o.bound or 'FLOP'}-bound)")
+            + f"; kernel time over x{o.count} calls in the window",
         )
         for _, o, how in scored[:EVIDENCE_KEPT]
     ]
@@ -190,17 +186,104 @@ def efficiency_finding(
             f" (capped at the window: the kernel times sum to {fmt_ns(summed)}, see the warnings)"
         )
     fix = remedy(KERNEL_EFFICIENCY, program)
+    if _measured(top) and top.ncu is not None:
+        fix = bound_remedy(top.ncu.bound, program, fix, top)
     if scores is not None:
         title = f"materialised attention ({scores[0]} x {scores[0]} scores): " + title
         proof = [scores[1], *proof][:EVIDENCE_KEPT]
         fix = f"{attention_remedy(program)}; then {fix}"
-    figures = {
+    measured = sum(_measured(o) for _, o, _ in scored)
+    figures: dict[str, object] = {
         "attainable_mfu": est.ATTAINABLE_MFU,
         "attainable_membw": est.ATTAINABLE_MEMBW,
         "ops_scored": len(scored),
     }
+    if measured:
+        figures |= {"ops_measured": measured, "attainable_sol": est.ATTAINABLE_SOL}
+    confidence = "medium" if _measured(top) else "low"
     # checked here too: a job's merge rebuilds this finding without ``findings.build``
     found = Finding(
-        KERNEL_EFFICIENCY, rec.rank, rec.device, ns, share, title, fix, "low", proof, figures
+        KERNEL_EFFICIENCY, rec.rank, rec.device, ns, share, title, fix, confidence, proof, figures
     )
     return [apply(found, program)]
+
+
+def _measured(o: OpRow) -> bool:
+    """Whether the op's class is measured (``source: "ncu"``: a report gave SM and memory
+    figures); a report without them leaves the estimate."""
+    return o.source == "ncu" and o.ncu is not None and o.ncu.bound != "unknown"
+
+
+def _score(o: OpRow, mark: str) -> tuple[float, str] | None:
+    """``(missing share of the op's kernel time, how it was judged)``, None when it cannot
+    be judged: measured (Nsight Compute) figures first, else the roofline estimate. The
+    measured memory figure cited is the one the class used: Memory Throughput (DRAM beside
+    it), else DRAM Throughput."""
+    m = o.ncu
+    if m is not None and _measured(o):
+        mem = m.mem_pct if m.mem_pct is not None else m.dram_pct
+        if m.sm_pct is None or mem is None:
+            return None
+        sol = max(m.sm_pct, mem) / 100
+        if m.mem_pct is None:
+            cite = f"{mem:.0f}% DRAM"
+        elif m.dram_pct is None:
+            cite = f"{mem:.0f}% memory"
+        else:
+            cite = f"{mem:.0f}% memory (DRAM {m.dram_pct:.0f}%)"
+        how = f"measured: {m.sm_pct:.0f}% SM, {cite} -> {m.bound}-bound (Nsight Compute)"
+        return max(0.0, 1.0 - sol / est.ATTAINABLE_SOL), how
+    if o.suspect:  # above peak or against a guessed peak (kernels.suspect): no shortfall
+        return None
+    # without a byte count (no dtype sizes recorded) an op is judged on its FLOPs
+    if o.bound in ("compute", None) and o.mfu is not None:
+        return max(0.0, 1.0 - o.mfu / est.ATTAINABLE_MFU), f"{fmt_pct(o.mfu)} MFU{mark}"
+    if o.bound == "memory" and o.membw_share is not None:
+        missing = max(0.0, 1.0 - o.membw_share / est.ATTAINABLE_MEMBW)
+        return missing, f"{fmt_pct(o.membw_share)} of memory bandwidth{mark}"
+    return None
+
+
+#: Op dtypes that already move 16 bits or fewer per element (no "16-bit activations").
+_NARROW_DTYPES = frozenset({"fp16", "bf16", "fp8", "int8"})
+
+
+def bound_remedy(bound: str, program: Program, table: str, op: OpRow | None = None) -> str:
+    """The change a measured class calls for; ``table`` is the category's remedy, kept for a
+    compute-bound kernel (faster math: its precondition rules still apply to it) and for an
+    unknown class. Advice the trace shows applied is left out: fusion as new work where
+    torch.compile already runs (``compiled_kernels``; for latency, ``mostly_compiled``),
+    CUDA graphs where they already replay, 16-bit activations where ``op`` already runs in
+    16 bits or fewer (or, without an op dtype, the matmuls run on tensor cores and none in
+    fp32); ``channels_last`` only for a convolution ``op``."""
+    facts = program.facts
+    if bound == "memory":
+        fuse = (
+            "fuse what torch.compile left unfused around it"
+            if facts.compiled_kernels
+            else "fuse the elementwise/normalization chains around it (torch.compile)"
+        )
+        dtype = op.dtype if op is not None else None
+        narrow = (
+            dtype in _NARROW_DTYPES
+            if dtype
+            else (facts.tensor_core_matmuls > 0 and facts.fp32_matmuls == 0)
+        )
+        ways = [fuse, *([] if narrow else ["16-bit activations (autocast)"])]
+        if op is not None and op.family == "conv":
+            ways.append("channels_last so convolutions read contiguous memory")
+        return f"memory-bound (measured): move fewer bytes per result: {', '.join(ways)}"
+    if bound == "latency":
+        fewer = [
+            *([] if facts.mostly_compiled else ["fusion"]),
+            *([] if facts.graph_replays else ["CUDA graphs"]),
+        ]
+        launches = f"fewer small launches ({', '.join(fewer)})" if fewer else "fewer small launches"
+        return (
+            "latency-bound (measured: neither compute nor memory throughput reaches 60%): "
+            f"more work in flight: larger batches or grids, {launches}, higher occupancy "
+            "(fewer registers or less shared memory per block)"
+        )
+    if bound == "compute":
+        return f"compute-bound (measured): the math units are the limit: {table}"
+    return table

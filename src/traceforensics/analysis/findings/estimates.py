@@ -40,6 +40,11 @@
   ``ATTAINABLE_MFU`` of the dtype's peak, memory-bound ops against ``ATTAINABLE_MEMBW`` of the
   memory bandwidth: ``recoverable = kernel_ns * (1 - achieved / attainable)`` (0 when at or
   above it); ops with an impossible figure (MFU or bandwidth share above 1) are left out.
+  An op Nsight Compute measured (``tf analyze --ncu``: ``OpRow.source == "ncu"``) is judged on
+  the measured figures instead, estimates or suspect flags aside: its bottleneck unit's
+  throughput ``sol = max(sm_pct, mem_pct or dram_pct) / 100`` against ``ATTAINABLE_SOL``,
+  ``recoverable = kernel_ns * (1 - sol / ATTAINABLE_SOL)`` (0 at or above it); the finding's
+  confidence is ``medium`` when its largest op is measured (``low`` otherwise).
 """
 
 from __future__ import annotations
@@ -54,6 +59,9 @@ IDLE_CONFIDENCE: Final[dict[str, str]] = {c.id: c.confidence for c in CAUSE_TABL
 ATTAINABLE_MFU: Final = 0.75
 #: Share of the memory bandwidth a streaming kernel reaches in practice.
 ATTAINABLE_MEMBW: Final = 0.8
+#: Share of peak (Nsight Compute's Speed Of Light %) of the busiest unit a tuned kernel
+#: reaches: NVIDIA's guidance reads above 80% as close to the hardware's limit.
+ATTAINABLE_SOL: Final = 0.8
 #: Host<->device bandwidth (GB/s, pinned, one direction) by PCIe generation, practical figures.
 PCIE_GBPS: Final[dict[int, float]] = {3: 12.0, 4: 25.0, 5: 50.0}
 #: Without a known bandwidth, the share of the exposed copy time counted as recoverable.

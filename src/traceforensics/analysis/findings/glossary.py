@@ -63,6 +63,12 @@ _OTHER: Final[dict[str, Entry]] = {
         "fill kernels and memsets launched inside Optimizer.zero_grad ranges, plus the GPU idle "
         "inside those ranges (set_to_none=True launches none)",
     ),
+    "optimizer_step": Entry(
+        "the optimizer's update (optimizer.step) took a large share of the window",
+        "kernels launched inside Optimizer.step ranges (or ranges saying optimizer) plus the GPU "
+        "idle inside them, from 10 % of the window; fused/foreach kernels by name decide the "
+        "remedy",
+    ),
 }
 
 #: Every category id (``results.CATEGORIES`` order: the idle causes first) -> its entry.

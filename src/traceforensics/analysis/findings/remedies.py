@@ -64,7 +64,16 @@ _GENERIC_OTHER: Final[dict[str, str]] = {
     "channels-last) so no transposes run between layers",
     "zero_grad": "stop zeroing gradients with one fill kernel per parameter: release the "
     "buffers instead, or zero them all in one kernel",
+    "optimizer_step": "update the parameters with one multi-tensor (fused) kernel per "
+    "operation instead of one launch per parameter",
 }
+#: The remedy of ``optimizer_step`` when the trace shows the update already multi-tensor.
+OPTIMIZER_FUSED_REMEDY: Final = (
+    "the update already runs multi-tensor kernels: the GPU waits while the host prepares it - "
+    "compile the optimizer step (torch.compile) or capture it in a CUDA graph; for the update "
+    "itself, shard the optimizer state across data-parallel ranks (ZeRO-1/FSDP) or keep it in "
+    "lower precision (8-bit or BF16 states)"
+)
 #: Framework-neutral wording: the fallback for every (category, framework) not in REMEDIES;
 #: ``CATEGORIES`` order (the idle causes first).
 GENERIC: Final[dict[str, str]] = {**{c.id: c.remedy for c in CAUSE_TABLE}, **_GENERIC_OTHER}
@@ -86,6 +95,8 @@ REMEDIES: Final[dict[tuple[str, str], str]] = {
     " and torch.backends.cudnn.allow_tf32 (TF32), or torch.autocast(dtype=torch.bfloat16)",
     ("layout_conversion", "pytorch"): "channels_last: model.to(memory_format=torch.channels_last)"
     " and the inputs too, so convolutions run NHWC kernels without NCHW<->NHWC transposes",
+    ("optimizer_step", "pytorch"): "build the optimizer with fused=True (Adam/AdamW/SGD on CUDA)"
+    " or foreach=True: a few multi-tensor kernels update every parameter",
     ("zero_grad", "pytorch"): "optimizer.zero_grad(set_to_none=True) (the default since PyTorch "
     "2.0): no fill kernel per parameter; or one torch._foreach_zero_ over the grads",
     ("fp32_matmul", "cuda"): "tensor-core math in cuBLAS/cuDNN: CUBLAS_COMPUTE_32F_FAST_TF32, or "

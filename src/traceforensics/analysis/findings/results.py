@@ -2,7 +2,8 @@
 
 ``category`` is a contract (docs/findings.md, docs/json-output.md): the idle cause ids of
 docs/causes.md, plus ``exposed_communication``, ``transfer_bound``, ``kernel_efficiency``,
-``one_off``, ``straggler_wait``, ``fp32_matmul``, ``layout_conversion`` and ``zero_grad``.
+``one_off``, ``straggler_wait``, ``fp32_matmul``, ``layout_conversion``, ``zero_grad`` and
+``optimizer_step``.
 ``recoverable_ns`` is an estimate of the time the change would give back (integer ns; the rule
 per category is in docs/findings.md); findings are sorted by it, largest first.
 """
@@ -28,6 +29,8 @@ FP32_MATMUL: Final = "fp32_matmul"
 LAYOUT_CONVERSION: Final = "layout_conversion"
 #: Gradient-zeroing fill kernels launched by optimizer.zero_grad (no set_to_none).
 ZERO_GRAD: Final = "zero_grad"
+#: The optimizer's update (``Optimizer.step`` ranges) a large share of the window.
+OPTIMIZER_STEP: Final = "optimizer_step"
 #: Every category id, in tie-break order (idle causes first, as in docs/causes.md).
 CATEGORIES: Final[tuple[str, ...]] = (
     *CAUSES,
@@ -39,6 +42,7 @@ CATEGORIES: Final[tuple[str, ...]] = (
     FP32_MATMUL,
     LAYOUT_CONVERSION,
     ZERO_GRAD,
+    OPTIMIZER_STEP,
 )
 #: Below this share of the window a finding is minor: the verdict says nothing large was lost.
 MINOR_SHARE: Final = 0.02

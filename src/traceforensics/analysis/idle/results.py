@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from traceforensics.analysis.phases import PhaseTime
+
 
 def duration_text(ns: int) -> str:
     """A readable duration for evidence text: ns, µs, ms or s, whichever fits."""
@@ -82,7 +84,9 @@ class DeviceIdle:
 
 @dataclass
 class StepStats:
-    """One step on one device: device-side span, busy, idle by cause, exposed communication."""
+    """One step on one device: device-side span, busy, idle by cause, exposed communication,
+    and its time by phase (``phases``: every ``STEP_PHASES`` key, or empty before the phase
+    rule ran; GPU ns sum to ``busy_ns``, host ns to ``dur_ns``)."""
 
     rank: int
     device: int
@@ -94,6 +98,7 @@ class StepStats:
     idle_by_cause: dict[str, int]
     exposed_comm_ns: int
     comm_ns: int = 0
+    phases: dict[str, PhaseTime] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -107,6 +112,7 @@ class StepStats:
             "idle_by_cause": dict(self.idle_by_cause),
             "exposed_comm_ns": self.exposed_comm_ns,
             "comm_ns": self.comm_ns,
+            "phases": {p: t.to_json() for p, t in self.phases.items()},
         }
 
 

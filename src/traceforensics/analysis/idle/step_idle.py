@@ -3,7 +3,8 @@
 
 For each step window ``[lo, hi)`` on its device: busy (the device's busy union clipped to the
 window), idle gaps attributed exactly as device gaps (``windows.window_gaps``: a gap clipped by
-the window keeps the causes of the whole gap), communication and its exposed part::
+the window keeps the causes of the whole gap), communication and its exposed part, and its
+GPU and host time by phase (``analysis.phases``)::
 
     GPU work:   |==step 1==|....idle....|==step 2==|
     window:                [ step 2 (tiled)        )
@@ -25,6 +26,7 @@ from traceforensics.analysis.idle.comm import comm_in_window
 from traceforensics.analysis.idle.results import StepOutlier, StepStats, StepSummary
 from traceforensics.analysis.idle.windows import full_causes, in_window, window_gaps
 from traceforensics.analysis.intervals import clip, total
+from traceforensics.analysis.phases import step_phases
 
 
 def step_breakdown(ctx: AnalysisContext) -> tuple[list[StepStats], list[StepSummary]]:
@@ -40,6 +42,7 @@ def step_breakdown(ctx: AnalysisContext) -> tuple[list[StepStats], list[StepSumm
     wg = window_gaps(ctx, dev, lo, hi, keep=0)
     by_step, idle_ns = wg.by_window, wg.idle
     del wg  # per-step sums are all the steps need
+    phases = step_phases(ctx, dev, lo, hi)
     steps: list[StepStats] = []
     names = spans.get_column("name").to_list()
     for k in range(dev.size):
@@ -61,6 +64,7 @@ def step_breakdown(ctx: AnalysisContext) -> tuple[list[StepStats], list[StepSumm
                 full_causes(by_step[k]),
                 exposed,
                 comm_ns,
+                phases[k],
             )
         )
     sources = dict(

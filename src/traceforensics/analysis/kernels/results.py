@@ -7,7 +7,16 @@
      "ops": [{"op", "shapes", "dtype", "flops", "bytes", "kernel_ns", "tflops",
               "peak_tflops", "mfu", "bound", "suspect", "suspect_reason", ...extra}],
      "mfu": {"devices": [...], "steps": [...]},
+     "ncu": null | {"launches", "matched", "shape_mismatches", "kernels_covered",
+                    "unmatched_names", "kernels": [KernelBoundRow], "process_id",
+                    "report_device", "launches_left_out", "shifted"},
      ...extra top-level keys}
+
+``ncu`` is null unless an Nsight Compute report was given (``tf analyze --ncu``,
+``kernels.ncu_join``); then every ``ops[]`` row and every ``ncu.kernels[]`` row (the top kernels
+by time per device) says where its ``bound`` comes from: ``source: "ncu"`` (measured, with
+``ncu`` = ``NcuFigures``) or ``"estimate"`` (the roofline model; ``ncu`` null, or the
+measured figures when they give no class: ``ncu.bound == "unknown"``).
 
 Every ns value is an int; ratios are floats (or null when unknown), normally in [0, 1]: a
 figure above 1 (or measured against a guessed peak) is kept as computed and its row flagged
@@ -69,9 +78,94 @@ class OpRow:
     #: set by ``suspect.flag_suspects``: the figures cannot be taken at face value, and why
     suspect: bool = False
     suspect_reason: str | None = None
+    #: ``estimate`` (``bound`` from the roofline model) or ``ncu`` (measured: ``ncu``); an
+    #: estimate may carry measured figures without a class (``ncu.bound == "unknown"``)
+    source: str = "estimate"
+    ncu: NcuFigures | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class NcuFigures:
+    """Nsight Compute's measured figures of the launches matched to one kernel or op: means
+    over those launches (nulls left out; None when no launch has the figure). Percentages of
+    peak (0-100), ``duration_ns`` integer ns. ``bound`` = ``bound.bound_class(sm_pct, mem_pct
+    or dram_pct)``: ``compute``, ``memory``, ``latency`` or ``unknown``; ``balanced`` and
+    ``small_grid`` as in ``kernels.bound``."""
+
+    launches: int
+    duration_ns: int | None
+    sm_pct: float | None
+    mem_pct: float | None
+    dram_pct: float | None
+    achieved_occupancy_pct: float | None
+    theoretical_occupancy_pct: float | None
+    waves_per_sm: float | None
+    bound: str
+    balanced: bool
+    small_grid: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class KernelBoundRow:
+    """One of a device's top kernels by total time (``options.kernels.top``) and what bounds
+    it: measured (``source: "ncu"``, ``bound`` = ``ncu.bound``) or the roofline estimate of
+    the op that charged its FLOPs (``source: "estimate"``; None where no FLOPs model covers
+    it; ``ncu`` then null, or figures whose class is ``unknown``)."""
+
+    rank: int
+    device: int
+    name: str
+    count: int
+    total_ns: int
+    source: str
+    bound: str | None
+    ncu: NcuFigures | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class NcuJoin:
+    """How an Nsight Compute report joined the trace (``kernels.ncu_join``): ``launches``
+    profiled, ``matched`` to a trace launch on some device, ``shape_mismatches`` pairs dropped
+    because grid or block differ, ``unmatched_names`` base names of the report absent from
+    the trace (first 10), ``kernels_covered`` rows of ``kernels`` measured (known class).
+    ``process_id``/``report_device``: the report's (``Process ID``, ``Device``) joined (None
+    where the report has no such column), ``launches_left_out`` the launches of its other
+    processes or devices (not joined); ``shifted`` (device, kernel name) groups paired at an
+    offset other than 0 (the report started at another launch than the trace)."""
+
+    launches: int
+    matched: int
+    shape_mismatches: int
+    kernels_covered: int
+    unmatched_names: list[str]
+    kernels: list[KernelBoundRow]
+    process_id: int | None = None
+    report_device: int | None = None
+    launches_left_out: int = 0
+    shifted: int = 0
+
+    def warning(self, report: str) -> str | None:
+        """One line when part of ``report`` was not joined (other processes or devices)."""
+        if not self.launches_left_out:
+            return None
+        return (
+            f"{report}: {self.launches_left_out} of {self.launches} launches are of other "
+            f"processes or devices than process {self.process_id} device {self.report_device}"
+            " and were not joined; profile one rank (ncu without --target-processes all, or "
+            "a report per rank) to measure them"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "kernels": [k.to_json() for k in self.kernels]}
 
 
 @dataclass
@@ -165,6 +259,8 @@ class KernelAnalysis:
     short_kernel_ns: int
     kernel_count: int
     peaks: list[dict[str, Any]] = field(default_factory=list)
+    #: the Nsight Compute join (``tf analyze --ncu``), None without a report
+    ncu: NcuJoin | None = None
 
     @classmethod
     def empty(cls, short_kernel_us: float) -> KernelAnalysis:
@@ -188,4 +284,5 @@ class KernelAnalysis:
                 "kernel_count": self.kernel_count,
             },
             "peaks": self.peaks,
+            "ncu": None if self.ncu is None else self.ncu.to_json(),
         }

@@ -13,6 +13,8 @@ columns came):
 - raw (``--page raw``): wide, one row per launch after a row of units; metrics by counter name
   (``sm__throughput.avg.pct_of_peak_sustained_elapsed``, ...).
 
+A ``*_pct`` figure is read only from a value in ``%`` (or without a unit), the Speed Of Light
+section's first; ``Process ID`` and ``Device`` are kept (``process_id``, ``device``).
 Values are quoted text that may carry thousands separators (``"1,234.56"``); ``==PROF==``
 lines before or after the table are skipped. Durations are converted to integer ns by their
 unit (``ns``/``nsecond``, ``us``/``usecond``, ``ms``/``msecond``, ``s``/``second``).

@@ -2,7 +2,14 @@
 
 Rows of the result: one per profiled launch, in the report's ``ID`` order; every figure null
 where the report does not hold it (a DRAM figure is not measured on every GPU family).
-Percentages are of peak (0-100), durations integer ns.
+Percentages are of peak (0-100), durations integer ns. ``process_id`` and ``device`` are the
+report's ``Process ID`` and ``Device`` columns (null where absent): ``ncu --target-processes
+all`` puts every process's launches in one ``ID`` order.
+
+Units decide what a value is: a ``*_pct`` figure is taken only from a value in ``%`` (or with
+no unit), so ``--set full``'s "Memory Throughput" in ``Gbyte/second`` (Memory Workload
+Analysis section) never stands in for the percentage; a value from a Speed Of Light section
+wins over the same label elsewhere. A duration in an unknown unit is left out.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ NCU_SCHEMA: Final[dict[str, pl.DataType]] = {
     "kernel": pl.String(),
     "block": pl.String(),
     "grid": pl.String(),
+    "process_id": pl.Int64(),
+    "device": pl.Int64(),
     "duration_ns": pl.Int64(),
     "sm_pct": pl.Float64(),
     "mem_pct": pl.Float64(),
@@ -30,7 +39,8 @@ NCU_SCHEMA: Final[dict[str, pl.DataType]] = {
     "theoretical_occupancy_pct": pl.Float64(),
     "waves_per_sm": pl.Float64(),
 }
-_FIGURES: Final = tuple(NCU_SCHEMA)[4:]
+#: column -> position in a launch row
+_AT: Final = {name: i for i, name in enumerate(NCU_SCHEMA)}
 #: details-page metric labels (every ncu version's) -> figure
 LABELS: Final[dict[str, str]] = {
     "Compute (SM) Throughput": "sm_pct",
@@ -67,6 +77,8 @@ _NS_PER: Final[dict[str, float]] = {
     "second": 1e9,
 }
 _IDS: Final = ("ID", "Kernel Name")
+#: units a percentage of peak may carry (ncu writes ``%``; a raw page may leave it blank)
+_PCT_UNITS: Final = ("%", "")
 
 
 def read_ncu_csv(path: str | Path) -> pl.DataFrame:
@@ -77,7 +89,10 @@ def read_ncu_csv(path: str | Path) -> pl.DataFrame:
         text = p.read_text(encoding="utf-8-sig", errors="replace")
     except OSError as exc:
         raise UnsupportedFormatError(f"{p}: cannot read it ({exc.strerror})") from exc
-    rows = _table(text)
+    try:
+        rows = _table(text)
+    except csv.Error as exc:  # a broken quote, a field past csv's size limit
+        raise UnsupportedFormatError(f"{p}: not a readable CSV report ({exc})") from exc
     if not rows or not all(c in rows[0] for c in _IDS):
         raise UnsupportedFormatError(
             f"{p}: not an Nsight Compute CSV report (no ID and Kernel Name columns); "
@@ -106,6 +121,8 @@ def _new(row: dict[str, str]) -> Launch:
     out[1] = row.get("Kernel Name", "")
     out[2] = row.get("Block Size") or None
     out[3] = row.get("Grid Size") or None
+    out[_AT["process_id"]] = _int(row.get("Process ID", ""))
+    out[_AT["device"]] = _int(row.get("Device", ""))
     return out
 
 
@@ -118,7 +135,11 @@ def _details(head: list[str], body: list[list[str]]) -> dict[int, Launch]:
             continue
         launch = out.setdefault(launch_id, _new(row))
         figure = LABELS.get(row.get("Metric Name", "").strip())
-        if figure is not None:
+        if figure is None:
+            continue
+        section = row.get("Section Name", "").replace(" ", "").lower()
+        # the Speed Of Light section's figure wins; another section's only fills a gap
+        if "speedoflight" in section or launch[_AT[figure]] is None:
             _set(launch, figure, row.get("Metric Value", ""), row.get("Metric Unit", ""))
     return out
 
@@ -140,13 +161,16 @@ def _raw(head: list[str], body: list[list[str]]) -> dict[int, Launch]:
 
 
 def _set(launch: Launch, figure: str, value: str, unit: str) -> None:
-    number = _float(value)
+    """Set ``figure`` from ``value`` in ``unit`` (module docstring: a value in another unit
+    than the figure's is left out)."""
+    number, unit = _float(value), unit.strip()
     if number is None:
         return
     if figure == "duration_ns":
-        launch[4] = round(number * _NS_PER.get(unit.strip(), 1.0))
-    else:
-        launch[4 + _FIGURES.index(figure)] = number
+        if unit in _NS_PER or not unit:
+            launch[_AT[figure]] = round(number * _NS_PER.get(unit, 1.0))
+    elif not figure.endswith("_pct") or unit in _PCT_UNITS:
+        launch[_AT[figure]] = number
 
 
 def _float(value: str) -> float | None:
