@@ -9,6 +9,7 @@ token. Every shared trace gives a verdict; the ResNet-50 ones say ``fixed_shapes
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 
 from tests.conftest import ROOT, TRACES, kineto_trace_files, nsys_trace_files, shared_trace
 from traceforensics import load
+from traceforensics.analysis import analyze
 from traceforensics.analysis.context import AnalysisContext, prepare
 from traceforensics.analysis.idle.gaps import analyze_idle
 from traceforensics.analysis.idle.results import StepStats
@@ -360,3 +362,30 @@ def test_resnet_shapes_are_fixed(rel: str) -> None:
     assert (dw.unit, dw.verdict, dw.shape) == ("samples", "fixed_shapes", "32 x 3 x 224 x 224")
     assert dw.per_step == [32] * len(steps) and dw.steps_used == len(steps)
     assert dw.sentence().startswith("shapes are fixed (32 x 3 x 224 x 224, 32 samples")
+
+
+def test_flops_per_step_from_the_kernels_pass(tmp_path: Path) -> None:
+    """``DeviceWork.flops``: each step's FLOPs by the FLOPs model (issue 47 item 2, "FLOPs where
+    known"), equal to the kernels pass's per-step rows and to the GEMMs the loop was built
+    with: 3 GEMMs (forward, two backward) of 2·B·in·out per layer and step."""
+    from synth_scenarios import training_loop as scenario_loop
+
+    dims, batch = (1024, 4096, 4096, 1024), 2048
+    tr = scenario_loop(steps=4, dims=dims, batch=batch)
+    a = analyze(load(tr.write_kineto(tmp_path / "t.json")))
+    (w,) = a.work_size
+    rows = {r.window_start_ns: r.flops for r in a.kernels.mfu_by_step}
+    assert w.flops == [rows[s.start_ns] for s in a.idle.steps]
+    gemm = 3 * sum(2 * batch * i * o for i, o in itertools.pairwise(dims))
+    for f in w.flops:
+        assert f is not None and gemm <= f < 1.01 * gemm  # (+ the elementwise ops' FLOPs)
+
+
+def test_flops_per_step_on_resnet50() -> None:
+    """ResNet-50 at batch 32, 224 x 224: about 4.1 G multiply-adds per image forward, so
+    3 x 2 x 4.1e9 x 32 = 787 GFLOPs per training step (forward + backward); fixed shapes give
+    the same figure every step."""
+    a = analyze(load(shared_trace("kineto/resnet50_v100_workers0.pt.trace.json.gz")))
+    (w,) = a.work_size
+    assert len(set(w.flops)) == 1 and w.flops[0] is not None
+    assert 0.9 * 787e9 < w.flops[0] < 1.1 * 787e9

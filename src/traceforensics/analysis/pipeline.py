@@ -77,7 +77,7 @@ from traceforensics.analysis.ranks.collectives import PG_ARG
 from traceforensics.analysis.ranks.throttle import with_monitor
 from traceforensics.analysis.transfers import device_transfers
 from traceforensics.analysis.utilization.timeline import DevicePattern, analyze_utilization
-from traceforensics.analysis.work_size import DeviceWork, step_work
+from traceforensics.analysis.work_size import DeviceWork, step_work, with_flops
 from traceforensics.model.errors import InputError
 from traceforensics.model.memory import release_free_memory
 from traceforensics.model.session import TraceSession
@@ -303,7 +303,12 @@ def analyze_context(
             born[note] = MONITOR_UNALIGNED
     records = device_records(ctx, idle, kernels, patterns, transfers)
     no_work: list[DeviceWork] = []
-    work_size = _guard("work_size", lambda: step_work(ctx, idle.steps), no_work, failed)
+    work_size = _guard(
+        "work_size",
+        lambda: with_flops(step_work(ctx, idle.steps), idle.steps, kernels.mfu_by_step),
+        no_work,
+        failed,
+    )
     program = ctx.program
     ranks = None
     if job:

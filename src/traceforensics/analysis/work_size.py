@@ -18,7 +18,8 @@ A batch tensor counts ``tokens`` (integer, rank 2: ``B*L``; without types, a cop
 per element), else ``samples`` (leading dim) when its trailing dims are the same in every kept
 step, else ``elements`` (element count: ``[8, T, 80]`` with T varying). Shapes come from
 ``Input Dims`` / ``Input type`` (Kineto args; Nsight Systems ``emit_nvtx(record_shapes=True)``
-range names, mapped onto ``Input Dims`` by the ingester, no types). FLOPs are not counted.
+range names, mapped onto ``Input Dims`` by the ingester, no types). FLOPs per step come from the
+kernels pass (``with_flops``), beside the work size; the verdict does not read them.
 
 **Steps kept**: a device's steps less its one-off warm-up steps (``one_off``'s rule).
 
@@ -42,7 +43,8 @@ cost, not the work on the data.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final, NamedTuple
 
 import numpy as np
@@ -50,6 +52,7 @@ import numpy as np
 from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.idle.results import StepStats
 from traceforensics.analysis.kernels.flops import INT_ITEMSIZE
+from traceforensics.analysis.kernels.results import MfuRow
 from traceforensics.analysis.one_off import WARMUP_STEP, one_off_windows
 from traceforensics.analysis.work_shapes import (
     OpShapes,
@@ -113,6 +116,9 @@ class DeviceWork:
     copy_slope_ns: float | None = None
     copies_cost: bool = False
     pageable_copies: bool = False
+    #: FLOPs of each step (aligned as ``per_step``) by the kernels pass's FLOPs model
+    #: (``mfu.steps``: the kernels that started in the step); None where no model covers them
+    flops: list[int | None] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """Every field, by name (plain JSON: docs/work_size.md)."""
@@ -241,6 +247,24 @@ def step_work(ctx: AnalysisContext, steps: list[StepStats]) -> list[DeviceWork]:
                 copy, pageable = exposed_copy_ns(ctx, g, lo, hi)
         order = np.argsort(lo, kind="stable")
         out.append(_judge(rank, device, sizes, hi - lo, copy, pageable, kept, order))
+    return out
+
+
+def with_flops(
+    work: list[DeviceWork], steps: list[StepStats], mfu_steps: Sequence[MfuRow]
+) -> list[DeviceWork]:
+    """``work`` with each step's FLOPs (``DeviceWork.flops``) from the kernels pass's per-step
+    rows (``mfu.steps``: the same windows as ``steps[]``)."""
+    known = {
+        (r.rank, r.device, r.window_start_ns, r.window_ns): r.flops
+        for r in mfu_steps
+        if r.flops_known_kernel_ns > 0
+    }
+    out = []
+    for w in work:
+        mine = [s for s in steps if (s.rank, s.device) == (w.rank, w.device)]
+        flops = [known.get((w.rank, w.device, s.start_ns, s.dur_ns)) for s in mine]
+        out.append(replace(w, flops=flops))
     return out
 
 
