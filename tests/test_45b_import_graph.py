@@ -28,8 +28,8 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 PKG = "traceforensics"
 
-#: Subpackages of ``analysis`` holding passes.
-PASSES = ("idle", "kernels", "findings", "ranks", "utilization", "monitoring")
+#: Subpackages of ``analysis`` holding passes (serving and memory: issue 48).
+PASSES = ("idle", "kernels", "findings", "ranks", "utilization", "monitoring", "serving", "memory")
 #: Root modules of ``analysis`` above the passes: the runner that calls every pass and folds
 #: their results into ``Analysis`` (with its JSON object and frames), the package facade that
 #: re-exports it, and the per-device record, tables and step work sizes (issue 47: read over

@@ -66,8 +66,15 @@ STOP_AT = {
     "layout_conversion": "kernels",
     "zero_grad": "model",
     "optimizer_step": "model",
+    "serving_scheduler_gap": "idle_cause",  # issue 48
+    "serving_eager_decode": "idle_cause",
+    "allocator_churn": "idle_cause",
+    "reserved_unused": "model",
+    "memory_near_capacity": "model",
 }
 GPU_KINDS = ["kernel", "memcpy", "memset", "cuda_graph"]
+#: Findings that hold idle under their own name (issue 48): a server's gaps, the allocator.
+HOLD_IDLE = {"serving_scheduler_gap", "serving_eager_decode", "allocator_churn"}
 
 
 @lru_cache(maxsize=4)
@@ -143,7 +150,8 @@ def _figures(a: Analysis, d: DeviceRecord, by: dict[str, str]) -> None:
         steady = {
             f.category: f.recoverable_ns
             for f in a.findings
-            if (f.rank, f.device) == (d.rank, d.device) and f.category in CAUSES
+            if (f.rank, f.device) == (d.rank, d.device)
+            and (f.category in CAUSES or f.category in HOLD_IDLE)
         }
         top = (
             max(steady.items(), key=lambda kv: kv[1])

@@ -291,6 +291,7 @@ def test_args_side_table_values_round_trip() -> None:
         "cpu_op",
         "annotation",
         "kernel",
+        "marker",  # issue 48: the [memory] events' bytes and totals
     }
     assert "Ev Idx" not in set(table["key"].cast(pl.String).to_list())
     first = session.events["event_id"][0]

@@ -244,6 +244,11 @@ def test_categories() -> None:
         "layout_conversion",
         "zero_grad",
         "optimizer_step",  # issue 47: the optimizer's share of the window
+        "serving_scheduler_gap",  # issue 48: serving and memory
+        "serving_eager_decode",
+        "allocator_churn",
+        "reserved_unused",
+        "memory_near_capacity",
     )
     assert CATEGORIES[len(CAUSES) :] == extra
     assert set(GENERIC) == set(CATEGORIES)

@@ -45,7 +45,11 @@ HEADINGS = {
     "steps": "== Steps ==",
     "pattern": "== Utilization pattern ==",
     "kernels": "== Kernels ==",
+    "serving": "== Serving ==",  # issue 48: a server's iterations, memory over time
+    "memory": "== Memory ==",
 }
+#: Sections shown only when the trace has what they describe.
+SHOWN_IF = ("serving", "memory")
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +105,9 @@ def test_terminal_report(
         assert "No GPU activity in this trace (CPU-only)" in out and "== " not in out
         return
     headings = [line for line in lines if line.startswith("== ")]
-    want = [HEADINGS[s] for s in SECTIONS if s in HEADINGS]
+    # (a server's iterations and memory over time only where the trace has them)
+    shown = {s for s in ("serving", "memory") if HEADINGS[s] in out}
+    want = [HEADINGS[s] for s in SECTIONS if s in HEADINGS and (s not in SHOWN_IF or s in shown)]
     assert [next(w for w in want if h.startswith(w)) for h in headings] == want, headings
     # a verdict line per device, and `--sections all` is the default
     assert re.search(r"^rank \d+ GPU \d+: idle \d+\.\d% of a .+ window", out, re.M)
@@ -125,6 +131,8 @@ def test_each_terminal_section_alone(
             assert out == full  # nothing to choose from: the same one-line answer
         elif sid in ("monitor", "ranks"):  # no --monitor log / one rank: the verdict only
             assert heads == ["== Verdict =="]
+        elif sid in ("serving", "memory") and HEADINGS[sid] not in full:
+            assert heads == ["== Verdict =="]  # not a server / no memory events: nothing
         else:
             assert heads[0] == "== Verdict ==" and len(heads) == 2
             assert heads[1].startswith(HEADINGS[sid])

@@ -75,7 +75,17 @@ CHECK_OF_CATEGORY: Final[Mapping[str, str]] = {
     "straggler_wait": "communication",
     "zero_grad": "model",
     "optimizer_step": "model",
+    # issue 48: a server's host gaps and eager decode cost idle; memory is the model's
+    "serving_scheduler_gap": "idle_cause",
+    "serving_eager_decode": "idle_cause",
+    "allocator_churn": "idle_cause",
+    "reserved_unused": "model",
+    "memory_near_capacity": "model",
 }
+#: Findings that hold idle time under their own name (it is not in the idle-cause findings).
+IDLE_FINDINGS: Final = frozenset(
+    {"serving_scheduler_gap", "serving_eager_decode", "allocator_churn"}
+)
 #: A category not in the table belongs to ``model`` when its id says optimizer, shapes, work
 #: size, phases or precision (findings being added by issue 47), else to ``busy_idle``.
 _MODEL_WORDS: Final = re.compile(r"optimi[sz]er|shape|work|phase|precision|dtype")
@@ -283,11 +293,13 @@ def _idle_cause(analysis: AnalysisView, d: DeviceRecord) -> Answer:
         f"Of {fmt_ns(idle)} idle, data loading takes {fmt_ns(load)} ({fmt_pct(load / idle)}) "
         f"and copy waits {fmt_ns(copy)} ({fmt_pct(copy / idle)})"
     )
-    # the steady state's causes (the idle findings: one-off start-up and warm-up left out)
+    # the steady state's causes (the idle findings: one-off start-up and warm-up left out;
+    # a server's gaps and the loop's allocator calls hold their idle under their own names)
     steady = {
         f.category: f.recoverable_ns
         for f in analysis.findings
-        if (f.rank, f.device) == (d.rank, d.device) and f.category in CAUSES
+        if (f.rank, f.device) == (d.rank, d.device)
+        and (f.category in CAUSES or f.category in IDLE_FINDINGS)
     }
     top, top_ns = max(steady.items(), key=lambda kv: kv[1]) if steady else ranked[0]
     where = "in the steady state " if steady else ""

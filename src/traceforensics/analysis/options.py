@@ -116,6 +116,18 @@ class UtilizationOptions:
     bin_ms: float = 100.0
 
 
+#: The workloads ``--workload`` takes.
+WORKLOADS: Final = ("auto", "serving", "training")
+
+
+@dataclass(frozen=True)
+class ServingOptions:
+    """``workload``: ``auto`` (the serving view when the trace shows a server's signs),
+    ``serving`` (force it), ``training`` (never; docs/serving.md)."""
+
+    workload: str = "auto"
+
+
 #: Flat option name -> (group, field): the names of the CLI flags and of the façade's kwargs.
 FLAT_NAMES: Final[dict[str, tuple[str, str]]] = {
     "step_pattern": ("steps", "pattern"),
@@ -130,6 +142,7 @@ FLAT_NAMES: Final[dict[str, tuple[str, str]]] = {
     "steps": ("range", "steps"),
     "start_ns": ("range", "start_ns"),
     "end_ns": ("range", "end_ns"),
+    "workload": ("serving", "workload"),
 }
 
 
@@ -142,6 +155,7 @@ class AnalysisOptions:
     kernels: KernelOptions = field(default_factory=KernelOptions)
     utilization: UtilizationOptions = field(default_factory=UtilizationOptions)
     range: RangeOptions = field(default_factory=RangeOptions)
+    serving: ServingOptions = field(default_factory=ServingOptions)
 
     @classmethod
     def of(cls, **flat: Any) -> AnalysisOptions:
@@ -207,6 +221,12 @@ class AnalysisOptions:
                 raise OptionError(
                     f"data_patterns {word!r}: not a word; pass strings", "data_patterns"
                 )
+        if self.serving.workload not in WORKLOADS:
+            raise OptionError(
+                f"workload {self.serving.workload!r}: not a workload; pass "
+                + ", ".join(repr(w) for w in WORKLOADS),
+                "workload",
+            )
         self._check_range()
 
     def _check_range(self) -> None:

@@ -69,12 +69,15 @@ from traceforensics.analysis.host_steps import HostBreakdown, host_breakdown
 from traceforensics.analysis.idle.gaps import IdleAnalysis, analyze_idle
 from traceforensics.analysis.kernels.forensics import analyze_kernels
 from traceforensics.analysis.kernels.results import KernelAnalysis
+from traceforensics.analysis.memory import DeviceMemory, analyze_memory
+from traceforensics.analysis.memory.events import MEMORY_ARG_KEYS
 from traceforensics.analysis.method import investigation
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.program import Program
 from traceforensics.analysis.ranks import RankAnalysis, analyze_ranks
 from traceforensics.analysis.ranks.collectives import PG_ARG
 from traceforensics.analysis.ranks.throttle import with_monitor
+from traceforensics.analysis.serving import ServingAnalysis, analyze_serving
 from traceforensics.analysis.transfers import device_transfers
 from traceforensics.analysis.utilization.timeline import DevicePattern, analyze_utilization
 from traceforensics.analysis.work_size import DeviceWork, step_work, with_flops
@@ -115,9 +118,9 @@ EVENT_COLUMNS_READ: Final = (
     "dst_mem",
     "is_comm",
 )
-#: The args keys they read: the FLOPs model's shapes, dtypes and sequence numbers, and the
-#: collectives' process group.
-ARG_KEYS_READ: Final = (*ANALYSIS_ARG_KEYS, PG_ARG)
+#: The args keys they read: the FLOPs model's shapes, dtypes and sequence numbers, the
+#: collectives' process group, and the memory events' bytes and totals.
+ARG_KEYS_READ: Final = (*ANALYSIS_ARG_KEYS, PG_ARG, *MEMORY_ARG_KEYS)
 
 
 @dataclass
@@ -147,6 +150,10 @@ class Analysis:
     #: per device, the work size of each step and whether step time follows it
     #: (``analysis.work_size.step_work``; a ``DeviceWork`` each)
     work_size: list[DeviceWork] = field(default_factory=list)
+    #: an inference server's iterations (``analysis.serving``; None: not a server)
+    serving: ServingAnalysis | None = None
+    #: per device, memory over time (``analysis.memory``; empty without memory events)
+    memory: list[DeviceMemory] = field(default_factory=list)
 
     def findings_of(self, rank: int, device: int) -> list[Finding]:
         """The findings of one device, largest ``recoverable_ns`` first."""
@@ -193,6 +200,8 @@ class Analysis:
             "devices": [device_json(d) for d in self.devices],
             "steps": [s.to_json() for s in idle.steps],
             "work_size": [w.to_json() for w in self.work_size],
+            "serving": self.serving.to_json() if self.serving is not None else None,
+            "memory": [m.to_json() for m in self.memory],
             "step_summary": [s.to_json() for s in idle.step_summary],
             "gaps": [g.to_json() for g in idle.gaps],
             "stream_gaps": [s.to_json() for s in idle.stream_gaps],
@@ -314,9 +323,15 @@ def analyze_context(
     if job:
         ranks = _guard("ranks", lambda: analyze_ranks(ctx, done=(records, idle)), None, failed)
         ranks = with_monitor(ranks, monitor) if ranks is not None else None
+    serving = _guard("serving", lambda: analyze_serving(ctx, idle), None, failed)
+    no_memory: list[DeviceMemory] = []
+    memory = _guard("memory", lambda: analyze_memory(ctx, idle), no_memory, failed)
     none: list[Finding] = []
     findings = _guard(
-        "findings", lambda: build_findings(ctx, records, idle, kernels, program), none, failed
+        "findings",
+        lambda: build_findings(ctx, records, idle, kernels, program, serving, memory),
+        none,
+        failed,
     )
     if ranks is not None:
         findings = straggler_findings(findings, ranks, records, program)
@@ -350,6 +365,8 @@ def analyze_context(
         diagnostics=coded(warnings, {**meta_codes(session.meta), **born}, presence),
         host=host,
         work_size=work_size,
+        serving=serving,
+        memory=memory,
     )
 
 

@@ -39,6 +39,7 @@ from traceforensics.cli.options import (
     read_ncu,
     regex,
     sections_list,
+    workload_option,
 )
 from traceforensics.cli.store import STORE_HELP, label_values, store_run, store_value
 from traceforensics.ingest import load_path
@@ -245,6 +246,7 @@ if TYPE_CHECKING:
     "$TF_LABELS adds KEY=VALUE words).",
 )
 @ncu_option
+@workload_option
 @annotate_option
 @fail_on_option(relative=False)
 def analyze_command(

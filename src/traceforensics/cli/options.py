@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from traceforensics.analysis.options import regex_error
+from traceforensics.analysis.options import DEFAULTS, WORKLOADS, regex_error
 from traceforensics.model.errors import InputError
 from traceforensics.model.monitor import COLUMN_KEYS, MonitorLog
 from traceforensics.report.terminal import SECTIONS
@@ -165,6 +165,16 @@ EXIT_CODES_HELP = (
     "3 internal error (a bug: please report it)."
 )
 
+
+#: ``tf analyze --workload`` (``analysis.options.ServingOptions``; docs/serving.md).
+workload_option = click.option(
+    "--workload",
+    type=click.Choice(list(WORKLOADS)),
+    default=DEFAULTS.serving.workload,
+    show_default=True,
+    help="auto: the serving view when the trace shows an inference server (vLLM, SGLang, "
+    "TensorRT-LLM, TGI); serving: force it; training: never.",
+)
 
 #: ``tf analyze --ncu``.
 ncu_option = click.option(

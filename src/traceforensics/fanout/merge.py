@@ -61,6 +61,7 @@ from traceforensics.analysis.pipeline import Analysis
 from traceforensics.analysis.program import Program, program_from
 from traceforensics.analysis.ranks import rank_analysis
 from traceforensics.analysis.ranks.throttle import with_monitor
+from traceforensics.analysis.serving import ServingAnalysis
 from traceforensics.fanout.parts import RankPart, RankResults
 from traceforensics.model.monitor import MonitorLog
 from traceforensics.model.schema import empty_args, empty_events
@@ -138,6 +139,8 @@ def merge_parts(
         diagnostics=coded(warnings, codes, made),
         host=_job_host(res) if not records else None,
         work_size=[w for r in res for w in r.work_size],
+        memory=[m for r in res for m in r.memory],
+        serving=ServingAnalysis.merge([r.serving for r in res if r.serving is not None]),
     )
 
 

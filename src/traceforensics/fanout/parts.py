@@ -26,7 +26,9 @@ from traceforensics.analysis.host_steps import HostBreakdown
 from traceforensics.analysis.idle.gaps import IdleAnalysis
 from traceforensics.analysis.idle.results import Evidence
 from traceforensics.analysis.kernels.results import KernelAnalysis
+from traceforensics.analysis.memory import DeviceMemory
 from traceforensics.analysis.options import AnalysisOptions
+from traceforensics.analysis.serving import ServingAnalysis
 from traceforensics.analysis.utilization.timeline import DevicePattern
 from traceforensics.analysis.work_size import DeviceWork
 from traceforensics.ingest.readers import Reader
@@ -105,6 +107,8 @@ class RankResults:
     diagnostics: list[Diagnostic] = field(default_factory=list)  # the rank's analysis's
     host: HostBreakdown | None = None  # the rank's host steps, when it has no GPU activity
     work_size: list[DeviceWork] = field(default_factory=list)  # its devices' work per step
+    memory: list[DeviceMemory] = field(default_factory=list)  # its devices' memory over time
+    serving: ServingAnalysis | None = None  # its server iterations, when it is a server
 
 
 @dataclass

@@ -103,6 +103,8 @@ def _analyse(task: RankTask) -> RankPart:
         diagnostics=result.diagnostics,
         host=result.host,
         work_size=result.work_size,
+        memory=result.memory,
+        serving=result.serving,
     )
     return part
 

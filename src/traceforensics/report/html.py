@@ -21,8 +21,10 @@ from traceforensics._version import __version__
 from traceforensics.analysis.host_steps import PHASES, HostBreakdown
 from traceforensics.analysis.pipeline import Analysis
 from traceforensics.report.job_verdict import is_job, job_verdict, rank_groups
+from traceforensics.report.memory_text import memory_html
 from traceforensics.report.method_text import METHOD_STYLE, method_html, no_gpu_method
 from traceforensics.report.palette import swatch_html
+from traceforensics.report.serving_text import serving_html
 from traceforensics.report.tables import (
     EMPTY,
     RANK_HEADER,
@@ -124,6 +126,8 @@ def render_html(analysis: Analysis, command: str | None = None, top: int = 10) -
     )
     parts.append(f" ({escape(p.evidence)}).</p>")
     parts.append(_findings(analysis, top))
+    parts.append(serving_html(analysis))  # "" when the trace is no server
+    parts.append(memory_html(analysis))  # "" without memory events
     parts += _figure(analysis)
     parts += _evidence_tables(analysis, top)
     return page(parts)

@@ -13,7 +13,9 @@ from traceforensics.analysis.pipeline import Analysis
 from traceforensics.report.format import fmt_ns, fmt_pct, truncate
 from traceforensics.report.gaps_text import phase_cell
 from traceforensics.report.job_verdict import is_job, job_verdict, rank_groups
+from traceforensics.report.memory_text import memory_markdown_lines
 from traceforensics.report.method_text import method_markdown, no_gpu_method
+from traceforensics.report.serving_text import serving_markdown
 from traceforensics.report.tables import (
     EMPTY,
     RANK_HEADER,
@@ -88,6 +90,8 @@ def render_markdown(
         lines += ["", "## Figures"]
         for caption, path in figures:
             lines += ["", f"![{_alt(caption)}]({_link(path)})"]
+    serving = serving_markdown(analysis)
+    lines += ["", *serving[:-1]] if serving else []  # (its own trailing blank line left out)
     text, rank_rows = rank_table(analysis.ranks)
     if rank_rows:
         header = [h.replace("rank/GPU", "rank:GPU") for h in RANK_HEADER]
@@ -99,6 +103,8 @@ def render_markdown(
     lines += ["", f"## Largest gaps (top {top})", "", *_gap_table(analysis, top)]
     if analysis.idle.steps:
         lines += ["", "## Steps", "", *_step_table(analysis)]
+    memory = memory_markdown_lines(analysis)
+    lines += ["", *memory[:-1]] if memory else []  # (its own trailing blank line left out)
     if analysis.kernels.short_kernels:
         lines += ["", f"## Short kernels worth fusing (top {top})", ""]
         lines += _short_kernel_table(analysis, top)

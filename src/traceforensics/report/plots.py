@@ -12,9 +12,13 @@ suffix         function              what it shows
                                      largest gaps shaded by cause) | idle by cause
 ``timeline``   ``figure_timeline``   busy lanes by kind, idle gaps split by cause,
                                      step boundaries, the largest gaps labelled
-``steps``      ``figure_steps``      per step: busy and idle by cause, stacked (ms)
+``steps``      ``figure_steps``      per step: busy by phase and idle by cause (ms)
 ``kernels``    ``figure_short_kernels``  short-kernel Pareto: total time, cumulative %
 ``tflops``     ``figure_tflops``     achieved TFLOPS against the dtype's peak, MFU
+``serving``    ``figure_serving``    a server's iterations: busy by phase, idle inside,
+                                     the host gap before each by its split
+``memory``     ``figure_memory``     allocated and reserved bytes over the window, the
+                                     GPU idle while allocator calls ran marked
 =============  ====================  ================================================
 
 Colours come from ``palette`` (one per cause, the same in the HTML report). Legends sit
@@ -37,6 +41,8 @@ from traceforensics.report.format import fmt_ns, fmt_pct
 from traceforensics.report.lanes import device_lanes
 from traceforensics.report.palette import cause_color, cause_hatch, cause_patch, causes_in_order
 from traceforensics.report.plot_kernels import figure_short_kernels, figure_tflops
+from traceforensics.report.plot_memory import figure_memory
+from traceforensics.report.plot_serving import figure_serving
 from traceforensics.report.plot_timeline import figure_timeline
 from traceforensics.report.plot_usage import draw_utilization, figure_steps, figure_utilization
 from traceforensics.report.plotkit import (
@@ -71,6 +77,8 @@ FIGURES: Final[dict[str, tuple[str, Callable[[Analysis], Any]]]] = {
     "steps": ("Per-step breakdown", figure_steps),
     "kernels": ("Short-kernel Pareto chart", figure_short_kernels),
     "tflops": ("Achieved TFLOPS against peak", figure_tflops),
+    "serving": ("Serving iterations: busy and idle by phase", figure_serving),
+    "memory": ("Memory over time: allocated and reserved", figure_memory),
 }
 
 
@@ -158,6 +166,8 @@ def has_content(name: str, analysis: Analysis) -> bool:
         "steps": bool(analysis.idle.steps),
         "kernels": bool(k.short_kernels) and k.short_kernel_ns > 0,
         "tflops": any(o.tflops is not None and o.flops > 0 and o.peak_tflops for o in k.ops),
+        "serving": analysis.serving is not None and bool(analysis.serving.iterations),
+        "memory": bool(analysis.memory),
     }.get(name, True)
 
 

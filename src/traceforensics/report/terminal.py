@@ -164,8 +164,8 @@ def _busy_lines(dev: DeviceRecord) -> list[str]:
 
 #: Section ids of the terminal report, in order (``--sections``); the verdict always comes first.
 SECTIONS: Final[tuple[str, ...]] = (
-    "verdict", "findings", "method", "ranks", "devices", "idle", "gaps", "steps", "pattern",
-    "kernels", "monitor",
+    "verdict", "findings", "method", "serving", "ranks", "devices", "idle", "gaps", "steps",
+    "pattern", "kernels", "memory", "monitor",
 )  # fmt: skip
 #: Findings shown in the terminal: with the verdict they fit on one screen; JSON has them all.
 TERMINAL_FINDINGS: Final = 3
@@ -176,9 +176,11 @@ def render_text(analysis: Analysis, width: int = 100, sections: tuple[str, ...] 
     ``SECTIONS``; the verdict is always shown)."""
     from traceforensics.report.gaps_text import gap_lines, idle_lines, step_lines
     from traceforensics.report.kernels_text import kernel_report_lines
+    from traceforensics.report.memory_text import memory_text_lines
     from traceforensics.report.method_text import method_lines, method_title, no_gpu_method
     from traceforensics.report.monitor_text import render_monitor_lines
     from traceforensics.report.ranks_text import rank_lines
+    from traceforensics.report.serving_text import serving_lines
 
     meta = analysis.session.meta
     srcs = ", ".join(f"{i.path} (rank {i.rank})" for i in meta.inputs) or "?"
@@ -207,6 +209,7 @@ def render_text(analysis: Analysis, width: int = 100, sections: tuple[str, ...] 
             "Findings (largest time to give back first)",
             lambda: findings_lines(analysis, width, TERMINAL_FINDINGS),
         ),
+        "serving": ("Serving", lambda: serving_lines(analysis)[1:]),
         "ranks": ("Ranks", lambda: rank_lines(analysis.ranks)),
         "devices": ("Devices", lambda: summary_lines(analysis, width)),
         "idle": ("Idle time by cause", lambda: idle_lines(analysis.devices)),
@@ -217,6 +220,7 @@ def render_text(analysis: Analysis, width: int = 100, sections: tuple[str, ...] 
             "Kernels",
             lambda: kernel_report_lines(analysis.kernels, analysis.options.kernels.top),
         ),
+        "memory": ("Memory", lambda: [ln[2:] for ln in memory_text_lines(analysis)[1:]]),
         "monitor": (
             "Monitoring log",
             lambda: render_monitor_lines(analysis.monitor) if analysis.monitor else [],
@@ -227,7 +231,7 @@ def render_text(analysis: Analysis, width: int = 100, sections: tuple[str, ...] 
             continue
         title, build = builders[sid]
         body = build()
-        if sid in ("monitor", "ranks") and not body:
+        if sid in ("monitor", "ranks", "serving", "memory") and not body:
             continue
         lines += ["", f"== {title} ==", *body]
     return "\n".join(lines) + "\n"

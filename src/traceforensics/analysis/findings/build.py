@@ -13,9 +13,11 @@ remedy is checked against what the trace already shows and what its chip can do
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from traceforensics.analysis.cause_table import MEMORY_MANAGEMENT
 from traceforensics.analysis.context import AnalysisContext
 from traceforensics.analysis.devices import DeviceRecord
 from traceforensics.analysis.findings import estimates as est
@@ -30,16 +32,24 @@ from traceforensics.analysis.findings.busy_losses import (
 from traceforensics.analysis.findings.copies import transfer_finding
 from traceforensics.analysis.findings.dispatch import dispatch_finding, median_kernel_ns
 from traceforensics.analysis.findings.kernel_names import kernel_name_findings
+from traceforensics.analysis.findings.memory import MEMORY_FACTS, memory_findings
 from traceforensics.analysis.findings.optimizer_step import optimizer_step_finding
 from traceforensics.analysis.findings.preconditions import apply
 from traceforensics.analysis.findings.remedies import remedy
-from traceforensics.analysis.findings.results import Finding, ranked
+from traceforensics.analysis.findings.results import ALLOCATOR_CHURN, Finding, ranked
+from traceforensics.analysis.findings.serving import (
+    serving_findings,
+    serving_idle_by_cause,
+    without_serving,
+)
 from traceforensics.analysis.findings.steady import one_off_finding, steady_split
 from traceforensics.analysis.findings.zero_grad import zero_grad_finding
 from traceforensics.analysis.idle.gaps import Gap, IdleAnalysis
 from traceforensics.analysis.idle.results import Evidence
 from traceforensics.analysis.kernels.results import KernelAnalysis
+from traceforensics.analysis.memory import DeviceMemory
 from traceforensics.analysis.program import Program
+from traceforensics.analysis.serving import ServingAnalysis
 from traceforensics.model.units import fmt_ns, fmt_pct
 
 
@@ -49,15 +59,23 @@ def build_findings(
     idle: IdleAnalysis,
     kernels: KernelAnalysis,
     program: Program,
+    serving: ServingAnalysis | None = None,
+    memory: Sequence[DeviceMemory] = (),
 ) -> list[Finding]:
-    """Every finding of every device, largest ``recoverable_ns`` first."""
+    """Every finding of every device, largest ``recoverable_ns`` first; a server's iterations
+    (``serving``) and the memory timelines (``memory``) add theirs."""
     info = {(d.rank, d.device): d for d in ctx.session.meta.devices}
     bw = {(p["rank"], p["device"]): p.get("mem_bw_bytes_per_s") for p in kernels.peaks}
     scores = attention_scores(ctx)
     out: list[Finding] = []
+    # a server's gaps between iterations are the serving findings' time: the idle causes in
+    # them are left out of the idle-cause findings (counted once)
+    taken = serving_idle_by_cause(ctx, records, serving)
     for rec in records:
         key = (rec.rank, rec.device)
         split = steady_split(ctx, rec, idle)
+        if key in taken:
+            split = replace(split, steady=without_serving(split.steady, taken[key]))
         where = f" in {split.steps} step{'s' * (split.steps != 1)}" if split.steps else ""
         idle_found = _idle_findings(rec, split.steady, where, idle, program)
         if any(f.category == "cpu_compute" for f in idle_found):
@@ -77,9 +95,18 @@ def build_findings(
         out += kernel_name_findings(ctx, rec, program)
         out += zero_grad_finding(ctx, rec, program)
         out += optimizer_step_finding(ctx, rec, program)
+    if serving is not None:
+        out += serving_findings(ctx, records, serving, program)
+    out += memory_findings(ctx, records, memory, program)
+    # the allocator's idle in the loop is allocator_churn's: its memory_management finding
+    # (the same time, by cause) goes
+    churned = {(f.rank, f.device) for f in out if f.category == ALLOCATOR_CHURN}
+    out = [
+        f for f in out if not (f.category == MEMORY_MANAGEMENT and (f.rank, f.device) in churned)
+    ]
     by_key = {(r.rank, r.device): r for r in records}
     capped = [apply(_within_window(f, by_key[(f.rank, f.device)]), program) for f in out]
-    return ranked([f for f in capped if f.recoverable_ns > 0])
+    return ranked([f for f in capped if f.recoverable_ns > 0 or f.category in MEMORY_FACTS])
 
 
 def _within_window(finding: Finding, rec: DeviceRecord) -> Finding:

@@ -69,6 +69,30 @@ _OTHER: Final[dict[str, Entry]] = {
         "idle inside them, from 10 % of the window; fused/foreach kernels by name decide the "
         "remedy",
     ),
+    "serving_scheduler_gap": Entry(
+        "an inference server's host work between iterations (scheduling, sampling, "
+        "detokenisation) left the GPU idle",
+        "the idle between the engine's iterations, split by the host ranges inside it "
+        "(docs/serving.md)",
+    ),
+    "serving_eager_decode": Entry(
+        "decode iterations ran eagerly (kernel by kernel) for batch sizes without a captured graph",
+        "decode iterations without a graph launch beside ones with it (docs/serving.md)",
+    ),
+    "allocator_churn": Entry(
+        "device memory allocated and freed in the loop (cudaMalloc/cudaFree, empty_cache) "
+        "left the GPU idle",
+        "allocator calls and their idle (the memory_management cause), allocation churn per "
+        "step from the memory events (docs/memory.md)",
+    ),
+    "reserved_unused": Entry(
+        "the caching allocator reserved far more than was allocated at the peak",
+        "reserved - allocated at the peak of the memory timeline (docs/memory.md)",
+    ),
+    "memory_near_capacity": Entry(
+        "the memory peak came near the device's capacity",
+        "peak reserved against the device's memory (docs/memory.md)",
+    ),
 }
 
 #: Every category id (``results.CATEGORIES`` order: the idle causes first) -> its entry.

@@ -66,6 +66,17 @@ _GENERIC_OTHER: Final[dict[str, str]] = {
     "buffers instead, or zero them all in one kernel",
     "optimizer_step": "update the parameters with one multi-tensor (fused) kernel per "
     "operation instead of one launch per parameter",
+    "serving_scheduler_gap": "the GPU waits for the engine's host work between iterations: "
+    "overlap scheduling with the running batch (async scheduling / async output processing), "
+    "larger decode batches",
+    "serving_eager_decode": "capture graphs for the batch sizes decode runs at (or pad decode "
+    "batches to a captured size) so every decode iteration replays a graph",
+    "allocator_churn": "stop allocating and freeing device memory in the loop: reuse buffers, "
+    "no empty_cache in the loop, a caching allocator with expandable segments",
+    "reserved_unused": "the allocator holds memory it does not use: fewer differently sized "
+    "allocations, expandable segments against fragmentation",
+    "memory_near_capacity": "the peak is near the device's memory: smaller activations "
+    "(checkpointing, smaller micro-batches) or sharded state before the next size up",
 }
 #: The remedy of ``optimizer_step`` when the trace shows the update already multi-tensor.
 OPTIMIZER_FUSED_REMEDY: Final = (
@@ -95,6 +106,12 @@ REMEDIES: Final[dict[tuple[str, str], str]] = {
     " and torch.backends.cudnn.allow_tf32 (TF32), or torch.autocast(dtype=torch.bfloat16)",
     ("layout_conversion", "pytorch"): "channels_last: model.to(memory_format=torch.channels_last)"
     " and the inputs too, so convolutions run NHWC kernels without NCHW<->NHWC transposes",
+    ("allocator_churn", "pytorch"): "reuse buffers instead of allocating in the loop, no "
+    "torch.cuda.empty_cache() in the loop, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+    ("reserved_unused", "pytorch"): "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against "
+    "fragmentation; fewer differently sized allocations (fixed shapes, preallocated buffers)",
+    ("memory_near_capacity", "pytorch"): "activation checkpointing (torch.utils.checkpoint), "
+    "smaller micro-batches with gradient accumulation, or FSDP-sharded parameters and state",
     ("optimizer_step", "pytorch"): "build the optimizer with fused=True (Adam/AdamW/SGD on CUDA)"
     " or foreach=True: a few multi-tensor kernels update every parameter",
     ("zero_grad", "pytorch"): "optimizer.zero_grad(set_to_none=True) (the default since PyTorch "

@@ -2,8 +2,9 @@
 
 ``category`` is a contract (docs/findings.md, docs/json-output.md): the idle cause ids of
 docs/causes.md, plus ``exposed_communication``, ``transfer_bound``, ``kernel_efficiency``,
-``one_off``, ``straggler_wait``, ``fp32_matmul``, ``layout_conversion``, ``zero_grad`` and
-``optimizer_step``.
+``one_off``, ``straggler_wait``, ``fp32_matmul``, ``layout_conversion``, ``zero_grad``,
+``optimizer_step``, the serving ones (``serving_scheduler_gap``, ``serving_eager_decode``) and
+the memory ones (``allocator_churn``, ``reserved_unused``, ``memory_near_capacity``).
 ``recoverable_ns`` is an estimate of the time the change would give back (integer ns; the rule
 per category is in docs/findings.md); findings are sorted by it, largest first.
 """
@@ -31,6 +32,17 @@ LAYOUT_CONVERSION: Final = "layout_conversion"
 ZERO_GRAD: Final = "zero_grad"
 #: The optimizer's update (``Optimizer.step`` ranges) a large share of the window.
 OPTIMIZER_STEP: Final = "optimizer_step"
+#: Serving (issue 48): the engine's host work between iterations (scheduling, sampling,
+#: detokenisation) leaves the GPU idle.
+SERVING_SCHEDULER_GAP: Final = "serving_scheduler_gap"
+#: Serving: decode iterations run eagerly for batch sizes without a captured graph.
+SERVING_EAGER_DECODE: Final = "serving_eager_decode"
+#: Memory (issue 48): allocator calls (cudaMalloc/cudaFree, empty_cache) that leave the GPU idle.
+ALLOCATOR_CHURN: Final = "allocator_churn"
+#: Memory: the caching allocator holds far more than is allocated at the peak.
+RESERVED_UNUSED: Final = "reserved_unused"
+#: Memory: the peak is near the device's capacity.
+MEMORY_NEAR_CAPACITY: Final = "memory_near_capacity"
 #: Every category id, in tie-break order (idle causes first, as in docs/causes.md).
 CATEGORIES: Final[tuple[str, ...]] = (
     *CAUSES,
@@ -43,6 +55,11 @@ CATEGORIES: Final[tuple[str, ...]] = (
     LAYOUT_CONVERSION,
     ZERO_GRAD,
     OPTIMIZER_STEP,
+    SERVING_SCHEDULER_GAP,
+    SERVING_EAGER_DECODE,
+    ALLOCATOR_CHURN,
+    RESERVED_UNUSED,
+    MEMORY_NEAR_CAPACITY,
 )
 #: Below this share of the window a finding is minor: the verdict says nothing large was lost.
 MINOR_SHARE: Final = 0.02

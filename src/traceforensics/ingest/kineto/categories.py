@@ -65,8 +65,9 @@ CORRELATED_KINDS: Final[frozenset[str]] = frozenset(
 )
 #: Host kinds whose names may mark a collective (``nccl:all_reduce``, ``record_param_comms``).
 HOST_COMM_KINDS: Final[frozenset[str]] = frozenset({"cpu_op", "annotation", "python"})
-#: Kinds whose selected args go to the args side table.
-ARGS_KINDS: Final[frozenset[str]] = frozenset({"cpu_op", "annotation", "kernel"})
+#: Kinds whose selected args go to the args side table (``marker``: the ``[memory]`` instants
+#: of ``profile_memory=True``, read by ``analysis.memory``).
+ARGS_KINDS: Final[frozenset[str]] = frozenset({"cpu_op", "annotation", "kernel", "marker"})
 
 #: Flow categories that link a launch to its GPU activity (``id`` = correlation).
 LAUNCH_FLOW_CATS: Final[frozenset[str]] = frozenset(
@@ -99,6 +100,14 @@ KEPT_ARG_KEYS: Final[frozenset[str]] = frozenset(
         "blocks per SM",
         "warps per SM",
         "est. achieved occupancy %",
+        # ``[memory]`` instants (cpu_instant_event): bytes (negative = free), the allocator's
+        # totals after the event, the device (type 0 CPU, 1 CUDA) and the block address
+        "Bytes",
+        "Total Allocated",
+        "Total Reserved",
+        "Device Id",
+        "Device Type",
+        "Addr",
     }
 )
 

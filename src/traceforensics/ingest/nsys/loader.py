@@ -17,6 +17,7 @@ import polars as pl
 from traceforensics.ingest.nsys import gpu, host, meta
 from traceforensics.ingest.nsys.common import Part, Strings
 from traceforensics.ingest.nsys.db import ExportDb, sql_errors
+from traceforensics.ingest.nsys.memory import MEMORY_USAGE, memory_events
 from traceforensics.ingest.nsys.nvtx import nvtx_events
 from traceforensics.ingest.progress import report
 from traceforensics.model.errors import CorruptTraceError, UnsupportedFormatError
@@ -135,6 +136,7 @@ _TABLES_READ = frozenset(
         host.PROFILER_OVERHEAD,
         host.CUPTI_OVERHEAD,
         "NVTX_EVENTS",
+        MEMORY_USAGE,
     }
 )
 
@@ -166,12 +168,15 @@ def _map_tables(db: ExportDb, strings: Strings) -> tuple[list[Part], int]:
         nvtx = pool.submit(nvtx_events, db, strings)
         os_part = pool.submit(host.os_calls, db, strings)
         overheads = pool.submit(host.overheads, db, strings)
+        mem_part = pool.submit(memory_events, db)
         found = [f.result() for f in singles]
         # Same order as before: kernel, memcpy, memset, sync, graph, runtime, ...
         ordered = [found[0], *found[2:], found[1]]
         nvtx_part, open_ranges = nvtx.result()
+        # the memory markers last: every other table keeps its event ids
         ordered += [nvtx_part, os_part.result()]
         parts = [p for p in ordered if p is not None] + overheads.result()
+        parts += [p for p in (mem_part.result(),) if p is not None]
     return parts, open_ranges
 
 
