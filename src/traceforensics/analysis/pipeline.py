@@ -70,7 +70,6 @@ from traceforensics.analysis.idle.gaps import IdleAnalysis, analyze_idle
 from traceforensics.analysis.kernels.forensics import analyze_kernels
 from traceforensics.analysis.kernels.results import KernelAnalysis
 from traceforensics.analysis.memory import DeviceMemory, analyze_memory
-from traceforensics.analysis.memory.events import MEMORY_ARG_KEYS
 from traceforensics.analysis.method import investigation
 from traceforensics.analysis.options import AnalysisOptions
 from traceforensics.analysis.program import Program
@@ -83,6 +82,7 @@ from traceforensics.analysis.utilization.timeline import DevicePattern, analyze_
 from traceforensics.analysis.work_size import DeviceWork, step_work, with_flops
 from traceforensics.model.errors import InputError
 from traceforensics.model.memory import release_free_memory
+from traceforensics.model.schema import MEMORY_ARG_KEYS
 from traceforensics.model.session import TraceSession
 
 if TYPE_CHECKING:

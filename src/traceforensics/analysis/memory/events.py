@@ -41,6 +41,13 @@ from typing import Final
 
 import polars as pl
 
+from traceforensics.model.schema import (
+    ARG_MEM_ALLOCATED,
+    ARG_MEM_BYTES,
+    ARG_MEM_DEVICE_ID,
+    ARG_MEM_DEVICE_TYPE,
+    ARG_MEM_RESERVED,
+)
 from traceforensics.model.session import TraceSession
 
 MEMORY_EVENT: Final = "[memory]"
@@ -53,14 +60,12 @@ CACHING_TYPE: Final = 1
 #: The category of the nsys reader's rows: driver segments (what a caching allocator reserves).
 SEGMENT_CATEGORY: Final = "CUDA_GPU_MEMORY_USAGE_EVENTS"
 _KEYS: Final = {
-    "Bytes": "bytes",
-    "Total Allocated": "total_allocated",
-    "Total Reserved": "total_reserved",
-    "Device Type": "device_type",
-    "Device Id": "device_id",
+    ARG_MEM_BYTES: "bytes",
+    ARG_MEM_ALLOCATED: "total_allocated",
+    ARG_MEM_RESERVED: "total_reserved",
+    ARG_MEM_DEVICE_TYPE: "device_type",
+    ARG_MEM_DEVICE_ID: "device_id",
 }
-#: The args of a memory event the memory pass reads (``pipeline.ARG_KEYS_READ`` keeps them).
-MEMORY_ARG_KEYS: Final = tuple(_KEYS)
 #: Columns of ``memory_rows`` (bytes and ns are Int64).
 MEMORY_SCHEMA: Final[dict[str, pl.DataType]] = {
     "event_id": pl.Int64(),

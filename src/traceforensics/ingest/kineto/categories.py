@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Container
 from typing import Final
 
+from traceforensics.model.schema import MEMORY_ARG_KEYS
+
 #: ``ph`` values that become rows. ``X`` = complete event; ``i``/``I`` = instant (``marker``).
 ROW_PHASES: Final[frozenset[str]] = frozenset({"X", "i", "I"})
 SKIPPED_CATEGORIES: Final[frozenset[str]] = frozenset({"Trace"})
@@ -100,14 +102,8 @@ KEPT_ARG_KEYS: Final[frozenset[str]] = frozenset(
         "blocks per SM",
         "warps per SM",
         "est. achieved occupancy %",
-        # ``[memory]`` instants (cpu_instant_event): bytes (negative = free), the allocator's
-        # totals after the event, the device (type 0 CPU, 1 CUDA) and the block address
-        "Bytes",
-        "Total Allocated",
-        "Total Reserved",
-        "Device Id",
-        "Device Type",
-        "Addr",
+        # ``[memory]`` instants (cpu_instant_event): ``schema.MEMORY_ARG_KEYS``
+        *MEMORY_ARG_KEYS,
     }
 )
 

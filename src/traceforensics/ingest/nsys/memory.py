@@ -8,8 +8,8 @@ Rules (one row per table row, no per-event Python loop):
   (a host row, like Kineto's instant); the device is the ``Device Id`` arg; ``correlation``
   = ``correlationId`` (0 or NULL: none), which names the allocating runtime call (and so its
   thread: ``analysis.memory.timeline``).
-- args (Kineto spelling): ``Device Type`` 1 (CUDA), ``Device Id`` = ``deviceId``, ``Addr`` =
-  ``address``, ``Bytes`` = ``bytes`` for an allocation (``memoryOperationType`` 0) and
+- args (Kineto spelling, ``schema.MEMORY_ARG_KEYS``): ``Device Type`` 1 (CUDA), ``Device Id``
+  = ``deviceId``, ``Bytes`` = ``bytes`` for an allocation (``memoryOperationType`` 0) and
   ``-bytes`` for a deallocation (1: Kineto writes a free as negative bytes).
 - Only device memory: rows whose ``memKind`` (``ENUM_CUDA_MEM_KIND``, by name; the documented
   numbering without the table) is ``DEVICE`` or ``DEVICE_STATIC``; pinned/pageable host memory
@@ -34,7 +34,13 @@ import polars as pl
 from traceforensics.ingest.nsys.common import Part, col_sql, pid_sql, with_row
 from traceforensics.ingest.nsys.db import ExportDb
 from traceforensics.ingest.nsys.enums import MEM_KINDS, enum_names
-from traceforensics.model.schema import KIND_DTYPE
+from traceforensics.model.schema import (
+    ARG_MEM_ALLOCATED,
+    ARG_MEM_BYTES,
+    ARG_MEM_DEVICE_ID,
+    ARG_MEM_DEVICE_TYPE,
+    KIND_DTYPE,
+)
 
 MEMORY_USAGE = "CUDA_GPU_MEMORY_USAGE_EVENTS"
 #: The name of every memory marker row (Kineto's spelling).
@@ -64,7 +70,6 @@ def memory_events(db: ExportDb) -> Part | None:
         "start_ns": "start",
         "pid": pid_sql(db, t, "globalPid"),
         "_dev": col_sql(db, t, "deviceId"),
-        "_addr": col_sql(db, t, "address"),
         "_bytes": col_sql(db, t, "bytes"),
         "_op": col_sql(db, t, "memoryOperationType"),
         "_corr": col_sql(db, t, "correlationId"),
@@ -102,11 +107,10 @@ def memory_events(db: ExportDb) -> Part | None:
         pl.lit(t, dtype=pl.Categorical()).alias("category"),
     )
     args = [
-        _arg(frame, "Device Type", pl.lit(_CUDA_DEVICE_TYPE).cast(pl.String)),
-        _arg(frame, "Device Id", pl.col("_dev").cast(pl.String)),
-        _arg(frame, "Addr", pl.col("_addr").cast(pl.String)),
-        _arg(frame, "Bytes", pl.col("_signed").cast(pl.String)),
-        _arg(frame, "Total Allocated", pl.col("_total").cast(pl.String)),
+        _arg(frame, ARG_MEM_DEVICE_TYPE, pl.lit(_CUDA_DEVICE_TYPE).cast(pl.String)),
+        _arg(frame, ARG_MEM_DEVICE_ID, pl.col("_dev").cast(pl.String)),
+        _arg(frame, ARG_MEM_BYTES, pl.col("_signed").cast(pl.String)),
+        _arg(frame, ARG_MEM_ALLOCATED, pl.col("_total").cast(pl.String)),
     ]
     return Part(events, args)
 
