@@ -82,7 +82,7 @@ from traceforensics.analysis.utilization.timeline import DevicePattern, analyze_
 from traceforensics.analysis.work_size import DeviceWork, step_work, with_flops
 from traceforensics.model.errors import InputError
 from traceforensics.model.memory import release_free_memory
-from traceforensics.model.schema import MEMORY_ARG_KEYS
+from traceforensics.model.memory_args import MEMORY_ARG_KEYS
 from traceforensics.model.session import TraceSession
 
 if TYPE_CHECKING:

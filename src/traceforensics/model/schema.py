@@ -122,20 +122,6 @@ ARG_INPUT_DIMS: Final = "Input Dims"
 ARG_INPUT_TYPE: Final = "Input type"
 ARG_CONCRETE_INPUTS: Final = "Concrete Inputs"
 ARG_SEQUENCE: Final = "Sequence number"
-# A ``[memory]`` event's args (Kineto spelling; the nsys ingester writes the same): bytes
-# (negative = a free), the allocator's totals after the event, the device (type 0 CPU, 1 CUDA).
-ARG_MEM_BYTES: Final = "Bytes"
-ARG_MEM_ALLOCATED: Final = "Total Allocated"
-ARG_MEM_RESERVED: Final = "Total Reserved"
-ARG_MEM_DEVICE_TYPE: Final = "Device Type"
-ARG_MEM_DEVICE_ID: Final = "Device Id"
-MEMORY_ARG_KEYS: Final = (
-    ARG_MEM_BYTES,
-    ARG_MEM_ALLOCATED,
-    ARG_MEM_RESERVED,
-    ARG_MEM_DEVICE_TYPE,
-    ARG_MEM_DEVICE_ID,
-)
 
 
 def empty_events() -> pl.DataFrame:

@@ -41,7 +41,7 @@ from typing import Final
 
 import polars as pl
 
-from traceforensics.model.schema import (
+from traceforensics.model.memory_args import (
     ARG_MEM_ALLOCATED,
     ARG_MEM_BYTES,
     ARG_MEM_DEVICE_ID,

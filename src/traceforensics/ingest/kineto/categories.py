@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Container
 from typing import Final
 
-from traceforensics.model.schema import MEMORY_ARG_KEYS
+from traceforensics.model.memory_args import MEMORY_ARG_KEYS
 
 #: ``ph`` values that become rows. ``X`` = complete event; ``i``/``I`` = instant (``marker``).
 ROW_PHASES: Final[frozenset[str]] = frozenset({"X", "i", "I"})
@@ -102,7 +102,7 @@ KEPT_ARG_KEYS: Final[frozenset[str]] = frozenset(
         "blocks per SM",
         "warps per SM",
         "est. achieved occupancy %",
-        # ``[memory]`` instants (cpu_instant_event): ``schema.MEMORY_ARG_KEYS``
+        # ``[memory]`` instants (cpu_instant_event): ``model.memory_args``
         *MEMORY_ARG_KEYS,
     }
 )

@@ -8,7 +8,7 @@ Rules (one row per table row, no per-event Python loop):
   (a host row, like Kineto's instant); the device is the ``Device Id`` arg; ``correlation``
   = ``correlationId`` (0 or NULL: none), which names the allocating runtime call (and so its
   thread: ``analysis.memory.timeline``).
-- args (Kineto spelling, ``schema.MEMORY_ARG_KEYS``): ``Device Type`` 1 (CUDA), ``Device Id``
+- args (Kineto spelling, ``model.memory_args``): ``Device Type`` 1 (CUDA), ``Device Id``
   = ``deviceId``, ``Bytes`` = ``bytes`` for an allocation (``memoryOperationType`` 0) and
   ``-bytes`` for a deallocation (1: Kineto writes a free as negative bytes).
 - Only device memory: rows whose ``memKind`` (``ENUM_CUDA_MEM_KIND``, by name; the documented
@@ -34,13 +34,13 @@ import polars as pl
 from traceforensics.ingest.nsys.common import Part, col_sql, pid_sql, with_row
 from traceforensics.ingest.nsys.db import ExportDb
 from traceforensics.ingest.nsys.enums import MEM_KINDS, enum_names
-from traceforensics.model.schema import (
+from traceforensics.model.memory_args import (
     ARG_MEM_ALLOCATED,
     ARG_MEM_BYTES,
     ARG_MEM_DEVICE_ID,
     ARG_MEM_DEVICE_TYPE,
-    KIND_DTYPE,
 )
+from traceforensics.model.schema import KIND_DTYPE
 
 MEMORY_USAGE = "CUDA_GPU_MEMORY_USAGE_EVENTS"
 #: The name of every memory marker row (Kineto's spelling).
