@@ -109,7 +109,7 @@ def diff_command(
         sides.append((_baseline(baseline, store_url), f"baseline {baseline}"))
     with progress_line(enabled=not as_json):
         for path in paths:
-            doc = _saved_document(path)
+            doc = saved_document(path)
             if doc is None:
                 result = analysis_of(path, options, use_cache=not no_cache, jobs=jobs, dask=dask)
                 doc = result.to_json()
@@ -136,7 +136,7 @@ def _baseline(selector: str, url: str | None) -> dict[str, Any]:
     return find_baseline(selector, url)
 
 
-def _saved_document(path: str) -> dict[str, Any] | None:
+def saved_document(path: str) -> dict[str, Any] | None:
     """The analysis document saved at ``path`` (``tf analyze --json > x.json``), or None when
     ``path`` is a trace (or anything else: the trace loader then says what is wrong)."""
     p = Path(path)

@@ -37,6 +37,7 @@ COMMANDS = {
     "monitor": "traceforensics.cli.monitor:monitor_command",
     "explain": "traceforensics.cli.explain:explain_command",
     "history": "traceforensics.cli.history:history_command",
+    "mcp": "traceforensics.cli.mcp:mcp_command",
     "record": "traceforensics.cli.record:record_command",
 }
 
@@ -64,6 +65,7 @@ def cli(ctx: click.Context) -> None:
       tf monitor nvidia-smi.log
       tf explain host_sync
       tf record -- python train.py
+      tf mcp --root ~/traces
 
     \b
     Exit codes: 0 done; 1 a --fail-on rule broke (one line per rule);
@@ -108,36 +110,43 @@ def _run(argv: list[str] | None) -> None:
     except click.exceptions.Abort:
         click.echo("tf: aborted", err=True)
         sys.exit(130)
-    except click.UsageError as exc:
-        # one line, like every other input error (click's own form adds Usage/Try lines)
-        click.echo(f"tf: error: {one_line(exc.format_message())} (see tf --help)", err=True)
-        sys.exit(EXIT_INPUT)
-    except click.ClickException as exc:
-        click.echo(f"tf: error: {one_line(exc.format_message())}", err=True)
-        sys.exit(exc.exit_code)
-    except OptionError as exc:  # the library names the option; the user typed its flag
+    except (Exception, pl.exceptions.PanicException) as exc:  # (a polars panic is not an
+        # ``Exception``: it would print a traceback)
+        line, code = error_line(exc)
+        if code == EXIT_INTERNAL and os.environ.get("TF_DEBUG") and _unexpected(exc):
+            raise
+        click.echo(line, err=True)
+        sys.exit(code)
+
+
+def error_line(exc: BaseException) -> tuple[str, int]:
+    """The one line (``tf: error: ...``) and the exit code an error gets: every front end
+    (the commands, ``tf mcp``'s tools) says the same words for the same failure."""
+    code = EXIT_INPUT
+    if isinstance(exc, click.ClickException):
+        text = exc.format_message()
+        if isinstance(exc, click.UsageError):  # (click's own form adds Usage/Try lines)
+            text = f"{one_line(text)} (see tf --help)"
+        else:
+            code = exc.exit_code
+    elif isinstance(exc, OptionError):  # the library names the option; the user typed its flag
         # (``cli.options`` brings the analysis package: imported by the commands that use it)
         from traceforensics.cli.options import flag_of
 
-        click.echo(f"tf: error: {one_line(str(exc))} ({flag_of(exc.option)})", err=True)
-        sys.exit(EXIT_INPUT)
-    except InputError as exc:
-        click.echo(f"tf: error: {one_line(str(exc))}", err=True)
-        sys.exit(EXIT_INPUT)
-    except TraceForensicsError as exc:
-        click.echo(f"tf: error: {one_line(str(exc))}", err=True)
-        sys.exit(EXIT_INTERNAL)
-    except MemoryError:  # any reader or pass: the input does not fit, it is not malformed
-        oom = not_enough_memory("the input", "the process ran out of memory: MemoryError")
-        click.echo(f"tf: error: {one_line(str(oom))}", err=True)
-        sys.exit(EXIT_INPUT)
-    except (Exception, pl.exceptions.PanicException) as exc:  # (a polars panic is not an
-        # ``Exception``: it would print a traceback)
-        if os.environ.get("TF_DEBUG"):
-            raise
-        click.echo(
-            f"tf: internal error: {type(exc).__name__}: {one_line(str(exc))} "
-            "(set TF_DEBUG=1 for a traceback)",
-            err=True,
-        )
-        sys.exit(EXIT_INTERNAL)
+        text = f"{one_line(str(exc))} ({flag_of(exc.option)})"
+    elif isinstance(exc, InputError):
+        text = str(exc)
+    elif isinstance(exc, TraceForensicsError):
+        text, code = str(exc), EXIT_INTERNAL
+    elif isinstance(exc, MemoryError):  # any reader or pass: the input does not fit
+        text = str(not_enough_memory("the input", "the process ran out of memory: MemoryError"))
+    else:
+        name = type(exc).__name__
+        line = f"tf: internal error: {name}: {one_line(str(exc))} (set TF_DEBUG=1 for a traceback)"
+        return line, EXIT_INTERNAL
+    return f"tf: error: {one_line(text)}", code
+
+
+def _unexpected(exc: BaseException) -> bool:
+    """An error that is a bug (``TF_DEBUG=1`` shows its traceback), not a known failure."""
+    return not isinstance(exc, click.ClickException | TraceForensicsError | MemoryError)

@@ -56,11 +56,14 @@ _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|µs|ms|s)?\s*$")
 def duration_ns(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
     """A click callback reading ``1.5s``, ``200ms``, ``300us``, ``5000ns`` (bare numbers are
     ms) as integer ns, or None."""
-    if value is None:
-        return None
+    return None if value is None else parse_duration(value, _flag(param))
+
+
+def parse_duration(value: str, flag: str) -> int:
+    """``1.5s``, ``200ms``, ``300us``, ``5000ns`` (a bare number: ms) as integer ns; an
+    ``InputError`` naming ``flag`` (the option or field that holds it) for anything else."""
     m = _DURATION_RE.match(value)
     if not m:
-        flag = _flag(param)
         raise InputError(
             f"{flag} {value!r}: not a time; pass a number with a unit, e.g. {flag} 1.5s or 200ms"
         )
