@@ -47,5 +47,5 @@ setup(
             ],
             optional=True,
         ),
-    ]
+    ],
 )
