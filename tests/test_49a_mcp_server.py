@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import TRACES
+from tests.test_nsys_errors import _stand_in_nsys
 
 mcp = pytest.importorskip("mcp", reason="tf mcp needs the mcp extra (pip install -e '.[dev]')")
 
@@ -35,8 +36,9 @@ TOOLS = ("analyze", "findings", "gaps", "gap", "kernels", "ranks", "diff", "hist
 Answers = dict[str, Any]
 
 
-def _env(cache: Path) -> dict[str, str]:
-    return os.environ | {"XDG_CACHE_HOME": str(cache)}
+def _env(cache: Path, path: Path | None = None) -> dict[str, str]:
+    extra = {"PATH": f"{path}{os.pathsep}{os.environ['PATH']}"} if path else {}
+    return os.environ | {"XDG_CACHE_HOME": str(cache)} | extra
 
 
 def _cli(argv: list[str], cwd: Path, cache: Path) -> subprocess.CompletedProcess[str]:
@@ -66,15 +68,15 @@ def _tree(folder: Path) -> dict[str, tuple[int, int]]:
     }
 
 
-async def _session(server_args: list[str], cwd: Path, cache: Path, calls: list[Any]) -> Answers:
+async def _session(
+    server_args: list[str], cwd: Path, env: dict[str, str], calls: list[Any]
+) -> Answers:
     """Start ``tf mcp``, list its tools and documents, make ``calls`` ((key, tool, arguments))
     in order; every answer by key."""
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
-    params = StdioServerParameters(
-        command=TF, args=["mcp", *server_args], cwd=str(cwd), env=_env(cache)
-    )
+    params = StdioServerParameters(command=TF, args=["mcp", *server_args], cwd=str(cwd), env=env)
     out: Answers = {}
     async with Client(params) as client:
         out["tools"] = (await client.list_tools()).tools
@@ -102,9 +104,17 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (root / "broken.json.gz").write_bytes(packed[:10] + bytes(b ^ 0x5A for b in packed[10:2000]))
     shutil.copyfile(TRACES / SMALL, outside / "secret.json.gz")
     (root / "escape.json.gz").symlink_to(outside / "secret.json.gz")
+    # a rank directory whose second file is a link to a file outside the roots
+    (root / "ranks").mkdir()
+    shutil.copyfile(TRACES / JOB / "rank-0.json.gz", root / "ranks" / "rank-0.json.gz")
+    (root / "ranks" / "rank-1.json.gz").symlink_to(outside / "secret.json.gz")
+    # a .nsys-rep, exported by a stand-in nsys (the export must land in the cache, not here)
+    (root / "run.nsys-rep").write_bytes(b"NSYS-REP stand-in, not parsed by the test")
+    _stand_in_nsys(base / "bin", base / "nsys.log")
     store = f"sqlite:///{base / 'history.sqlite'}"
     return {
         "root": root,
+        "bin": base / "bin",
         "outside": outside,
         "server_cache": base / "server-cache",
         "cli_cache": base / "cli-cache",
@@ -150,10 +160,16 @@ def answers(world: dict[str, Any]) -> Answers:
         ("broken", "analyze", {"path": "broken.json.gz"}),
         ("broken_abs", "gaps", {"path": str(root / "broken.json.gz")}),
         ("after_broken", "analyze", {"path": w0}),
+        ("ranks_escape", "ranks", {"path": "ranks"}),
+        ("nsys_rep", "analyze", {"path": "run.nsys-rep"}),
+        ("bad_type", "gap", {"path": w0, "index": "first"}),
+        ("missing_arg", "gap", {"path": w0}),
+        ("negative", "gaps", {"path": w0, "top": -2}),
     ]
     before = _tree(root)
     args = ["--root", str(root), "--root", str(TRACES), "--store", world["store"]]
-    out = anyio.run(_session, args, root, world["server_cache"], calls)
+    env = _env(world["server_cache"], world["bin"])
+    out = anyio.run(_session, args, root, env, calls)
     out["root_unchanged"] = before == _tree(root)
     return out
 
@@ -381,7 +397,7 @@ def test_explain_says_what_tf_explain_says(answers: Answers, world: dict[str, An
 
 
 # -- confinement and errors ------------------------------------------------------------------
-@pytest.mark.parametrize("key", ["outside", "escape", "dotdot"])
+@pytest.mark.parametrize("key", ["outside", "escape", "dotdot", "ranks_escape"])
 def test_a_path_outside_the_roots_is_refused(answers: Answers, key: str) -> None:
     line = _error(answers, key)
     assert "outside the folders this server may read" in line and line.startswith("tf: error: ")
@@ -396,6 +412,20 @@ def test_a_broken_trace_gets_the_cli_line_and_the_server_goes_on(
         assert cli.returncode == 2
         assert _error(answers, key) == cli.stderr.strip(), key
     assert _ok(answers, "after_broken")["findings"] == _ok(answers, "analyze")["findings"]
+
+
+def test_argument_errors_are_one_line_too(answers: Answers) -> None:
+    assert _error(answers, "bad_type").startswith("tf: error: gap: index 'first': ")
+    assert _error(answers, "missing_arg").startswith("tf: error: gap: index: Field required")
+    assert _error(answers, "negative") == "tf: error: top -2: pass 1 or more"
+
+
+def test_a_nsys_report_is_exported_into_the_cache(answers: Answers, world: dict[str, Any]) -> None:
+    view = _ok(answers, "nsys_rep")
+    assert view["source_format"] == "nsys" and view["inputs"] == ["run.nsys-rep"]
+    assert view["devices"]
+    exports = list((world["server_cache"] / "traceforensics" / "nsys").glob("run-*.tf.sqlite"))
+    assert len(exports) == 1  # in the cache; nothing beside the report (test below)
 
 
 def test_nothing_is_written_but_the_cache(answers: Answers, world: dict[str, Any]) -> None:

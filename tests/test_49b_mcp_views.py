@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tests.conftest import FIXTURES, TRACES, kineto_trace_files, nsys_trace_files
 from traceforensics.cli.analyze import analysis_of
 from traceforensics.cli.mcp_roots import Roots
-from traceforensics.cli.mcp_tools import MAX_GAPS, Tools, _options
+from traceforensics.cli.mcp_tools import MAX_ROWS, Tools, _options
 from traceforensics.model.errors import InputError
 from traceforensics.report.views import SHOWN, Where, analysis_view
 from traceforensics.report.views_fit import BUDGET_CHARS, compact, fit, size
@@ -116,8 +116,10 @@ def test_options_of_steps_and_window() -> None:
     opts, words = _options("3:", "200ms:1.5s", {"top_gaps": 40, "top": 2})
     assert opts.range.steps == "3:" and opts.range.start_ns == 200_000_000
     assert opts.range.end_ns == 1_500_000_000
-    assert opts.idle.top_gaps == 40 and opts.kernels.top == SHOWN["kernels"]  # never below
-    assert words == ["--steps=3:", "--from=200ms", "--to=1.5s", "--gaps=40"]
+    # sizes rounded up to a power of two, never below the defaults
+    assert opts.idle.top_gaps == 64 and opts.kernels.top == SHOWN["kernels"]
+    assert words == ["--steps=3:", "--from=200ms", "--to=1.5s", "--gaps=64"]
+    assert _options(None, None, {"top_gaps": 33})[0] == _options(None, None, {"top_gaps": 60})[0]
     assert _options(None, "trace", {})[0].idle.window == "trace"
     assert _options(None, ":2s", {})[0].range.start_ns is None
     for bad in ("sometimes", "1 parsec:2s"):
@@ -161,7 +163,7 @@ def test_tool_argument_errors_are_one_line_input_errors(tools: Tools, tmp_path: 
     cases = [
         (lambda: tools.gaps(path, top=0), "top 0"),
         (lambda: tools.gap(path, index=-1), "gap -1"),
-        (lambda: tools.gap(path, index=MAX_GAPS), f"gap {MAX_GAPS}"),
+        (lambda: tools.gap(path, index=MAX_ROWS), f"gap {MAX_ROWS}"),
         (lambda: tools.findings(path, category="speed"), "category 'speed'"),
         (lambda: tools.analyze(path, steps="x:y"), "steps"),
         (lambda: tools.diff(None, path), "give before"),
@@ -260,3 +262,81 @@ def test_doc_text_reads_the_source_tree_without_a_packaged_copy() -> None:
 
     for name, _ in DOCS.values():
         assert doc_text(name) == (ROOT / "docs" / name).read_text(encoding="utf-8")
+
+
+# -- review cases: pointers stay consistent, links in a directory, "/", waiting --------------
+def test_cut_fields_have_one_pointer_with_the_original_total() -> None:
+    from traceforensics.report.views import _finding
+
+    more: list[dict[str, Any]] = []
+    findings = [{"title": "x" * 3000, "evidence": [{"e": i} for i in range(5)]} for _ in range(60)]
+    answer = {"findings": [_finding(f, i, more, Where()) for i, f in enumerate(findings)]}
+    answer["more"] = more
+    out = fit(answer, "cmd")
+    assert size(out) <= BUDGET_CHARS
+    kept = len(out["findings"])
+    by_field = [m["what"] for m in out["more"]]
+    assert len(by_field) == len(set(by_field))  # one pointer per field
+    (listed,) = [m for m in out["more"] if m["what"] == "findings"]
+    assert listed["shown"] == kept and listed["total"] == 60
+    assert {f"findings[{i}].evidence" for i in range(kept)} <= set(by_field)
+    assert not any(w.startswith(f"findings[{kept}]") for w in by_field)  # cut away: gone
+
+
+def test_a_text_too_long_for_any_answer_is_cut_and_pointed_to() -> None:
+    out = fit({"name": "k" * 50_000, "more": []}, "cmd", budget=2_000)
+    assert size(out) <= 2_000 and out["name"].endswith("…")
+    assert out["more"] == [{"what": "name", "shown": 1000, "total": 50_000, "command": "cmd"}]
+
+
+def test_a_directory_with_a_link_outside_is_refused(tmp_path: Path) -> None:
+    root, out = tmp_path / "root", tmp_path / "out"
+    (root / "ranks").mkdir(parents=True)
+    out.mkdir()
+    (out / "r1.json.gz").write_text("x")
+    (root / "ranks" / "r0.json.gz").write_text("x")
+    roots = Roots.of([str(root)])
+    assert roots.confine(str(root / "ranks")) == str(root / "ranks")
+    (root / "ranks" / "r1.json.gz").symlink_to(out / "r1.json.gz")
+    with pytest.raises(InputError, match=r"ranks: r1.json.gz: outside the folders"):
+        roots.confine(str(root / "ranks"))
+
+
+def test_the_file_system_root_is_never_the_implicit_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir("/")
+    with pytest.raises(InputError, match="--root DIR"):
+        Roots.of([])
+    assert Roots.of(["/"]).dirs == (Path("/"),)  # named on purpose: allowed
+
+
+def test_a_remembered_answer_never_waits_for_another_analysis(
+    tools: Tools, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    import traceforensics.cli.mcp_tools as mod
+
+    first = str(tmp_path / "t.pt.trace.json.gz")
+    other = str(tmp_path / "u.pt.trace.json.gz")
+    shutil.copyfile(FIXTURES / "recorded" / "dataloader.pt.trace.json.gz", other)
+    tools.analyze(first)  # remembered
+    started, release = threading.Event(), threading.Event()
+
+    def slow(path: str, *a: Any, **k: Any) -> Any:
+        started.set()
+        release.wait(30)
+        return analysis_of(path, *a, **k)
+
+    monkeypatch.setattr(mod, "analysis_of", slow)
+    worker = threading.Thread(target=tools.analyze, args=(other,))
+    worker.start()
+    assert started.wait(30)
+    answered: list[dict[str, Any]] = []
+    asking = threading.Thread(target=lambda: answered.append(tools.findings(first)))
+    asking.start()
+    asking.join(20)  # (the other analysis is held until ``release``: it must not block this)
+    before_release = list(answered)
+    release.set()
+    worker.join(60)
+    asking.join(60)
+    assert before_release and before_release[0]["total"] == len(before_release[0]["findings"])

@@ -49,6 +49,9 @@ FORMAT = "3"
 PACKAGE = Path(__file__).resolve().parent
 #: Settings that may change an answer (their names and values are keyed).
 _SETTINGS = ("TF_", "TRACEFORENSICS_")
+#: Settings that never change an answer: where a .nsys-rep's export is kept (``tf mcp`` sets
+#: it; its answers stay those of ``tf analyze``).
+_UNKEYED = ("TF_NSYS_EXPORT",)
 #: The libraries whose version can change the output (their ``__init__`` files are keyed).
 _LIBRARIES = ("polars", "numpy", "orjson", "msgspec", "click")
 #: Files of the package that are not what it runs from.
@@ -111,7 +114,9 @@ def entry_path(kind: str, path: str | Path, options: str = "") -> Path:
     (module docstring). ``OSError`` when the input cannot be read."""
     import hashlib
 
-    settings = sorted((k, v) for k, v in os.environ.items() if k.startswith(_SETTINGS))
+    settings = sorted(
+        (k, v) for k, v in os.environ.items() if k.startswith(_SETTINGS) and k not in _UNKEYED
+    )
     text = "|".join([FORMAT, kind, str(path), code_fingerprint(), repr(settings), options])
     raw = text.encode(errors="surrogateescape") + b"|" + input_identity(Path(path))
     return cache_dir() / kind / hashlib.sha256(raw).hexdigest()[:32]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import sys
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 import click
 
@@ -21,6 +21,8 @@ from traceforensics.report.format import one_line
 from traceforensics.report.history_text import render_runs, render_trend, runs_json, trend_json
 from traceforensics.report.json_out import dumps
 
+#: The newest runs listed unless asked (``--limit``; ``tf mcp``'s history tool too).
+HISTORY_LIMIT: Final = 20
 _AGE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*$")
 _AGE_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -81,7 +83,7 @@ def since_value(ctx: click.Context, param: click.Parameter, value: str | None) -
 )
 @click.option(
     "--limit",
-    default=20,
+    default=HISTORY_LIMIT,
     metavar="N",
     show_default=True,
     callback=non_negative_int,

@@ -4,6 +4,8 @@ in the editor (docs/mcp.md). Wiring only: the tools are ``cli.mcp_tools``, the p
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from traceforensics.cli.options import EXIT_CODES_HELP
@@ -48,6 +50,10 @@ def mcp_command(roots: tuple[str, ...], store: str | None, no_cache: bool) -> No
         ) from exc
     from traceforensics.cli.mcp_roots import Roots
     from traceforensics.cli.mcp_tools import Tools
+    from traceforensics.ingest.nsys.export import EXPORT_SETTING
+
+    # nothing is written beside the inputs: a .nsys-rep's SQLite export goes to the cache too
+    os.environ[EXPORT_SETTING] = "cache"
 
     tools = Tools(Roots.of(roots), store=store, use_cache=not no_cache)
     if store is not None:  # a bad store URL is refused now, not at the first history call

@@ -7,10 +7,18 @@ A path from a tool call is confined before anything opens it:
   holds it: the first root's, so the loader names the missing file); in the working
   directory it stays as typed, so its messages read as ``tf analyze PATH``'s;
 * the path with every symlink resolved must lie inside a root, itself resolved: a link inside
-  a root that points outside is refused like the outside path itself.
+  a root that points outside is refused like the outside path itself;
+* a directory (a job's rank files) is read whole, so every file in it must resolve inside a
+  root too: one link to a file outside refuses the directory, naming that file.
 
 A refusal is an ``InputError`` (one line, the tool's error): the path, that it is outside the
-roots, which roots there are and how to add one. Nothing here opens or writes a file.
+roots, which roots there are and how to add one. With no ``--root`` the working directory is
+the root, unless it is the file system's root (an editor may start the server in ``/``): then
+``--root`` must be given. Nothing here opens or writes a file.
+
+Limit: a path is checked when the call arrives and opened just after, by the path as given;
+someone who can replace a folder of a root by a link in between could still lead a read
+outside (docs/mcp.md).
 """
 
 from __future__ import annotations
@@ -33,6 +41,11 @@ class Roots:
     def of(cls, given: Sequence[str]) -> Roots:
         """The roots named on the command line (none: the working directory); each must be
         an existing directory (``InputError`` otherwise)."""
+        if not given and Path.cwd().resolve() == Path(Path.cwd().anchor):
+            raise InputError(
+                f"tf mcp: the working directory is {Path.cwd().anchor}, which would open the "
+                "whole file system to the tools; name the folders with --root DIR"
+            )
         out = []
         for text in given or (os.getcwd(),):
             path = Path(text).expanduser()
@@ -54,12 +67,22 @@ class Roots:
             real = candidate.resolve()
         except (OSError, RuntimeError) as exc:  # a symlink loop
             raise InputError(f"{text}: cannot be resolved ({exc}); pass another path") from exc
-        if not any(real == root or real.is_relative_to(root) for root in self.dirs):
-            raise InputError(
-                f"{text}: outside the folders this server may read ({self.shown()}); ask for a "
-                "path inside them, or start tf mcp with --root DIR to add one"
-            )
+        if not self._inside(real):
+            raise self._outside(text)
+        if real.is_dir():
+            for entry in sorted(real.iterdir()):
+                if entry.is_file() and not self._inside(entry.resolve()):
+                    raise self._outside(f"{text}: {entry.name}")
         return str(candidate)
+
+    def _inside(self, real: Path) -> bool:
+        return any(real == root or real.is_relative_to(root) for root in self.dirs)
+
+    def _outside(self, text: str) -> InputError:
+        return InputError(
+            f"{text}: outside the folders this server may read ({self.shown()}); ask for a "
+            "path inside them, or start tf mcp with --root DIR to add one"
+        )
 
     def _find(self, relative: Path) -> Path:
         cwd = Path.cwd().resolve()

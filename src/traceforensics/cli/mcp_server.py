@@ -19,13 +19,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Final
 
-from mcp.server.mcpserver import MCPServer
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError
 
 from traceforensics._version import __version__
+from traceforensics.cli.history import HISTORY_LIMIT
 from traceforensics.cli.main import error_line
-from traceforensics.cli.mcp_tools import HISTORY_LIMIT, Tools
+from traceforensics.cli.mcp_tools import Tools
+from traceforensics.report.format import one_line
 from traceforensics.report.views import SHOWN
 from traceforensics.report.views_fit import compact
 
@@ -71,9 +74,37 @@ Window = Annotated[
 ]
 
 
-def build_server(tools: Tools) -> MCPServer:
+class Server(MCPServer):
+    """``MCPServer`` whose argument errors are one line too: a value of the wrong type (the
+    schema's check, before the tool runs) answers ``tf: error: TOOL: FIELD VALUE: what is
+    wrong``, like every other error; the range of a value is the tool's own rule."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            return _error(argument_error(name, arguments, exc.__cause__))
+
+
+def argument_error(tool: str, arguments: dict[str, Any], exc: ValidationError) -> str:
+    """The one line of a tool call whose arguments do not fit its schema (the first error)."""
+    err = exc.errors()[0]
+    field = ".".join(str(part) for part in err["loc"]) or "arguments"
+    given = f" {arguments[field]!r}" if field in arguments else ""
+    return one_line(f"tf: error: {tool}: {field}{given}: {err['msg']}; see the tool's schema")
+
+
+def _error(line: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=line)], is_error=True)
+
+
+def build_server(tools: Tools) -> Server:
     """The server with every tool and document registered."""
-    app = MCPServer(
+    app = Server(
         "traceforensics", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
     )
     for fn in _tools(tools):
@@ -105,14 +136,12 @@ def _answering(fn: Callable[..., dict[str, Any]]) -> Callable[..., CallToolResul
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise
-            return CallToolResult(
-                content=[TextContent(type="text", text=error_line(exc)[0])], is_error=True
-            )
+            return _error(error_line(exc)[0])
         return CallToolResult(
             content=[TextContent(type="text", text=compact(view))], structured_content=view
         )
 
-    tool.__annotations__["return"] = CallToolResult
+    tool.__annotations__ = {**fn.__annotations__, "return": CallToolResult}
     return tool
 
 
@@ -154,10 +183,8 @@ Category = Annotated[
         "exposed_communication (explain lists them)"
     ),
 ]
-Top = Annotated[int, Field(description="How many rows of each list", ge=1)]
-Index = Annotated[
-    int, Field(description="The gap's `index` in the gaps answer (0: the largest)", ge=0)
-]
+Top = Annotated[int, Field(description="How many rows of each list (1 or more)")]
+Index = Annotated[int, Field(description="The gap's `index` in the gaps answer (0: the largest)")]
 After = Annotated[
     str,
     Field(
@@ -193,7 +220,7 @@ Figure = Annotated[
         "busy.KIND, comm, comm.exposed, copy.exposed, mfu"
     ),
 ]
-Limit = Annotated[int, Field(description="The newest N runs", ge=1)]
+Limit = Annotated[int, Field(description="The newest N runs (1 or more)")]
 Id = Annotated[
     str | None,
     Field(

@@ -26,6 +26,7 @@ from typing import Any, Final
 from traceforensics.analysis.options import DEFAULTS, AnalysisOptions
 from traceforensics.cache import input_identity
 from traceforensics.cli.analyze import analysis_of
+from traceforensics.cli.history import HISTORY_LIMIT
 from traceforensics.cli.mcp_roots import Roots
 from traceforensics.cli.options import parse_duration
 from traceforensics.model.errors import InputError
@@ -44,11 +45,9 @@ from traceforensics.report.views import (
 
 #: Analyses kept in memory (each a document of some 100 KB per rank and its verdict).
 MEMO_ENTRIES: Final = 8
-#: The most gaps an analysis keeps for ``gaps`` and ``gap`` (a larger top or index would keep
-#: every gap's evidence of a long trace in memory).
-MAX_GAPS: Final = 10_000
-#: The most rows ``history`` lists.
-HISTORY_LIMIT: Final = 20
+#: The most gaps (and kernel rows) an analysis keeps for ``gaps``, ``gap`` and ``kernels`` (a
+#: larger top or index would keep every gap's evidence of a long trace in memory).
+MAX_ROWS: Final = 10_000
 
 
 @dataclass(frozen=True)
@@ -69,7 +68,8 @@ class Tools:
     store: str | None = None
     use_cache: bool = True
     _memo: OrderedDict[tuple[Any, ...], Answered] = field(default_factory=OrderedDict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _memo_lock: threading.Lock = field(default_factory=threading.Lock)
+    _analysing: threading.Lock = field(default_factory=threading.Lock)
 
     # -- one trace ------------------------------------------------------------------------
     def analyze(
@@ -96,15 +96,15 @@ class Tools:
         window: str | None = None,
     ) -> dict[str, Any]:
         _positive(top, "top")
-        ans, where = self._answer(path, steps, window, top_gaps=min(top, MAX_GAPS))
+        ans, where = self._answer(path, steps, window, top_gaps=min(top, MAX_ROWS))
         return gaps_view(ans.doc, top, where)
 
     def gap(
         self, path: str, index: int, steps: str | None = None, window: str | None = None
     ) -> dict[str, Any]:
-        if not 0 <= index < MAX_GAPS:
+        if not 0 <= index < MAX_ROWS:
             raise InputError(
-                f"gap {index}: pass a gap's index in the gaps answer, 0 to {MAX_GAPS - 1}"
+                f"gap {index}: pass a gap's index in the gaps answer, 0 to {MAX_ROWS - 1}"
             )
         ans, where = self._answer(path, steps, window, top_gaps=index + 1)
         return gap_view(ans.doc, index, where)
@@ -140,11 +140,13 @@ class Tools:
         from traceforensics.model.schema import BUSY_CLASSES
         from traceforensics.report.views_runs import diff_view
 
-        if (before is None) == (baseline is None):
+        if before is None and baseline is None:
             raise InputError(
                 "diff: give before (a trace, rank directory or tf analyze --json file) or "
-                "baseline (a stored run's selector), not both"
+                "baseline (a stored run's selector)"
             )
+        if before is not None and baseline is not None:
+            raise InputError("diff: give before or baseline, not both")
         rules = parse_rules(list(fail_on), CAUSES, BUSY_CLASSES, relative=True)
         sides: list[tuple[dict[str, Any], str]] = []
         if baseline is not None:
@@ -161,7 +163,7 @@ class Tools:
             "tf",
             "diff",
             *([f"--baseline={baseline}"] if baseline else []),
-            *(p for _, p in sides if not p.startswith("baseline ")),
+            *(p for _, p in sides[1 if baseline else 0 :]),
             "--json",
         ]
         return diff_view(result.to_json(), check_rules(rules, result.job.figures), _quoted(words))
@@ -208,21 +210,34 @@ class Tools:
         return self._analysed(path, options), where
 
     def _analysed(self, path: str, options: AnalysisOptions) -> Answered:
-        with self._lock:
-            try:
-                key: tuple[Any, ...] | None = (input_identity(Path(path)), repr(options))
-            except OSError:  # (the loader says what is wrong with the input)
-                key = None
-            if key is not None and key in self._memo:
-                self._memo.move_to_end(key)
-                return self._memo[key]
+        """The answer of ``path`` with ``options``: from memory, else analysed (one analysis
+        at a time; a question answered from memory never waits for another's analysis)."""
+        try:
+            key: tuple[Any, ...] | None = (input_identity(Path(path)), repr(options))
+        except OSError:  # (the loader says what is wrong with the input)
+            key = None
+        found = self._recall(key)
+        if found is not None:
+            return found
+        with self._analysing:
+            found = self._recall(key)  # (answered while this call waited for its turn)
+            if found is not None:
+                return found
             result = analysis_of(path, options, use_cache=self.use_cache)
             ans = Answered(build_json(result), _verdict(result))
             if key is not None:
-                self._memo[key] = ans
-                while len(self._memo) > MEMO_ENTRIES:
-                    self._memo.popitem(last=False)
+                with self._memo_lock:
+                    self._memo[key] = ans
+                    while len(self._memo) > MEMO_ENTRIES:
+                        self._memo.popitem(last=False)
             return ans
+
+    def _recall(self, key: tuple[Any, ...] | None) -> Answered | None:
+        with self._memo_lock:
+            if key is None or key not in self._memo:
+                return None
+            self._memo.move_to_end(key)
+            return self._memo[key]
 
 
 def _verdict(result: Any) -> list[str]:
@@ -236,8 +251,9 @@ def _options(
 ) -> tuple[AnalysisOptions, list[str]]:
     """The analysis options of a call and the ``tf analyze`` flags that give them. ``window``:
     ``device``, ``trace`` or ``FROM:TO`` (times after the trace's first event, either side
-    may be empty). ``flat``: list sizes, never below the defaults (a smaller list is cut by
-    the view: the analysis stays the default one)."""
+    may be empty). ``flat``: list sizes (``top_gaps``, ``top``), rounded up to a power of two
+    and never below the defaults (a smaller list is cut by the view: the analysis stays the
+    default one)."""
     given: dict[str, Any] = {}
     words: list[str] = []
     if steps:
@@ -261,10 +277,13 @@ def _options(
                 f"window {window!r}: pass device, trace or FROM:TO (e.g. 1.5s:3s, 200ms:)"
             )
     defaults = {"top_gaps": DEFAULTS.idle.top_gaps, "top": DEFAULTS.kernels.top}
-    for name, value in flat.items():
-        if value > defaults[name]:
-            given[name] = value
-            words.append(f"--{'gaps' if name == 'top_gaps' else 'top'}={value}")
+    for name, asked in flat.items():
+        if asked <= defaults[name]:  # the default analysis lists enough
+            continue
+        # rounded up to a power of two: gap 12, then gap 14, is one analysis, not two
+        value = min(1 << (asked - 1).bit_length(), MAX_ROWS)
+        given[name] = value
+        words.append(f"--{'gaps' if name == 'top_gaps' else 'top'}={value}")
     return DEFAULTS.with_(**given), words
 
 

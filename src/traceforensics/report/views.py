@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from traceforensics.analysis.findings.results import CATEGORIES
+from traceforensics.analysis.options import DEFAULTS
 from traceforensics.model.errors import InputError
-from traceforensics.report.views_fit import cut, fit
+from traceforensics.report.views_fit import cut, fit, pointer
 
 #: How much of each list a view shows unless the call asks for more (one definition: the
 #: tools' schemas quote these).
@@ -29,8 +30,8 @@ SHOWN: Final = {
     "findings_all": 30,
     "evidence": 3,  # evidence events per finding
     "devices": 16,
-    "gaps": 10,
-    "kernels": 10,
+    "gaps": DEFAULTS.idle.top_gaps,  # (the analysis keeps as many: one analysis answers)
+    "kernels": DEFAULTS.kernels.top,
     "ranks": 32,  # per-rank rows
     "steps": 20,  # per-step rows of a job
 }
@@ -103,18 +104,19 @@ def analysis_view(doc: dict[str, Any], verdict: list[str], where: Where) -> dict
     findings = cut(
         doc.get("findings", []), SHOWN["findings"], "findings", more, **where.call("findings")
     )
-    devices = cut(doc.get("devices", []), SHOWN["devices"], "devices", more, **where.call("ranks"))
-    out = _head(doc) | {
-        "program": doc.get("program"),
+    devices = cut(doc.get("devices", []), SHOWN["devices"], "devices", more, command=where.command)
+    out = {
         "verdict": verdict,
         "findings": [_finding(f, i, more, where) for i, f in enumerate(findings)],
         "devices": [_device(d) for d in devices],
+        "program": doc.get("program"),
         "n_gaps_listed": len(doc.get("gaps", [])),
+        **_head(doc),
         **_notes(doc),
         "more": more,
     }
     if doc.get("gaps"):
-        more.append({"what": "gaps", "shown": 0, "total": len(doc["gaps"])} | where.call("gaps"))
+        more.append(pointer("gaps", 0, len(doc["gaps"]), **where.call("gaps")))
     return fit(out, where.command)
 
 
@@ -130,10 +132,11 @@ def findings_view(doc: dict[str, Any], category: str | None, where: Where) -> di
     # (the evidence pointers name each finding's place in the whole list)
     index = {id(f): i for i, f in enumerate(doc.get("findings", []))}
     shown = cut(chosen, SHOWN["findings_all"], "findings", more, command=where.command)
-    out = _head(doc) | {
+    out = {
         "category": category,
         "total": len(chosen),
         "findings": [_finding(f, index[id(f)], more, where) for f in shown],
+        **_head(doc),
         **_notes(doc),
         "more": more,
     }
@@ -142,9 +145,11 @@ def findings_view(doc: dict[str, Any], category: str | None, where: Where) -> di
 
 def gaps_view(doc: dict[str, Any], top: int, where: Where) -> dict[str, Any]:
     """The ``top`` largest idle gaps (``index`` is the gap's place for ``gap``), each with its
-    causes (nonzero, largest first) and how many evidence events it has."""
+    causes (nonzero, largest first) and how many evidence events it has. ``gaps_total``: the
+    gaps of every device (``devices[].n_gaps``), of which the analysis lists the largest."""
     more: list[dict[str, Any]] = []
     gaps = doc.get("gaps", [])
+    total = sum(int(d.get("n_gaps") or 0) for d in doc.get("devices", []))
     rows = [
         {k: g[k] for k in ("rank", "device", "start_ns", "dur_ns") if k in g}
         | {
@@ -154,12 +159,21 @@ def gaps_view(doc: dict[str, Any], top: int, where: Where) -> dict[str, Any]:
         }
         for i, g in enumerate(gaps[:top])
     ]
-    if gaps:
+    if len(rows) < max(total, len(gaps)):
+        wider = min(max(total, len(gaps)), 4 * max(top, 1))
         more.append(
-            {"what": "gaps[*].evidence", "shown": 0, "total": len(gaps)}
-            | where.call("gap", index=0)
+            pointer("gaps", len(rows), max(total, len(gaps)), **where.call("gaps", top=wider))
         )
-    out = _head(doc) | {"gaps_listed": len(gaps), "gaps": rows, **_notes(doc), "more": more}
+    if rows:
+        more.append(pointer("gaps[*].evidence", 0, len(rows), **where.call("gap", index=0)))
+    out = {
+        "gaps_total": total,
+        "gaps_listed": len(gaps),
+        "gaps": rows,
+        **_head(doc),
+        **_notes(doc),
+        "more": more,
+    }
     return fit(out, where.command)
 
 
@@ -174,7 +188,7 @@ def gap_view(doc: dict[str, Any], index: int, where: Where) -> dict[str, Any]:
             if gaps
             else f"gap {index}: the analysis lists no idle gap"
         )
-    out = _head(doc) | {"index": index, "gaps_listed": len(gaps), "gap": gaps[index], "more": []}
+    out = {"index": index, "gaps_listed": len(gaps), "gap": gaps[index], **_head(doc), "more": []}
     return fit(out, where.command)
 
 
@@ -183,8 +197,11 @@ def kernels_view(doc: dict[str, Any], top: int, where: Where) -> dict[str, Any]:
     and the op families (``top`` by kernel time), the longest kernels of each device."""
     more: list[dict[str, Any]] = []
     mfu = doc.get("mfu") or {}
+    devices = cut(
+        doc.get("devices", []), SHOWN["devices"], "top_kernels", more, command=where.command
+    )
     families = sorted(doc.get("op_families", []), key=lambda f: -(f.get("kernel_ns") or 0))
-    out = _head(doc) | {
+    out = {
         "short_kernel_summary": doc.get("short_kernel_summary"),
         "short_kernels": cut(
             doc.get("short_kernels", []), top, "short_kernels", more, command=where.command
@@ -197,18 +214,21 @@ def kernels_view(doc: dict[str, Any], top: int, where: Where) -> dict[str, Any]:
             command=where.command,
         ),
         "op_families": cut(families, top, "op_families", more, command=where.command),
-        "top_kernels": [
-            {
-                "rank": d.get("rank"),
-                "device": d.get("device"),
-                "kernels": (d.get("top_kernels") or [])[:top],
-            }
-            for d in doc.get("devices", [])[: SHOWN["devices"]]
-        ],
+        "top_kernels": [_top_kernels(d, top, i, more, where) for i, d in enumerate(devices)],
+        **_head(doc),
         **_notes(doc),
         "more": more,
     }
     return fit(out, where.command)
+
+
+def _top_kernels(
+    d: dict[str, Any], top: int, i: int, more: list[dict[str, Any]], where: Where
+) -> dict[str, Any]:
+    """One device's longest kernels, the first ``top``."""
+    rows = list(d.get("top_kernels") or [])
+    kernels = cut(rows, top, f"top_kernels[{i}].kernels", more, command=where.command)
+    return {"rank": d.get("rank"), "device": d.get("device"), "kernels": kernels}
 
 
 def ranks_view(doc: dict[str, Any], verdict: list[str], where: Where) -> dict[str, Any]:
@@ -225,5 +245,5 @@ def ranks_view(doc: dict[str, Any], verdict: list[str], where: Where) -> dict[st
     ranks["steps"] = cut(
         list(ranks.get("steps") or []), SHOWN["steps"], "ranks.steps", more, command=where.command
     )
-    out = _head(doc) | {"verdict": verdict, "ranks": ranks, **_notes(doc), "more": more}
+    out = {"verdict": verdict, "ranks": ranks, **_head(doc), **_notes(doc), "more": more}
     return fit(out, where.command)

@@ -7,8 +7,8 @@ answer's ``more`` list: ``what`` (the field, as a JSON path such as ``findings``
 ``arguments`` (another tool call) or ``command`` (the ``tf`` command whose JSON has it all).
 
 ``fit`` is the last guard: an answer still longer than ``budget`` characters of JSON has its
-largest list halved, again and again, each cut recorded the same way, until it fits or no list
-has more than one item left.
+largest list halved, again and again, until it fits or no list has more than one item left,
+then its longest texts cut; each cut is recorded the same way.
 """
 
 from __future__ import annotations
@@ -67,31 +67,94 @@ def size(obj: Any) -> int:
 
 
 def fit(answer: dict[str, Any], command: str, budget: int = BUDGET_CHARS) -> dict[str, Any]:
-    """``answer`` cut until its JSON holds at most ``budget`` characters (``more`` keeps
-    growing with each cut; ``command`` is where the whole lists are). Changes ``answer``."""
+    """``answer`` cut until its JSON holds at most ``budget`` characters; ``command`` is where
+    the whole lists are. Changes ``answer``.
+
+    The largest list is halved until the answer fits or no list of two items or more is
+    left; then, the last resort, the longest texts are cut to ``TEXT_CHARS`` (marked ``…``).
+    Each field cut has one pointer in ``more``: ``shown`` what is left of it, ``total`` what
+    the answer had before any cut; a pointer into an item that was cut away goes with it."""
     more: list[dict[str, Any]] = answer.setdefault("more", [])
     while size(answer) > budget:
         largest = max(_lists(answer, ""), key=lambda t: size(t[3]), default=None)
         if largest is None:
             break
         parent, key, path, items = largest
-        keep = len(items) // 2
-        more.append(pointer(path, keep, len(items), command=command))
-        parent[key] = items[:keep]
+        parent[key] = items[: len(items) // 2]
+        _record(more, path, len(parent[key]), len(items), command)
+    for parent, key, path, text in sorted(_texts(answer, ""), key=lambda t: -len(t[3])):
+        if size(answer) <= budget:
+            break
+        parent[key] = text[:TEXT_CHARS] + "…"
+        _record(more, path, TEXT_CHARS, len(text), command)
+    more[:] = [m for m in more if _exists(answer, m["what"])]
     return answer
+
+
+#: Characters a text keeps when cutting lists was not enough.
+TEXT_CHARS: Final = 1_000
+
+
+def _record(more: list[dict[str, Any]], path: str, shown: int, total: int, command: str) -> None:
+    """Note a cut of ``path`` in ``more``: a pointer already there keeps its total."""
+    for m in more:
+        if m["what"] == path:
+            m["shown"] = shown
+            m.setdefault("command", command)
+            return
+    more.append(pointer(path, shown, total, command=command))
+
+
+def _exists(answer: dict[str, Any], path: str) -> bool:
+    """Whether the field a pointer names is still in the answer (a ``[*]`` path, every item
+    of a list: kept)."""
+    return "[*]" in path or path in set(_paths(answer, ""))
+
+
+def _paths(obj: Any, at: str) -> Iterator[str]:
+    for _, value, path in _children(obj, at):
+        yield path
+        if isinstance(value, list | dict):
+            yield from _paths(value, path)
 
 
 def _lists(obj: Any, at: str) -> Iterator[tuple[Any, Any, str, list[Any]]]:
     """(parent, key in it, JSON path, list) of every list of more than one item under
     ``obj`` (the answer's own ``more`` list left out)."""
-    entries = obj.items() if isinstance(obj, dict) else enumerate(obj)
-    for key, value in entries:
-        if at == "" and key == "more":
-            continue
-        path = f"{at}[{key}]" if isinstance(obj, list) else (f"{at}.{key}" if at else str(key))
+    for key, value, path in _children(obj, at):
         if isinstance(value, list):
             if len(value) > 1:
                 yield obj, key, path, value
             yield from _lists(value, path)
         elif isinstance(value, dict):
             yield from _lists(value, path)
+
+
+def _texts(obj: Any, at: str) -> Iterator[tuple[Any, Any, str, str]]:
+    """(parent, key in it, JSON path, text) of every text longer than ``TEXT_CHARS``."""
+    for key, value, path in _children(obj, at):
+        if isinstance(value, str) and len(value) > TEXT_CHARS:
+            yield obj, key, path, value
+        elif isinstance(value, list | dict):
+            yield from _texts(value, path)
+
+
+def _children(obj: Any, at: str) -> Iterator[tuple[Any, Any, str]]:
+    """(key, value, JSON path) of each entry of a dict or list; the answer's ``more`` left
+    out."""
+    entries = obj.items() if isinstance(obj, dict) else enumerate(obj)
+    for key, value in entries:
+        if at == "" and key == "more":
+            continue
+        yield key, value, _path(at, key, isinstance(obj, list))
+
+
+def _path(at: str, key: Any, indexed: bool) -> str:
+    """``a.b``, ``a[3]``; a key that is empty or holds ``.[]"`` as a JSON string,
+    ``a["x.y"]``."""
+    if indexed:
+        return f"{at}[{key}]"
+    text = str(key)
+    if not text or any(c in text for c in '.[]"'):
+        return f"{at}[{json.dumps(text)}]"
+    return f"{at}.{text}" if at else text

@@ -1,7 +1,8 @@
 """``.nsys-rep`` input: export to SQLite once with the user's ``nsys``, then reuse the export.
 
 Cache rule: the export is written next to the report as ``<report>.tf.sqlite`` (falling back
-to ``$XDG_CACHE_HOME/traceforensics/nsys/`` when that directory is not writable) together with a
+to ``$XDG_CACHE_HOME/traceforensics/nsys/`` when that directory is not writable, or always with
+``TF_NSYS_EXPORT=cache``: ``tf mcp`` writes nothing beside its inputs) together with a
 ``.key`` file holding the report's size and mtime; it is reused while both still match. The
 export is written under a temporary name and renamed into place, so an interrupted export
 never leaves a half-written cache entry behind.
@@ -21,6 +22,8 @@ from pathlib import Path
 from traceforensics.model.errors import CorruptTraceError, InputError, ToolMissingError
 
 CACHE_SUFFIX = ".tf.sqlite"
+#: ``cache``: exports always go to the user cache, never beside the report.
+EXPORT_SETTING = "TF_NSYS_EXPORT"
 
 
 def export_command(report: Path, output: Path) -> list[str]:
@@ -53,9 +56,10 @@ def _writable(folder: Path) -> bool:
 
 
 def cache_path(report: Path) -> Path:
-    """Where the SQLite export of ``report`` lives (next to it when that folder is writable)."""
+    """Where the SQLite export of ``report`` lives (next to it when that folder is writable and
+    ``$TF_NSYS_EXPORT`` is not ``cache``)."""
     folder = report.resolve().parent
-    if _writable(folder):
+    if os.environ.get(EXPORT_SETTING) != "cache" and _writable(folder):
         return folder / (report.name + CACHE_SUFFIX)
     digest = hashlib.sha256(str(report.resolve()).encode()).hexdigest()[:16]
     return _user_cache_dir() / f"{report.stem}-{digest}{CACHE_SUFFIX}"
