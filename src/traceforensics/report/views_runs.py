@@ -63,21 +63,21 @@ def diff_view(doc: dict[str, Any], checks: Sequence[Check], command: str) -> dic
     ]
     rules = check_rows(checks)
     out = {
-        "schema": doc.get("schema"),
         "verdict": doc.get("verdict"),
-        "before": doc.get("before"),
-        "after": doc.get("after"),
+        "gate": None if not rules else ("failed" if any(r["broken"] for r in rules) else "passed"),
+        "rules": rules,
         "job": {name: _figure(f) for name, f in (job.get("figures") or {}).items()},
-        "devices": cut(devices, SHOWN_DIFF["devices"], "devices", more, command=command),
-        "unmatched": doc.get("unmatched", []),
         "findings": cut(
             doc.get("findings", []), SHOWN_DIFF["findings"], "findings", more, command=command
         ),
         "kernels": cut(
             doc.get("kernels", []), SHOWN_DIFF["kernels"], "kernels", more, command=command
         ),
-        "rules": rules,
-        "gate": None if not rules else ("failed" if any(r["broken"] for r in rules) else "passed"),
+        "devices": cut(devices, SHOWN_DIFF["devices"], "devices", more, command=command),
+        "unmatched": doc.get("unmatched", []),
+        "before": doc.get("before"),
+        "after": doc.get("after"),
+        "schema": doc.get("schema"),
         "warnings": doc.get("warnings", []),
         "more": more,
     }
