@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -165,6 +166,9 @@ def answers(world: dict[str, Any]) -> Answers:
         ("bad_type", "gap", {"path": w0, "index": "first"}),
         ("missing_arg", "gap", {"path": w0}),
         ("negative", "gaps", {"path": w0, "top": -2}),
+        ("gaps_page", "gaps", {"path": w0, "top": 2, "start": 2}),
+        ("no_tool", "no_such_tool", {}),
+        ("empty_window", "analyze", {"path": w0, "window": "0:0"}),
     ]
     before = _tree(root)
     args = ["--root", str(root), "--root", str(TRACES), "--store", world["store"]]
@@ -235,6 +239,8 @@ def test_analyze_matches_the_cli_json(answers: Answers, cli_w0: dict[str, Any]) 
     assert {"what": "findings", "shown": 5, "total": len(cli_w0["findings"])}.items() <= next(
         m for m in view["more"] if m["what"] == "findings"
     ).items()
+    (to_gaps,) = [m for m in view["more"] if m["what"] == "gaps"]
+    assert to_gaps["tool"] == "gaps" and to_gaps["total"] == len(cli_w0["gaps"])
     (dev,) = view["devices"]
     (want_dev,) = cli_w0["devices"]
     for key in ("window_ns", "busy_ns", "idle_ns", "top_cause", "mfu", "n_gaps", "name"):
@@ -303,6 +309,14 @@ def test_gaps_and_one_gap_match_the_cli_json(answers: Answers, cli_w0: dict[str,
         assert sum(row["causes"].values()) == want["dur_ns"]  # every idle ns attributed
         assert row["evidence_events"] == len(want["evidence"])
     assert _ok(answers, "gap")["gap"] == cli_w0["gaps"][2]
+    # paging: the next gaps from a start, and a pointer to the ones after
+    page = _ok(answers, "gaps_page")
+    assert [r["index"] for r in page["gaps"]] == [2, 3]
+    assert [r["start_ns"] for r in page["gaps"]] == [g["start_ns"] for g in cli_w0["gaps"][2:4]]
+    (nxt,) = [m for m in page["more"] if m["what"] == "gaps"]
+    assert nxt["tool"] == "gaps" and nxt["arguments"]["start"] == 4 and nxt["arguments"]["top"] == 2
+    (first,) = [m for m in gaps["more"] if m["what"] == "gaps"]
+    assert first["arguments"]["start"] == 4 and first["total"] == page["gaps_total"]
     line = _error(answers, "gap_past")
     assert line.startswith("tf: error: gap 999999: ")
 
@@ -355,6 +369,9 @@ def test_diff_matches_tf_diff_json_and_its_gate(answers: Answers, world: dict[st
     assert [r["rule"] for r in view["rules"]] == ["step_time>+5%", "idle<-10%"]
     assert view["gate"] == ("failed" if broken_cli else "passed")
     assert broken_cli  # idle fell by far more than 10%: that rule breaks
+    for m in view["more"]:  # the command repeats the rules
+        words = shlex.split(m["command"])
+        assert {"--fail-on=step_time>+5%", "--fail-on=idle<-10%"} <= set(words)
 
 
 def test_diff_against_a_stored_baseline(answers: Answers) -> None:
@@ -418,6 +435,11 @@ def test_argument_errors_are_one_line_too(answers: Answers) -> None:
     assert _error(answers, "bad_type").startswith("tf: error: gap: index 'first': ")
     assert _error(answers, "missing_arg").startswith("tf: error: gap: index: Field required")
     assert _error(answers, "negative") == "tf: error: top -2: pass 1 or more"
+
+
+def test_unknown_tools_and_empty_windows_are_one_line(answers: Answers) -> None:
+    assert _error(answers, "no_tool").startswith("tf: error: no tool named 'no_such_tool'; ")
+    assert _error(answers, "empty_window").startswith("tf: error: window '0:0': ")
 
 
 def test_a_nsys_report_is_exported_into_the_cache(answers: Answers, world: dict[str, Any]) -> None:

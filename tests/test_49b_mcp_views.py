@@ -283,6 +283,15 @@ def test_cut_fields_have_one_pointer_with_the_original_total() -> None:
     assert not any(w.startswith(f"findings[{kept}]") for w in by_field)  # cut away: gone
 
 
+def test_a_list_keeps_as_many_items_as_fit() -> None:
+    rows = [{"i": i, "pad": "x" * 90} for i in range(1000)]
+    out = fit({"rows": list(rows)}, "cmd", budget=20_000)
+    kept = len(out["rows"])
+    assert size(out) <= 20_000
+    out["rows"] = rows[: kept + 1]
+    assert size(out) > 20_000  # one more would not fit: not just half of what fits
+
+
 def test_a_text_too_long_for_any_answer_is_cut_and_pointed_to() -> None:
     out = fit({"name": "k" * 50_000, "more": []}, "cmd", budget=2_000)
     assert size(out) <= 2_000 and out["name"].endswith("…")

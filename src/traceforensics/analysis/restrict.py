@@ -117,8 +117,14 @@ def _step_parts(ev: pl.DataFrame, sel: StepRange, pattern: str | None) -> pl.Dat
     if pick.height == 0:
         nums = found.get_column("number").to_list()
         raise OptionError(
-            f"steps {sel.first}:{sel.last}: no step in that range; the trace has steps "
+            f"steps {_shown(sel.first)}:{_shown(sel.last)}: no step in that range; the trace "
+            "has steps "
             f"{min(nums)} to {max(nums)}",
             "steps",
         )
     return pick.group_by("rank").agg(pl.col("s").min().alias("lo"), pl.col("e").max().alias("hi"))
+
+
+def _shown(bound: int | None) -> str:
+    """A range bound as typed: an open end is empty (``99:``, not ``99:None``)."""
+    return "" if bound is None else str(bound)

@@ -28,6 +28,7 @@ from traceforensics._version import __version__
 from traceforensics.cli.history import HISTORY_LIMIT
 from traceforensics.cli.main import error_line
 from traceforensics.cli.mcp_tools import Tools
+from traceforensics.history.figures import names_shown
 from traceforensics.report.format import one_line
 from traceforensics.report.views import SHOWN
 from traceforensics.report.views_fit import compact
@@ -77,7 +78,8 @@ Window = Annotated[
 class Server(MCPServer):
     """``MCPServer`` whose argument errors are one line too: a value of the wrong type (the
     schema's check, before the tool runs) answers ``tf: error: TOOL: FIELD VALUE: what is
-    wrong``, like every other error; the range of a value is the tool's own rule."""
+    wrong``, like every other error, and so does a tool that does not exist; the range of a
+    value is the tool's own rule."""
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -85,9 +87,12 @@ class Server(MCPServer):
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
-            if not isinstance(exc.__cause__, ValidationError):
-                raise
-            return _error(argument_error(name, arguments, exc.__cause__))
+            if isinstance(exc.__cause__, ValidationError):
+                return _error(argument_error(name, arguments, exc.__cause__))
+            if self._tool_manager.get_tool(name) is None:
+                tools = ", ".join(DESCRIPTIONS)
+                return _error(one_line(f"tf: error: no tool named {name!r}; the tools: {tools}"))
+            raise
 
 
 def argument_error(tool: str, arguments: dict[str, Any], exc: ValidationError) -> str:
@@ -154,9 +159,9 @@ DESCRIPTIONS: Final = {
     "findings": "Every finding of a trace (or of one category), largest time to give back "
     "first, each with its remedy, confidence and evidence events. Use it after analyze to "
     "see beyond the top findings or to focus on one cause.",
-    "gaps": "The largest idle gaps of a trace: when each started, how long it lasted and the "
-    "causes it is attributed to. Use it to see what the GPU waited for, gap by gap; then "
-    "gap(index) for one gap's evidence.",
+    "gaps": "The largest idle gaps of a trace, largest first: when each started, how long it "
+    "lasted and the causes it is attributed to. Use it to see what the GPU waited for, gap by "
+    "gap (start pages through them); then gap(index) for one gap's evidence.",
     "gap": "One idle gap whole: its causes in ns and every evidence event (the host ranges, "
     "API calls and copies it was attributed from). Use it to check or explain one "
     "attribution.",
@@ -184,6 +189,13 @@ Category = Annotated[
     ),
 ]
 Top = Annotated[int, Field(description="How many rows of each list (1 or more)")]
+Start = Annotated[
+    int,
+    Field(
+        description="The index of the first gap listed (0: the largest); the answer's `more` "
+        "names the next start"
+    ),
+]
 Index = Annotated[int, Field(description="The gap's `index` in the gaps answer (0: the largest)")]
 After = Annotated[
     str,
@@ -216,8 +228,7 @@ Labels = Annotated[
 Figure = Annotated[
     str | None,
     Field(
-        description="Follow this figure over the runs: step_time, idle, idle.CAUSE, busy, "
-        "busy.KIND, comm, comm.exposed, copy.exposed, mfu"
+        description=f"Follow this figure over the runs: {names_shown()} (e.g. idle.data_loading)"
     ),
 ]
 Limit = Annotated[int, Field(description="The newest N runs (1 or more)")]
@@ -242,9 +253,13 @@ def _tools(t: Tools) -> list[Callable[..., dict[str, Any]]]:
         return t.findings(path, category, steps, window)
 
     def gaps(
-        path: Path_, top: Top = SHOWN["gaps"], steps: Steps = None, window: Window = None
+        path: Path_,
+        top: Top = SHOWN["gaps"],
+        start: Start = 0,
+        steps: Steps = None,
+        window: Window = None,
     ) -> dict[str, Any]:
-        return t.gaps(path, top, steps, window)
+        return t.gaps(path, top, start, steps, window)
 
     def gap(
         path: Path_, index: Index, steps: Steps = None, window: Window = None

@@ -29,7 +29,7 @@ from traceforensics.cli.analyze import analysis_of
 from traceforensics.cli.history import HISTORY_LIMIT
 from traceforensics.cli.mcp_roots import Roots
 from traceforensics.cli.options import parse_duration
-from traceforensics.model.errors import InputError
+from traceforensics.model.errors import InputError, OptionError
 from traceforensics.report.explain import explanation, explanation_index
 from traceforensics.report.json_out import build_json
 from traceforensics.report.views import (
@@ -92,12 +92,15 @@ class Tools:
         self,
         path: str,
         top: int = SHOWN["gaps"],
+        start: int = 0,
         steps: str | None = None,
         window: str | None = None,
     ) -> dict[str, Any]:
         _positive(top, "top")
-        ans, where = self._answer(path, steps, window, top_gaps=min(top, MAX_ROWS))
-        return gaps_view(ans.doc, top, where)
+        if not 0 <= start < MAX_ROWS:
+            raise InputError(f"start {start}: pass a gap's index, 0 to {MAX_ROWS - 1}")
+        ans, where = self._answer(path, steps, window, top_gaps=min(start + top, MAX_ROWS))
+        return gaps_view(ans.doc, top, where, start)
 
     def gap(
         self, path: str, index: int, steps: str | None = None, window: str | None = None
@@ -164,6 +167,8 @@ class Tools:
             "diff",
             *([f"--baseline={baseline}"] if baseline else []),
             *(p for _, p in sides[1 if baseline else 0 :]),
+            *(f"--fail-on={r}" for r in fail_on),
+            *([f"--store={self.store}"] if self.store and baseline else []),
             "--json",
         ]
         return diff_view(result.to_json(), check_rules(rules, result.job.figures), _quoted(words))
@@ -181,7 +186,14 @@ class Tools:
         _positive(limit, "limit")
         shown = history.display(history.check_url(self.store))
         flt = history.RunFilter(labels=tuple(label), limit=limit)
-        words = ["tf", "history", *(f"--label={x}" for x in label), f"--limit={limit}", "--json"]
+        words = [
+            "tf",
+            "history",
+            *(f"--label={x}" for x in label),
+            f"--limit={limit}",
+            *([f"--store={self.store}"] if self.store else []),
+            "--json",
+        ]
         if figure is not None:
             name = check_figure(figure, CAUSES, BUSY_CLASSES)
             obj = trend_json(history.trend(self.store, name, flt), name, shown)
@@ -284,7 +296,12 @@ def _options(
         value = min(1 << (asked - 1).bit_length(), MAX_ROWS)
         given[name] = value
         words.append(f"--{'gaps' if name == 'top_gaps' else 'top'}={value}")
-    return DEFAULTS.with_(**given), words
+    try:
+        return DEFAULTS.with_(**given), words
+    except OptionError as exc:  # (named as the tool's arguments, not the flags)
+        arg = "window" if exc.option in ("start_ns", "end_ns", "window") else exc.option
+        typed = {"window": window, "steps": steps}.get(arg)
+        raise InputError(f"{arg} {typed!r}: {exc}" if typed else str(exc)) from exc
 
 
 def _positive(value: int, name: str) -> None:

@@ -21,7 +21,7 @@ from typing import Any, Final
 from traceforensics.analysis.findings.results import CATEGORIES
 from traceforensics.analysis.options import DEFAULTS
 from traceforensics.model.errors import InputError
-from traceforensics.report.views_fit import cut, fit, pointer
+from traceforensics.report.views_fit import BUDGET_CHARS, cut, fit, pointer
 
 #: How much of each list a view shows unless the call asks for more (one definition: the
 #: tools' schemas quote these).
@@ -143,29 +143,23 @@ def findings_view(doc: dict[str, Any], category: str | None, where: Where) -> di
     return fit(out, where.command)
 
 
-def gaps_view(doc: dict[str, Any], top: int, where: Where) -> dict[str, Any]:
-    """The ``top`` largest idle gaps (``index`` is the gap's place for ``gap``), each with its
-    causes (nonzero, largest first) and how many evidence events it has. ``gaps_total``: the
-    gaps of every device (``devices[].n_gaps``), of which the analysis lists the largest."""
+def gaps_view(doc: dict[str, Any], top: int, where: Where, start: int = 0) -> dict[str, Any]:
+    """The idle gaps from the ``start``-th largest, ``top`` of them (``index``: the gap's
+    place for ``gap``), each with its causes (nonzero, largest first) and how many evidence
+    events it has. ``gaps_total``: the gaps of every device (``devices[].n_gaps``), of which
+    the analysis lists the largest (``gaps_listed``)."""
     more: list[dict[str, Any]] = []
     gaps = doc.get("gaps", [])
     total = sum(int(d.get("n_gaps") or 0) for d in doc.get("devices", []))
     rows = [
         {k: g[k] for k in ("rank", "device", "start_ns", "dur_ns") if k in g}
         | {
-            "index": i,
+            "index": start + i,
             "causes": _nonzero(g.get("causes") or {}),
             "evidence_events": len(g.get("evidence") or []),
         }
-        for i, g in enumerate(gaps[:top])
+        for i, g in enumerate(gaps[start : start + top])
     ]
-    if len(rows) < max(total, len(gaps)):
-        wider = min(max(total, len(gaps)), 4 * max(top, 1))
-        more.append(
-            pointer("gaps", len(rows), max(total, len(gaps)), **where.call("gaps", top=wider))
-        )
-    if rows:
-        more.append(pointer("gaps[*].evidence", 0, len(rows), **where.call("gap", index=0)))
     out = {
         "gaps_total": total,
         "gaps_listed": len(gaps),
@@ -174,7 +168,15 @@ def gaps_view(doc: dict[str, Any], top: int, where: Where) -> dict[str, Any]:
         **_notes(doc),
         "more": more,
     }
-    return fit(out, where.command)
+    fit(out, where.command, BUDGET_CHARS - 600)  # (room for the two pointers below)
+    out["more"] = [m for m in out["more"] if m["what"] != "gaps"]
+    shown = len(out["gaps"])
+    if start + shown < max(total, len(gaps)):  # the next gaps: the same call from there on
+        nxt = where.call("gaps", start=start + shown, top=top)
+        out["more"].append(pointer("gaps", shown, max(total, len(gaps)) - start, **nxt))
+    if shown:
+        out["more"].append(pointer("gaps[*].evidence", 0, shown, **where.call("gap", index=start)))
+    return out
 
 
 def gap_view(doc: dict[str, Any], index: int, where: Where) -> dict[str, Any]:
@@ -188,7 +190,14 @@ def gap_view(doc: dict[str, Any], index: int, where: Where) -> dict[str, Any]:
             if gaps
             else f"gap {index}: the analysis lists no idle gap"
         )
-    out = {"index": index, "gaps_listed": len(gaps), "gap": gaps[index], **_head(doc), "more": []}
+    out = {
+        "index": index,
+        "gaps_listed": len(gaps),
+        "gap": gaps[index],
+        **_head(doc),
+        **_notes(doc),
+        "more": [],
+    }
     return fit(out, where.command)
 
 

@@ -7,8 +7,8 @@ answer's ``more`` list: ``what`` (the field, as a JSON path such as ``findings``
 ``arguments`` (another tool call) or ``command`` (the ``tf`` command whose JSON has it all).
 
 ``fit`` is the last guard: an answer still longer than ``budget`` characters of JSON has its
-largest list halved, again and again, until it fits or no list has more than one item left,
-then its longest texts cut; each cut is recorded the same way.
+largest list cut, again and again, until it fits or no list has more than one item left, then
+its longest texts cut; each cut is recorded the same way.
 """
 
 from __future__ import annotations
@@ -70,25 +70,43 @@ def fit(answer: dict[str, Any], command: str, budget: int = BUDGET_CHARS) -> dic
     """``answer`` cut until its JSON holds at most ``budget`` characters; ``command`` is where
     the whole lists are. Changes ``answer``.
 
-    The largest list is halved until the answer fits or no list of two items or more is
-    left; then, the last resort, the longest texts are cut to ``TEXT_CHARS`` (marked ``…``).
-    Each field cut has one pointer in ``more``: ``shown`` what is left of it, ``total`` what
-    the answer had before any cut; a pointer into an item that was cut away goes with it."""
+    The largest list is cut to the most items that fit (or halved when one item is too many)
+    until the answer fits or no list of two items or more is left; then, the last resort, the
+    longest texts are cut to ``TEXT_CHARS`` (marked ``…``). Each field cut has one pointer in
+    ``more``: ``shown`` what is left of it, ``total`` what the answer had before any cut; a
+    pointer into an item that was cut away goes with it."""
     more: list[dict[str, Any]] = answer.setdefault("more", [])
     while size(answer) > budget:
         largest = max(_lists(answer, ""), key=lambda t: size(t[3]), default=None)
         if largest is None:
             break
         parent, key, path, items = largest
-        parent[key] = items[: len(items) // 2]
+        parent[key] = items[: _most_kept(answer, parent, key, items, budget)]
         _record(more, path, len(parent[key]), len(items), command)
     for parent, key, path, text in sorted(_texts(answer, ""), key=lambda t: -len(t[3])):
         if size(answer) <= budget:
             break
         parent[key] = text[:TEXT_CHARS] + "…"
         _record(more, path, TEXT_CHARS, len(text), command)
-    more[:] = [m for m in more if _exists(answer, m["what"])]
+    # (a pointer to what a view never showed, ``shown`` 0, stays)
+    more[:] = [m for m in more if m["shown"] == 0 or _exists(answer, m["what"])]
     return answer
+
+
+def _most_kept(answer: dict[str, Any], parent: Any, key: Any, items: list[Any], budget: int) -> int:
+    """How many of ``items`` (the list at ``parent[key]``) the answer keeps: the most that
+    fit in ``budget`` (a binary search), or half when even one item does not fit (another
+    list must be cut too)."""
+    lo, hi = 1, len(items) - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        parent[key] = items[:mid]
+        if size(answer) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    parent[key] = items[:lo]
+    return lo if size(answer) <= budget else len(items) // 2
 
 
 #: Characters a text keeps when cutting lists was not enough.
