@@ -171,7 +171,9 @@ class Tools:
             *([f"--store={self.store}"] if self.store and baseline else []),
             "--json",
         ]
-        return diff_view(result.to_json(), check_rules(rules, result.job.figures), _quoted(words))
+        return diff_view(
+            result.to_json(), check_rules(rules, result.job.figures), shlex.join(words)
+        )
 
     def history(
         self, label: Sequence[str] = (), figure: str | None = None, limit: int = HISTORY_LIMIT
@@ -200,7 +202,7 @@ class Tools:
             words.insert(2, f"--trend={name}")
         else:
             obj = runs_json(history.list_runs(self.store, flt), shown)
-        return history_view(obj, _quoted(words))
+        return history_view(obj, shlex.join(words))
 
     def explain(self, id: str | None = None) -> dict[str, Any]:
         if id is None or not id.strip():
@@ -217,7 +219,7 @@ class Tools:
             {"path": text}
             | ({"steps": steps} if steps else {})
             | ({"window": window} if window else {}),
-            _quoted(["tf", "analyze", path, *opts, "--json"]),
+            shlex.join(["tf", "analyze", path, *opts, "--json"]),
         )
         return self._analysed(path, options), where
 
@@ -307,7 +309,3 @@ def _options(
 def _positive(value: int, name: str) -> None:
     if value < 1:
         raise InputError(f"{name} {value}: pass 1 or more")
-
-
-def _quoted(words: list[str]) -> str:
-    return " ".join(shlex.quote(w) for w in words)

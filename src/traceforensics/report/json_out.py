@@ -22,10 +22,20 @@ def build_json(analysis: Analysis) -> dict[str, Any]:
     return analysis.to_json()
 
 
-def dumps(obj: dict[str, Any]) -> bytes:
-    """Indented JSON bytes, newline-terminated. A text holding a lone surrogate (a file name
-    with bytes that are not UTF-8) is written as its ``\\udcXX`` escape, still valid JSON."""
+def dumps(obj: Any, *, indent: bool = True) -> bytes:
+    """JSON bytes: indented and newline-terminated (the files and stdout), or compact with
+    ``indent=False`` (``tf mcp``'s answers, one line). A text holding a lone surrogate (a file
+    name with bytes that are not UTF-8) is written as its ``\\udcXX`` escape, still valid
+    JSON."""
+    option = orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if indent else 0)
+    end = b"\n" if indent else b""
     try:
-        return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n"
+        return orjson.dumps(obj, option=option) + end
     except TypeError:
-        return json.dumps(obj, indent=2, ensure_ascii=True).encode("ascii") + b"\n"
+        text = json.dumps(
+            obj,
+            indent=2 if indent else None,
+            ensure_ascii=True,
+            separators=None if indent else (",", ":"),
+        )
+        return text.encode("ascii") + end

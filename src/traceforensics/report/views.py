@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from traceforensics.analysis.cause_table import ranked_causes
 from traceforensics.analysis.findings.results import CATEGORIES
 from traceforensics.analysis.options import DEFAULTS
 from traceforensics.model.errors import InputError
@@ -75,8 +76,9 @@ def _notes(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _nonzero(causes: dict[str, int]) -> dict[str, int]:
-    """Causes with time, largest first (a view drops the zeros the JSON lists)."""
-    return dict(sorted(((c, ns) for c, ns in causes.items() if ns), key=lambda t: -t[1]))
+    """Causes with time, largest first (``ranked_causes``: the report's one ranking); a view
+    drops the zeros the JSON lists."""
+    return dict(ranked_causes(causes))
 
 
 def _device(d: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterator
 from typing import Any, Final
 
-import orjson
+from traceforensics.report.json_out import dumps
 
 #: The most characters of JSON one answer holds (about 6,000 tokens: room for several
 #: answers in one conversation).
@@ -52,13 +52,8 @@ def cut(
 
 
 def compact(obj: Any) -> str:
-    """``obj`` as compact JSON text, the form an answer is sent in. A text holding a lone
-    surrogate (a file name with bytes that are not UTF-8) is written as its ``\\udcXX``
-    escape, still valid JSON."""
-    try:
-        return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS).decode()
-    except TypeError:
-        return json.dumps(obj, ensure_ascii=True, separators=(",", ":"))
+    """``obj`` as compact JSON text, the form an answer is sent in (``json_out.dumps``)."""
+    return dumps(obj, indent=False).decode()
 
 
 def size(obj: Any) -> int:
@@ -89,7 +84,8 @@ def fit(answer: dict[str, Any], command: str, budget: int = BUDGET_CHARS) -> dic
         parent[key] = text[:TEXT_CHARS] + "…"
         _record(more, path, TEXT_CHARS, len(text), command)
     # (a pointer to what a view never showed, ``shown`` 0, stays)
-    more[:] = [m for m in more if m["shown"] == 0 or _exists(answer, m["what"])]
+    paths = set(_paths(answer, ""))
+    more[:] = [m for m in more if m["shown"] == 0 or "[*]" in m["what"] or m["what"] in paths]
     return answer
 
 
@@ -121,12 +117,6 @@ def _record(more: list[dict[str, Any]], path: str, shown: int, total: int, comma
             m.setdefault("command", command)
             return
     more.append(pointer(path, shown, total, command=command))
-
-
-def _exists(answer: dict[str, Any], path: str) -> bool:
-    """Whether the field a pointer names is still in the answer (a ``[*]`` path, every item
-    of a list: kept)."""
-    return "[*]" in path or path in set(_paths(answer, ""))
 
 
 def _paths(obj: Any, at: str) -> Iterator[str]:
