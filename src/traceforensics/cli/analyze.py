@@ -387,7 +387,7 @@ def _figures(document: dict[str, Any], path: str) -> dict[str, FigureDelta]:
 
 def command_line() -> str:
     """The command line of this run, quoted for a shell (report headers)."""
-    return " ".join(shlex.quote(a) for a in ["tf", *_argv()])
+    return shlex.join(["tf", *_argv()])
 
 
 def _argv() -> list[str]:

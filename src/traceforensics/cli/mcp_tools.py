@@ -8,9 +8,9 @@ least recently used dropped), so a second question on the same trace is answered
 reading it again; a changed file is another entry (``cache.input_identity``). One analysis
 runs at a time (the tools run on worker threads).
 
-Paths pass ``Roots.confine`` first; nothing is written but the caches (``--no-cache``: not
-even those). Errors are raised as the commands raise them; ``cli.mcp_server`` turns each into
-the commands' one line.
+Paths pass ``Roots.confine`` first; nothing is written but the user cache (``--no-cache``:
+no analysis cache; a ``.nsys-rep``'s export is still kept there). Errors are raised as the
+commands raise them; ``cli.mcp_server`` turns each into the commands' one line.
 """
 
 from __future__ import annotations
